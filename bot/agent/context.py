@@ -1,0 +1,76 @@
+"""What the worker hands the coordinator, and what it gets back.
+
+The worker builds a ``TaskContext`` for each leased task and calls
+``ExecutionCoordinator.run(ctx)``; the coordinator reports what people should see
+through ``ctx.emit(ProgressEvent)`` (the comments module renders these into the
+status comment and milestone comments) and returns an ``Outcome`` that the worker
+stores and turns into labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from bot.config import Settings
+from bot.events import IssueRef
+from bot.forges.base import Forge
+from bot.llm.base import LLM
+from bot.storage.base import Store, Task, TaskState
+from bot.tools.registry import ToolRegistry
+
+
+class ProgressKind(StrEnum):
+    """Moments of a task, from least to most worth a person's attention."""
+
+    PHASE = "phase"  # phase changed (status comment only)
+    PLAN = "plan"  # the plan (status comment checklist)
+    ACTION = "action"  # an action started / finished (status comment only)
+    USAGE = "usage"  # tokens used so far (status comment only)
+    LINKS = "links"  # branch / change request / report links (status comment only)
+    REVISION = "revision"  # a plan revision: its own comment
+    REFLECTION = "reflection"  # a failure reflection: its own comment
+    CLARIFICATION = "clarification"  # questions for the author: its own comment, waits
+    APPROVAL_REQUEST = "approval_request"  # plan / tool call to approve: its own comment, waits
+    PAUSED = "paused"  # paused (LLM down, approval timeout, /agent pause): its own comment
+    COMPLETION = "completion"  # the completion summary: its own comment
+    HUMAN_INTERVENTION = "human_intervention"  # seed 10.4: its own comment
+    NOTICE = "notice"  # a short reply (e.g. to a command): its own comment
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    kind: ProgressKind
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+Emit = Callable[[ProgressEvent], Awaitable[None]]
+
+
+@dataclass
+class TaskContext:
+    task: Task
+    issue: IssueRef
+    settings: Settings
+    store: Store
+    forge: Forge
+    llm: LLM
+    tools: ToolRegistry
+    emit: Emit
+    data_dir: Path
+    workspace: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run ended. ``state`` is the task's next state; ``wake_at`` (epoch seconds)
+    is when a waiting or paused task should be looked at again (None: only when a
+    person acts)."""
+
+    state: TaskState
+    summary: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    wake_at: float | None = None

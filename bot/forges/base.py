@@ -1,0 +1,192 @@
+"""The ``Forge`` protocol: everything the bot asks of GitHub or GitLab.
+
+Adapters (``github.py``, ``gitlab.py``) implement it over the real APIs; tests use
+the one ``FakeForge`` in ``tests/fakes.py``. Errors are the typed exceptions below,
+so callers never see an HTTP library's exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Protocol, runtime_checkable
+
+from bot.events import ForgeKind, IssueRef, RepoRef
+
+
+class ForgeError(Exception):
+    """A forge call failed. ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(ForgeError):
+    """The thing asked for does not exist (HTTP 404)."""
+
+
+class AccessDenied(ForgeError):
+    """The bot's credentials may not do this (HTTP 401/403 without rate limiting)."""
+
+
+class RateLimited(ForgeError):
+    """The forge asked us to slow down and retrying did not help in time."""
+
+    def __init__(self, message: str, *, retry_after: float, status: int | None = 429) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class Conflict(ForgeError):
+    """The change conflicts with the current state (HTTP 409/422), e.g. branch exists."""
+
+
+class Permission(IntEnum):
+    """A user's access to a repository, ordered so comparisons work."""
+
+    NONE = 0
+    READ = 10
+    TRIAGE = 15
+    WRITE = 30
+    MAINTAIN = 40
+    ADMIN = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    id: int
+    body: str
+    author: str
+    web_url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IssueDetails:
+    issue: IssueRef
+    comments: tuple[Comment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RepoInfo:
+    repo: RepoRef
+    default_branch: str
+    clone_url: str
+    web_url: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FileContent:
+    path: str
+    content: bytes
+    ref: str
+    sha: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    path: str
+    kind: str  # "file" | "dir"
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    path: str
+    snippet: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRequest:
+    """A pull request (GitHub) or merge request (GitLab) the bot opened."""
+
+    number: int
+    web_url: str
+    head_branch: str
+    base_branch: str
+    draft: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CloneAuth:
+    """How to clone and push: given to one git process through its environment only."""
+
+    url: str
+    username: str
+    password: str = field(repr=False)
+
+
+@runtime_checkable
+class Forge(Protocol):
+    """One forge (a GitHub App / token, or a GitLab instance)."""
+
+    kind: ForgeKind
+
+    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
+        """The issue or change request with its comments (oldest first)."""
+        ...
+
+    async def create_comment(self, issue: IssueRef, body: str) -> Comment: ...
+
+    async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None: ...
+
+    async def add_reaction(self, issue: IssueRef, comment_id: int | None, reaction: str) -> None:
+        """React (``eyes``, ...) to a comment, or to the issue when ``comment_id`` is None."""
+        ...
+
+    async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:
+        """Create the label when the repository does not have it."""
+        ...
+
+    async def add_labels(self, issue: IssueRef, labels: list[str]) -> None: ...
+
+    async def remove_label(self, issue: IssueRef, label: str) -> None:
+        """Remove one label; a label that is not there is not an error."""
+        ...
+
+    async def get_permission(self, repo: RepoRef, user: str) -> Permission: ...
+
+    async def get_repo_info(self, repo: RepoRef) -> RepoInfo: ...
+
+    async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
+        """Raises ``NotFound`` with the path when there is no such file."""
+        ...
+
+    async def list_tree(
+        self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
+    ) -> list[TreeEntry]: ...
+
+    async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]: ...
+
+    async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None: ...
+
+    async def commit_files(
+        self,
+        repo: RepoRef,
+        *,
+        branch: str,
+        message: str,
+        files: dict[str, bytes | None],
+    ) -> str:
+        """Commit several files at once (None deletes); returns the new commit id."""
+        ...
+
+    async def open_change_request(
+        self,
+        repo: RepoRef,
+        *,
+        head: str,
+        base: str,
+        title: str,
+        body: str,
+        draft: bool = True,
+    ) -> ChangeRequest: ...
+
+    async def clone_auth(self, repo: RepoRef) -> CloneAuth: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,228 @@
+"""The storage protocol: deliveries, the event inbox, tasks, leases, checkpoints.
+
+Two implementations share it: ``sqlite.py`` (the embedded default, one WAL file
+under ``data_dir``) and ``postgres.py`` (scale-out: several web and worker
+replicas share one queue). Every method is one transaction.
+
+Data path: the web handler calls ``record_delivery`` (delivery record and inbox
+event in one transaction; a redelivery is a no-op). A worker's dispatcher leases
+inbox events, decides, and calls ``create_task`` or ``add_message`` with the
+event id, which completes the event in the same transaction as the task or
+message it produced. Worker slots lease tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from bot.events import TaskRequest
+
+
+class StoreError(Exception):
+    """The store failed (could not open, write or read)."""
+
+
+class TaskState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_INPUT = "awaiting_input"
+    AWAITING_APPROVAL = "awaiting_approval"
+    PAUSED = "paused"
+    DONE = "done"
+    NEEDS_HUMAN = "needs_human"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+ACTIVE_STATES: frozenset[TaskState] = frozenset(
+    {
+        TaskState.QUEUED,
+        TaskState.RUNNING,
+        TaskState.AWAITING_INPUT,
+        TaskState.AWAITING_APPROVAL,
+        TaskState.PAUSED,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: str
+    issue_key: str
+    repo_key: str
+    request: TaskRequest
+    state: TaskState
+    phase: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    lease_owner: str | None = None
+    lease_expires: float | None = None
+    wake_at: float | None = None
+    attempts: int = 0
+    error: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class InboxEvent:
+    id: int
+    delivery_key: str
+    forge: str
+    payload: dict[str, Any]
+    received_at: float
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskMessage:
+    seq: int
+    task_id: str
+    kind: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+
+
+class Store(Protocol):
+    """Durable state. All methods are coroutines; each is one transaction."""
+
+    async def open(self) -> None:
+        """Create the schema when missing. Idempotent."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Raise ``StoreError`` unless the store accepts a write now (for /readyz)."""
+        ...
+
+    # --- deliveries and the inbox -------------------------------------------------------------
+
+    async def record_delivery(
+        self, delivery_key: str, forge: str, payload: dict[str, Any] | None
+    ) -> bool:
+        """Record a delivery and, when ``payload`` is given, queue it in the inbox.
+
+        Returns False (and writes nothing) when the key was recorded before, also when
+        two deliveries of the same key race each other.
+        """
+        ...
+
+    async def lease_event(self, owner: str, lease_seconds: float) -> InboxEvent | None: ...
+
+    async def finish_event(self, event_id: int, *, error: str | None = None) -> None:
+        """Mark an inbox event handled (``error`` keeps the reason for the record)."""
+        ...
+
+    async def retry_event(self, event_id: int, *, error: str, delay_seconds: float) -> None:
+        """Give a leased event back, to be leased again after ``delay_seconds``."""
+        ...
+
+    async def pending_events(self) -> int: ...
+
+    # --- tasks ---------------------------------------------------------------------------------
+
+    async def create_task(
+        self, request: TaskRequest, *, event_id: int | None = None
+    ) -> tuple[Task, bool]:
+        """Queue a task unless the issue has an active one.
+
+        Returns ``(task, True)`` for a new task, ``(active_task, False)`` otherwise. When
+        ``event_id`` is given the inbox event is finished in the same transaction.
+        """
+        ...
+
+    async def get_task(self, task_id: str) -> Task | None: ...
+
+    async def active_task_for(self, issue_key: str) -> Task | None: ...
+
+    async def latest_task_for(self, issue_key: str) -> Task | None: ...
+
+    async def list_tasks(
+        self, *, states: frozenset[TaskState] | None = None, limit: int = 100
+    ) -> list[Task]:
+        """Newest first."""
+        ...
+
+    async def count_tasks(self, *, states: frozenset[TaskState] | None = None) -> int: ...
+
+    async def lease_task(self, owner: str, lease_seconds: float) -> Task | None:
+        """Take the oldest queued task whose ``wake_at`` has passed; state becomes running."""
+        ...
+
+    async def renew_lease(self, task_id: str, owner: str, lease_seconds: float) -> bool:
+        """Extend the lease; False when ``owner`` no longer holds it."""
+        ...
+
+    async def set_state(
+        self,
+        task_id: str,
+        state: TaskState,
+        *,
+        phase: str | None = None,
+        error: str | None = None,
+        wake_at: float | None = None,
+        release: bool = True,
+    ) -> None:
+        """Move a task to ``state``; ``release`` drops the lease."""
+        ...
+
+    async def requeue_expired(self) -> int:
+        """Running tasks whose lease expired go back to queued. Returns how many."""
+        ...
+
+    async def due_tasks(self, now: float) -> list[Task]:
+        """Waiting or paused tasks whose ``wake_at`` is at or before ``now``."""
+        ...
+
+    # --- checkpoints, messages, comment ids --------------------------------------------
+
+    async def save_checkpoint(self, task_id: str, data: dict[str, Any]) -> None: ...
+
+    async def load_checkpoint(self, task_id: str) -> dict[str, Any] | None: ...
+
+    async def add_message(
+        self,
+        task_id: str,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        event_id: int | None = None,
+        requeue: bool = False,
+    ) -> int:
+        """Append a message (feedback, command) for a task; returns its sequence number.
+
+        ``event_id`` finishes that inbox event in the same transaction; ``requeue`` moves
+        a waiting or paused task back to queued in it too.
+        """
+        ...
+
+    async def messages_after(self, task_id: str, seq: int) -> list[TaskMessage]: ...
+
+    async def get_comment_id(self, task_id: str, marker: str) -> int | None: ...
+
+    async def put_comment_id(self, task_id: str, marker: str, comment_id: int) -> None: ...
+
+    # --- plan cache ---------------------------------------------------------------------
+
+    async def cache_get(self, key: str, now: float) -> dict[str, Any] | None: ...
+
+    async def cache_put(
+        self,
+        key: str,
+        *,
+        repo_key: str,
+        text: str,
+        value: dict[str, Any],
+        expires_at: float,
+    ) -> None: ...
+
+    async def cache_candidates(
+        self, repo_key: str, now: float, limit: int = 50
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        """Unexpired entries of one repository: (key, normalised text, value)."""
+        ...

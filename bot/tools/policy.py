@@ -1,0 +1,64 @@
+"""Tool policy (seed 004, 12.1.1): allowed, forbidden and approval-required globs.
+
+Pure: no I/O. Forbidden always wins. A repository's own ``.agent.yaml`` may only
+tighten the server policy (``tightened``), never loosen it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    allowed: bool
+    needs_approval: bool
+    reason: str = ""
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> str | None:
+    for pattern in patterns:
+        if fnmatchcase(name, pattern):
+            return pattern
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    allowed: tuple[str, ...] = ("*",)
+    forbidden: tuple[str, ...] = ()
+    require_approval: tuple[str, ...] = ()
+    narrowed_to: tuple[str, ...] | None = None
+
+    def decide(self, name: str) -> PolicyDecision:
+        hit = _matches(name, self.forbidden)
+        if hit is not None:
+            return PolicyDecision(False, False, f"{name} is forbidden by the policy ({hit!r})")
+        if _matches(name, self.allowed) is None:
+            return PolicyDecision(False, False, f"{name} is not in the allowed tools")
+        if self.narrowed_to is not None and _matches(name, self.narrowed_to) is None:
+            return PolicyDecision(False, False, f"{name} is not allowed by the repository")
+        approval = _matches(name, self.require_approval)
+        return PolicyDecision(True, approval is not None, "")
+
+    def tightened(
+        self,
+        *,
+        forbidden: tuple[str, ...] = (),
+        require_approval: tuple[str, ...] = (),
+        allowed: tuple[str, ...] | None = None,
+    ) -> ToolPolicy:
+        """A policy at least as strict as this one: a repository may forbid more, ask
+        approval for more, and narrow the allowed set (a tool must then match both)."""
+        narrowed = self.narrowed_to
+        if allowed is not None:
+            narrowed = tuple(
+                p for p in allowed if narrowed is None or _matches(p, narrowed) is not None
+            )
+        return ToolPolicy(
+            allowed=self.allowed,
+            forbidden=self.forbidden + tuple(forbidden),
+            require_approval=self.require_approval + tuple(require_approval),
+            narrowed_to=narrowed,
+        )

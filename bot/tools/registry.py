@@ -1,0 +1,123 @@
+"""The tool registry: what the agent can call, with one-line purposes and schemas.
+
+A ``Tool`` is a name, a purpose (shown to the planner), a JSON schema for its
+arguments (shown when it is called), a write flag, and an async handler. Handlers
+never raise for expected failures: they return ``ToolResult.fail`` with a reason
+the agent can reflect on. ``ToolRegistry.call`` validates arguments, applies the
+policy, enforces the timeout, and turns unexpected exceptions into failed results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from bot.tools.policy import PolicyDecision, ToolPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    ok: bool
+    output: str
+    data: dict[str, Any] = field(default_factory=dict)
+    changed: bool = False
+    duration: float = 0.0
+
+    @classmethod
+    def success(cls, output: str, *, changed: bool = False, **data: Any) -> ToolResult:
+        return cls(ok=True, output=output, data=data, changed=changed)
+
+    @classmethod
+    def fail(cls, reason: str, **data: Any) -> ToolResult:
+        return cls(ok=False, output=reason, data=data)
+
+
+Handler = Callable[[dict[str, Any]], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    purpose: str
+    schema: dict[str, Any]
+    handler: Handler = field(repr=False)
+    writes: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "purpose": self.purpose, "parameters": self.schema}
+
+
+class ApprovalRequired(Exception):
+    """The policy wants a human to approve this call before it runs."""
+
+    def __init__(self, tool: str, arguments: dict[str, Any]) -> None:
+        super().__init__(f"{tool} needs approval")
+        self.tool = tool
+        self.arguments = arguments
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = (), *, policy: ToolPolicy | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.policy = policy or ToolPolicy()
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name} is registered twice")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def usable(self) -> list[Tool]:
+        """Tools the policy allows, for the planner."""
+        return [t for n, t in sorted(self._tools.items()) if self.policy.decide(n).allowed]
+
+    def check(self, name: str) -> PolicyDecision:
+        if name not in self._tools:
+            return PolicyDecision(False, False, f"unknown tool {name!r}")
+        return self.policy.decide(name)
+
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout: float,
+        approved: bool = False,
+    ) -> ToolResult:
+        """Run a tool; every failure comes back as a failed ``ToolResult``."""
+        started = time.monotonic()
+        decision = self.check(name)
+        if not decision.allowed:
+            return ToolResult.fail(f"refused: {decision.reason}")
+        if decision.needs_approval and not approved:
+            raise ApprovalRequired(name, arguments)
+        tool = self._tools[name]
+        try:
+            jsonschema.validate(arguments, tool.schema)
+        except jsonschema.ValidationError as exc:
+            return ToolResult.fail(f"invalid arguments for {name}: {exc.message}")
+        try:
+            result = await asyncio.wait_for(tool.handler(arguments), timeout=timeout)
+        except TimeoutError:
+            result = ToolResult.fail(f"{name} timed out after {timeout:g} s")
+        except Exception as exc:  # a tool bug must not crash the task
+            result = ToolResult.fail(f"{name} failed: {type(exc).__name__}: {exc}")
+        return ToolResult(
+            ok=result.ok,
+            output=result.output,
+            data=result.data,
+            changed=result.changed,
+            duration=time.monotonic() - started,
+        )

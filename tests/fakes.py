@@ -1,0 +1,309 @@
+"""The one fake forge of the test suite.
+
+It keeps repositories, issues, comments, labels, reactions, files, branches,
+commits and change requests in memory and records every call, so tests assert
+what a maintainer would see. Failures can be injected per method.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bot.events import ForgeKind, IssueRef, RepoRef
+from bot.forges.base import (
+    ChangeRequest,
+    CloneAuth,
+    Comment,
+    Conflict,
+    FileContent,
+    ForgeError,
+    IssueDetails,
+    NotFound,
+    Permission,
+    RepoInfo,
+    SearchHit,
+    TreeEntry,
+)
+
+
+@dataclass
+class FakeIssue:
+    ref: IssueRef
+    comments: list[Comment] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    reactions: list[tuple[int | None, str]] = field(default_factory=list)
+
+
+@dataclass
+class FakeRepo:
+    ref: RepoRef
+    default_branch: str = "main"
+    clone_url: str = ""
+    branches: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    labels: dict[str, tuple[str, str]] = field(default_factory=dict)
+    permissions: dict[str, Permission] = field(default_factory=dict)
+    commits: list[tuple[str, str, dict[str, bytes | None]]] = field(default_factory=list)
+    change_requests: list[ChangeRequest] = field(default_factory=list)
+    change_request_bodies: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+
+class FakeForge:
+    """An in-memory forge implementing the ``Forge`` protocol."""
+
+    def __init__(self, kind: ForgeKind = ForgeKind.GITHUB, *, bot_login: str = "") -> None:
+        self.kind = kind
+        self.bot_login = bot_login or (
+            "coding-agent[bot]" if kind is ForgeKind.GITHUB else "coding-agent-bot"
+        )
+        self.repos: dict[str, FakeRepo] = {}
+        self.issues: dict[tuple[str, int], FakeIssue] = {}
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.failures: dict[str, list[Exception]] = {}
+        self.edits: list[tuple[int, str]] = []
+        self._ids = itertools.count(1000)
+        self._numbers = itertools.count(100)
+
+    # --- test set-up -----------------------------------------------------------------------
+
+    def add_repo(
+        self,
+        full_name: str,
+        files: dict[str, str | bytes] | None = None,
+        *,
+        default_branch: str = "main",
+        clone_url: str = "",
+        writers: tuple[str, ...] = ("alice",),
+    ) -> RepoRef:
+        ref = RepoRef(
+            forge=self.kind,
+            full_name=full_name,
+            project_id=len(self.repos) + 1 if self.kind is ForgeKind.GITLAB else None,
+            scope_id="1" if self.kind is ForgeKind.GITHUB else None,
+            default_branch=default_branch,
+            web_url=f"https://{self.kind.value}.example/{full_name}",
+        )
+        content = {p: v.encode() if isinstance(v, str) else v for p, v in (files or {}).items()}
+        repo = FakeRepo(ref=ref, default_branch=default_branch, clone_url=clone_url)
+        repo.branches[default_branch] = content
+        for user in writers:
+            repo.permissions[user] = Permission.WRITE
+        self.repos[full_name] = repo
+        return ref
+
+    def add_issue(
+        self,
+        repo: RepoRef,
+        number: int,
+        *,
+        title: str,
+        body: str = "",
+        author: str = "alice",
+        labels: tuple[str, ...] = (),
+        change_request: bool = False,
+    ) -> IssueRef:
+        ref = IssueRef(
+            repo=repo,
+            number=number,
+            is_change_request=change_request,
+            title=title,
+            body=body,
+            web_url=f"{repo.web_url}/issues/{number}",
+            author=author,
+            labels=labels,
+        )
+        self.issues[(repo.full_name, number)] = FakeIssue(ref=ref, labels=list(labels))
+        return ref
+
+    def fail(self, method: str, *errors: Exception) -> None:
+        """The next calls of ``method`` raise these errors, in order."""
+        self.failures.setdefault(method, []).extend(errors)
+
+    # --- inspection --------------------------------------------------------------------------
+
+    def issue(self, repo: RepoRef, number: int) -> FakeIssue:
+        return self.issues[(repo.full_name, number)]
+
+    def repo(self, repo: RepoRef) -> FakeRepo:
+        return self.repos[repo.full_name]
+
+    def calls_of(self, method: str) -> list[tuple[Any, ...]]:
+        return [args for name, args in self.calls if name == method]
+
+    # --- the protocol --------------------------------------------------------------------------
+
+    def _enter(self, method: str, *args: Any) -> None:
+        self.calls.append((method, args))
+        queue = self.failures.get(method)
+        if queue:
+            raise queue.pop(0)
+
+    def _issue(self, issue: IssueRef) -> FakeIssue:
+        try:
+            return self.issues[(issue.repo.full_name, issue.number)]
+        except KeyError:
+            raise NotFound(f"issue {issue.number} not found", status=404) from None
+
+    def _repo(self, repo: RepoRef) -> FakeRepo:
+        try:
+            return self.repos[repo.full_name]
+        except KeyError:
+            raise NotFound(f"repository {repo.full_name} not found", status=404) from None
+
+    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
+        self._enter("get_issue", repo.full_name, number)
+        found = self.issues.get((repo.full_name, number))
+        if found is None:
+            raise NotFound(f"issue {number} not found", status=404)
+        ref = replace(found.ref, labels=tuple(found.labels))
+        return IssueDetails(issue=ref, comments=tuple(found.comments))
+
+    async def create_comment(self, issue: IssueRef, body: str) -> Comment:
+        self._enter("create_comment", issue.number, body)
+        comment = Comment(id=next(self._ids), body=body, author=self.bot_login)
+        self._issue(issue).comments.append(comment)
+        return comment
+
+    async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None:
+        self._enter("edit_comment", issue.number, comment_id, body)
+        fake = self._issue(issue)
+        for index, comment in enumerate(fake.comments):
+            if comment.id == comment_id:
+                fake.comments[index] = replace(comment, body=body)
+                self.edits.append((comment_id, body))
+                return
+        raise NotFound(f"comment {comment_id} not found", status=404)
+
+    async def add_reaction(self, issue: IssueRef, comment_id: int | None, reaction: str) -> None:
+        self._enter("add_reaction", issue.number, comment_id, reaction)
+        self._issue(issue).reactions.append((comment_id, reaction))
+
+    async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:
+        self._enter("ensure_label", repo.full_name, name)
+        self._repo(repo).labels.setdefault(name, (color, description))
+
+    async def add_labels(self, issue: IssueRef, labels: list[str]) -> None:
+        self._enter("add_labels", issue.number, tuple(labels))
+        fake = self._issue(issue)
+        for label in labels:
+            if label not in fake.labels:
+                fake.labels.append(label)
+
+    async def remove_label(self, issue: IssueRef, label: str) -> None:
+        self._enter("remove_label", issue.number, label)
+        fake = self._issue(issue)
+        if label in fake.labels:
+            fake.labels.remove(label)
+
+    async def get_permission(self, repo: RepoRef, user: str) -> Permission:
+        self._enter("get_permission", repo.full_name, user)
+        return self._repo(repo).permissions.get(user, Permission.READ)
+
+    async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
+        self._enter("get_repo_info", repo.full_name)
+        fake = self._repo(repo)
+        return RepoInfo(
+            repo=fake.ref,
+            default_branch=fake.default_branch,
+            clone_url=fake.clone_url,
+            web_url=fake.ref.web_url,
+        )
+
+    async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
+        self._enter("get_file", repo.full_name, path, ref)
+        fake = self._repo(repo)
+        branch = ref or fake.default_branch
+        files = fake.branches.get(branch)
+        if files is None:
+            raise NotFound(f"ref {branch} not found", status=404)
+        if path not in files:
+            raise NotFound(f"{path} not found on {branch}", status=404)
+        return FileContent(path=path, content=files[path], ref=branch)
+
+    async def list_tree(
+        self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
+    ) -> list[TreeEntry]:
+        self._enter("list_tree", repo.full_name, path, ref, recursive)
+        fake = self._repo(repo)
+        files = fake.branches.get(ref or fake.default_branch, {})
+        prefix = path.strip("/") + "/" if path.strip("/") else ""
+        entries: dict[str, TreeEntry] = {}
+        for file_path, content in sorted(files.items()):
+            if not file_path.startswith(prefix):
+                continue
+            rest = file_path[len(prefix) :]
+            if recursive or "/" not in rest:
+                entries[file_path] = TreeEntry(file_path, "file", len(content))
+            else:
+                top = prefix + rest.split("/", 1)[0]
+                entries.setdefault(top, TreeEntry(top, "dir"))
+        return list(entries.values())
+
+    async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]:
+        self._enter("search_code", repo.full_name, query)
+        fake = self._repo(repo)
+        hits = []
+        for file_path, content in sorted(fake.branches[fake.default_branch].items()):
+            text = content.decode("utf-8", errors="replace")
+            for line in text.splitlines():
+                if query.lower() in line.lower():
+                    hits.append(SearchHit(file_path, line.strip()))
+                    break
+        return hits
+
+    async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
+        self._enter("create_branch", repo.full_name, name, from_ref)
+        fake = self._repo(repo)
+        if name in fake.branches:
+            raise Conflict(f"branch {name} already exists", status=422)
+        if from_ref not in fake.branches:
+            raise NotFound(f"ref {from_ref} not found", status=404)
+        fake.branches[name] = dict(fake.branches[from_ref])
+
+    async def commit_files(
+        self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
+    ) -> str:
+        self._enter("commit_files", repo.full_name, branch, message, tuple(sorted(files)))
+        fake = self._repo(repo)
+        if branch not in fake.branches:
+            raise NotFound(f"branch {branch} not found", status=404)
+        tree = fake.branches[branch]
+        for path, content in files.items():
+            if content is None:
+                tree.pop(path, None)
+            else:
+                tree[path] = content
+        sha = f"{len(fake.commits) + 1:040x}"
+        fake.commits.append((branch, message, dict(files)))
+        return sha
+
+    async def open_change_request(
+        self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
+    ) -> ChangeRequest:
+        self._enter("open_change_request", repo.full_name, head, base, title)
+        fake = self._repo(repo)
+        for existing in fake.change_requests:
+            if existing.head_branch == head:
+                raise Conflict(f"a change request for {head} exists", status=422)
+        number = next(self._numbers)
+        change = ChangeRequest(
+            number=number,
+            web_url=f"{fake.ref.web_url}/pull/{number}",
+            head_branch=head,
+            base_branch=base,
+            draft=draft,
+        )
+        fake.change_requests.append(change)
+        fake.change_request_bodies[number] = (title, body)
+        return change
+
+    async def clone_auth(self, repo: RepoRef) -> CloneAuth:
+        self._enter("clone_auth", repo.full_name)
+        fake = self._repo(repo)
+        if not fake.clone_url:
+            raise ForgeError("this fake repository has no clone URL")
+        return CloneAuth(url=fake.clone_url, username="x-access-token", password="fake-token")
+
+    async def aclose(self) -> None:
+        self._enter("aclose")
