@@ -305,5 +305,9 @@ class FakeForge:
             raise ForgeError("this fake repository has no clone URL")
         return CloneAuth(url=fake.clone_url, username="x-access-token", password="fake-token")
 
+    async def whoami(self) -> str:
+        self._enter("whoami")
+        return self.bot_login
+
     async def aclose(self) -> None:
         self._enter("aclose")

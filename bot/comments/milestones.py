@@ -1,0 +1,110 @@
+"""Milestone comments: progress events a person must notice, rendered. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.agent.context import ProgressEvent, ProgressKind
+from bot.comments.render import render
+from bot.comments.status import render_links
+
+
+def _strings(items: object) -> list[str]:
+    if not isinstance(items, list):
+        return []
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            parts = [f"{k}: {v}" for k, v in item.items() if not isinstance(v, (dict, list))]
+            out.append("; ".join(parts) or str(item))
+        else:
+            out.append(str(item))
+    return out
+
+
+def _duration(seconds: object, language: str) -> str:
+    try:
+        value = int(float(str(seconds)))
+    except ValueError:
+        value = 0
+    if value >= 3600 and value % 3600 == 0:
+        return f"{value // 3600} h" if language == "en" else f"{value // 3600} 時間"
+    if value >= 60:
+        return f"{value // 60} min" if language == "en" else f"{value // 60} 分"
+    return f"{value} s" if language == "en" else f"{value} 秒"
+
+
+def milestone_body(
+    event: ProgressEvent, language: str, *, prefix: str, links: dict[str, str]
+) -> str | None:
+    """The comment for a milestone event, or None for status-only events."""
+    d: dict[str, Any] = event.data
+    kind = event.kind
+    if kind is ProgressKind.REVISION:
+        return render(
+            "revision",
+            language,
+            number=d.get("number", 1),
+            limit=d.get("limit", "?"),
+            reason=d.get("reason", ""),
+            changes=_strings(d.get("changes")),
+        )
+    if kind is ProgressKind.REFLECTION:
+        return render(
+            "reflection",
+            language,
+            action=d.get("action", ""),
+            status=d.get("status", ""),
+            evaluation=d.get("evaluation", ""),
+            issues=_strings(d.get("issues")),
+        )
+    if kind is ProgressKind.CLARIFICATION:
+        return render("clarification", language, questions=_strings(d.get("questions")))
+    if kind is ProgressKind.APPROVAL_REQUEST:
+        return render(
+            "approval_request",
+            language,
+            what=d.get("what", ""),
+            details=d.get("details", ""),
+            prefix=prefix,
+            timeout=_duration(d.get("timeout", 0), language),
+        )
+    if kind is ProgressKind.PAUSED:
+        return render("paused", language, reason=pause_reason(d, language, prefix=prefix))
+    if kind is ProgressKind.COMPLETION:
+        summary = d.get("summary") or {}
+        return render(
+            "completion",
+            language,
+            goal_achieved=bool(summary.get("goal_achieved", True)),
+            completed=summary.get("tasks_completed", 0),
+            failed=summary.get("tasks_failed", 0),
+            outcomes=_strings(summary.get("key_outcomes")),
+            lessons=_strings(summary.get("lessons_learned")),
+            links=render_links(links, language),
+        )
+    if kind is ProgressKind.HUMAN_INTERVENTION:
+        summary = d.get("summary") or {}
+        return render(
+            "human_intervention",
+            language,
+            prefix=prefix,
+            reason=summary.get("reason") or d.get("reason", ""),
+            tried=_strings(d.get("tried")),
+            current_state=summary.get("current_state", ""),
+            recommendations=_strings(summary.get("recommendations")),
+        )
+    if kind is ProgressKind.NOTICE:
+        return render("notice", language, text=d.get("text", ""))
+    return None
+
+
+def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:
+    reason = str(data.get("reason", "user"))
+    if reason == "llm_unavailable":
+        return render("paused_llm", language, endpoint=data.get("endpoint", "LLM"))
+    if reason == "approval_timeout":
+        return render("paused_approval", language, prefix=prefix)
+    if reason == "user":
+        return render("paused_user", language, prefix=prefix)
+    return reason

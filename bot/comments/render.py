@@ -1,0 +1,113 @@
+"""Render comment templates (en, ja): strict, redacted, marked and cut to fit.
+
+Every comment the bot posts ends with a hidden marker naming the task, the kind
+of comment and its sequence number, so a restarted worker finds and edits what it
+already posted instead of posting it twice.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+import yaml
+
+from bot.comments.redact import redact
+
+LANGUAGES = ("en", "ja")
+MARKER_RE = re.compile(
+    r"<!-- coding-agent:task=(?P<task>[\w-]+) kind=(?P<kind>[\w-]+) seq=(?P<seq>\d+) -->"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    task_id: str
+    kind: str
+    seq: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.seq}"
+
+    def render(self) -> str:
+        return f"<!-- coding-agent:task={self.task_id} kind={self.kind} seq={self.seq} -->"
+
+
+def find_markers(body: str) -> list[Marker]:
+    return [
+        Marker(m.group("task"), m.group("kind"), int(m.group("seq")))
+        for m in MARKER_RE.finditer(body)
+    ]
+
+
+@cache
+def _catalog(language: str) -> dict[str, str]:
+    if language not in LANGUAGES:
+        raise ValueError(f"no comment templates for language {language!r}")
+    text = resources.files("bot.comments").joinpath(f"templates/{language}.yaml").read_text("utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"templates/{language}.yaml is not a mapping")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+# Markdown, not HTML: the forge sanitises what it renders, so no HTML escaping here.
+_ENV = jinja2.Environment(
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,  # noqa: S701
+    keep_trailing_newline=False,
+)
+
+
+def template_keys(language: str) -> set[str]:
+    return set(_catalog(language))
+
+
+def render(key: str, language: str, **values: Any) -> str:
+    """One template filled strictly (a missing variable raises ``jinja2.UndefinedError``)."""
+    source = _catalog(language)[key]
+    return _ENV.from_string(source).render(**values).strip()
+
+
+def quote(text: str) -> str:
+    """A Markdown quote of what a reply answers, followed by a blank line."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return "\n".join(f"> {line}" for line in lines[:5]) + "\n\n"
+
+
+def finish(
+    body: str,
+    *,
+    marker: Marker,
+    language: str,
+    max_length: int,
+    secrets: tuple[str, ...] = (),
+    report_path: str = "",
+) -> str:
+    """Redact, cut to ``max_length`` with a pointer to the run report, append the marker."""
+    text = redact(body, known=secrets)
+    tail = "\n\n" + marker.render()
+    if len(text) + len(tail) > max_length:
+        note = render("truncated", language, report_path=report_path)
+        keep = max(0, max_length - len(tail) - len(note) - 1)
+        text = _cut(text, keep) + note
+    return text + tail
+
+
+def _cut(text: str, limit: int) -> str:
+    """Cut at a line boundary, closing an open code fence or details block."""
+    cut = text[:limit]
+    if "\n" in cut:
+        cut = cut[: cut.rfind("\n")]
+    if cut.count("```") % 2 == 1:
+        cut += "\n```"
+    if cut.count("<details>") > cut.count("</details>"):
+        cut += "\n</details>"
+    return cut

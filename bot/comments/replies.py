@@ -1,0 +1,84 @@
+"""Short replies to commands and triggers, quoting what they answer."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from bot.comments.language import choose_language
+from bot.comments.redact import redact
+from bot.comments.render import quote, render
+from bot.events import ForgeKind, IssueRef
+from bot.storage.base import Task
+from bot.triggers import Action, ActionKind
+from bot.webhooks.commands import help_text
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+_ACKS = {"approve", "reject", "stop", "pause", "resume"}
+
+
+def _when(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+class Replier:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def text_for(self, issue: IssueRef, action: Action, task: Task | None) -> str | None:
+        """The reply for an action, or None when the action needs none. Pure."""
+        settings = self.runtime.settings
+        lang = choose_language(settings, f"{issue.title}\n{issue.body}")
+        prefix = settings.commands.prefix
+        q = quote(action.quote)
+        if action.kind is ActionKind.STATUS:
+            if task is None:
+                return render("status_none", lang, quote=q, prefix=prefix)
+            return render(
+                "status_reply",
+                lang,
+                quote=q,
+                task_id=task.id,
+                state=render(f"state_{task.state.value}", lang),
+                phase=task.phase,
+                created=_when(task.created_at),
+                updated=_when(task.updated_at),
+                error=task.error or "",
+            )
+        if action.kind is ActionKind.MESSAGE:
+            name = str(action.payload.get("name", ""))
+            if name not in _ACKS:
+                return None
+            return render(
+                f"ack_{name}",
+                lang,
+                quote=q,
+                prefix=prefix,
+                author=action.payload.get("author", ""),
+                reason=action.payload.get("args", ""),
+            )
+        key = action.text
+        if key == "help":
+            word = action.quote.split()[1] if len(action.quote.split()) > 1 else ""
+            if word and word != "help":
+                return render(
+                    "unknown_command", lang, quote=q, word=word, commands=help_text(prefix)
+                )
+            return render("help", lang, quote=q, commands=help_text(prefix))
+        if key == "denied":
+            who = "who_github" if issue.repo.forge is ForgeKind.GITHUB else "who_gitlab"
+            return render("denied", lang, quote=q, who=render(who, lang))
+        return render(key, lang, quote=q, prefix=prefix)
+
+    async def reply(self, issue: IssueRef, action: Action, task: Task | None) -> None:
+        text = self.text_for(issue, action, task)
+        if text is None:
+            return
+        forge = self.runtime.forge(issue.repo.forge)
+        if forge is None:
+            return
+        from bot.comments.reporter import secrets_of
+
+        await forge.create_comment(issue, redact(text, known=secrets_of(self.runtime.settings)))

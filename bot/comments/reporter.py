@@ -1,0 +1,201 @@
+"""IssueReporter: progress events -> the issue (status comment, milestones, labels).
+
+One status comment per task, edited in place and coalesced to at most one edit
+per ``comments.edit_interval`` seconds; a separate comment per milestone. Every
+comment carries a marker; the comment ids live in the store, and ``begin()``
+also scans the issue for markers, so a restarted worker edits what it already
+posted instead of posting again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from bot.agent.context import Outcome, ProgressEvent, ProgressKind
+from bot.comments.labels import managed, transition
+from bot.comments.language import choose_language
+from bot.comments.milestones import milestone_body
+from bot.comments.render import Marker, find_markers, finish, render
+from bot.comments.status import StatusView
+from bot.config import Settings
+from bot.forges.base import Forge, ForgeError
+from bot.storage.base import Task, TaskState
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+log = logging.getLogger("bot.comments")
+
+# End states that get a closing comment unless the coordinator already posted this kind.
+_ENDINGS: dict[TaskState, ProgressKind | None] = {
+    TaskState.STOPPED: None,
+    TaskState.FAILED: None,
+    TaskState.NEEDS_HUMAN: ProgressKind.HUMAN_INTERVENTION,
+    TaskState.PAUSED: ProgressKind.PAUSED,
+}
+_ensured_labels: set[tuple[int, str]] = set()
+
+
+def secrets_of(settings: Settings) -> tuple[str, ...]:
+    """Every configured secret value, for redaction."""
+    s = settings
+    values = [s.github.private_key, s.github.webhook_secret, s.github.token, s.gitlab.token]
+    values += [s.gitlab.webhook_secret, s.llm.api_key, s.storage.postgres_dsn]
+    return tuple(v.get_secret_value() for v in values if v is not None)
+
+
+class IssueReporter:
+    def __init__(self, runtime: Runtime, task: Task, forge: Forge) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
+        self.task = task
+        self.forge = forge
+        self.issue = task.request.issue
+        self.language = choose_language(self.settings, f"{self.issue.title}\n{self.issue.body}")
+        self.view = StatusView(state=TaskState.RUNNING)
+        self.emitted: set[ProgressKind] = set()
+        self._counts: dict[str, int] = {}
+        self._last_edit = 0.0
+        self._flush: asyncio.Task[None] | None = None
+        self._secrets = secrets_of(runtime.settings)
+
+    @property
+    def prefix(self) -> str:
+        return self.settings.commands.prefix
+
+    async def begin(self) -> None:
+        """Labels to processing, recover comment ids, post or refresh the status comment."""
+        await self._recover_markers()
+        await self._ensure_labels()
+        await self._set_labels(TaskState.RUNNING)
+        await self._write_status()
+
+    async def handle(self, event: ProgressEvent) -> None:
+        """The coordinator's ``emit``: fold into the status; post milestones."""
+        self.view.apply(event)
+        self.emitted.add(event.kind)
+        body = milestone_body(event, self.language, prefix=self.prefix, links=self.view.links)
+        if body is not None:
+            seq = int(event.data.get("seq", self._next_seq(event.kind.value)))
+            await self._upsert(Marker(self.task.id, event.kind.value, seq), body)
+            await self._write_status()
+        else:
+            self._schedule_status()
+
+    async def end(self, outcome: Outcome) -> None:
+        """Final status edit, the closing comment if the coordinator did not post one, labels."""
+        if self._flush is not None:
+            self._flush.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flush
+        self.view.state = outcome.state
+        if outcome.state in (TaskState.DONE, TaskState.QUEUED, TaskState.RUNNING):
+            self.view.waiting = ""
+        if outcome.state in _ENDINGS and _ENDINGS[outcome.state] not in self.emitted:
+            await self._post_closing(outcome)
+        await self._write_status()
+        await self._set_labels(outcome.state)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    async def _post_closing(self, outcome: Outcome) -> None:
+        reason = outcome.reason or ""
+        if outcome.state is TaskState.STOPPED:
+            body = render("stopped", self.language, prefix=self.prefix)
+        elif outcome.state is TaskState.FAILED:
+            body = render("failed", self.language, reason=reason, prefix=self.prefix)
+        else:
+            kind = _ENDINGS[outcome.state]
+            assert kind is not None
+            summary = dict(outcome.summary)
+            if outcome.state is TaskState.NEEDS_HUMAN:
+                summary.setdefault("reason", reason)
+            data = {"reason": reason or "user", "summary": summary}
+            body = (
+                milestone_body(
+                    ProgressEvent(kind, data), self.language, prefix=self.prefix, links={}
+                )
+                or reason
+            )
+        kind_name = f"end-{outcome.state.value}"
+        await self._upsert(Marker(self.task.id, kind_name, self._next_seq(kind_name)), body)
+
+    def _next_seq(self, kind: str) -> int:
+        value = self._counts.get(kind, 0)
+        self._counts[kind] = value + 1
+        return value
+
+    async def _recover_markers(self) -> None:
+        store = self.runtime.store
+        details = await self.forge.get_issue(
+            self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
+        )
+        for comment in details.comments:
+            for marker in find_markers(comment.body):
+                if marker.task_id != self.task.id:
+                    continue
+                if await store.get_comment_id(self.task.id, marker.key) is None:
+                    await store.put_comment_id(self.task.id, marker.key, comment.id)
+                count = self._counts.get(marker.kind, 0)
+                self._counts[marker.kind] = max(count, marker.seq + 1)
+
+    async def _upsert(self, marker: Marker, body: str) -> None:
+        text = finish(
+            body,
+            marker=marker,
+            language=self.language,
+            max_length=self.settings.comments.max_length,
+            secrets=self._secrets,
+            report_path=self.view.links.get("report_path", ""),
+        )
+        store = self.runtime.store
+        existing = await store.get_comment_id(self.task.id, marker.key)
+        if existing is not None:
+            try:
+                await self.forge.edit_comment(self.issue, existing, text)
+                return
+            except ForgeError as exc:
+                log.warning("could not edit comment %s (%s); posting anew", existing, exc)
+        comment = await self.forge.create_comment(self.issue, text)
+        await store.put_comment_id(self.task.id, marker.key, comment.id)
+
+    async def _write_status(self) -> None:
+        self._last_edit = time.monotonic()
+        await self._upsert(Marker(self.task.id, "status", 0), self.view.render(self.language))
+
+    def _schedule_status(self) -> None:
+        if self._flush is not None and not self._flush.done():
+            return
+        delay = self._last_edit + self.settings.comments.edit_interval - time.monotonic()
+        self._flush = asyncio.create_task(self._delayed_status(max(delay, 0.0)))
+
+    async def _delayed_status(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        try:
+            await self._write_status()
+        except ForgeError as exc:
+            log.warning("status comment update failed: %s", exc)
+
+    async def _ensure_labels(self) -> None:
+        repo_key = (id(self.forge), self.issue.repo.key)
+        if repo_key in _ensured_labels:
+            return
+        for name, color, description in managed(self.settings.labels):
+            await self.forge.ensure_label(
+                self.issue.repo, name, color=color, description=description
+            )
+        _ensured_labels.add(repo_key)
+
+    async def _set_labels(self, state: TaskState) -> None:
+        details = await self.forge.get_issue(
+            self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
+        )
+        add, remove = transition(self.settings.labels, details.issue.labels, state)
+        for label in remove:
+            await self.forge.remove_label(self.issue, label)
+        if add:
+            await self.forge.add_labels(self.issue, add)

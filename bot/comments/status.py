@@ -1,0 +1,92 @@
+"""The status comment's view: folded from progress events, rendered. Pure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.agent.context import ProgressEvent, ProgressKind
+from bot.comments.render import render
+from bot.storage.base import TaskState
+
+ICONS = {"pending": "⬜", "running": "🔄", "done": "✅", "failed": "❌", "skipped": "⏭️"}
+
+
+@dataclass
+class StatusView:
+    state: TaskState = TaskState.QUEUED
+    phase: str = ""
+    plan: dict[str, Any] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)
+    tokens: int = 0
+    revisions: int = 0
+    waiting: str = ""
+    links: dict[str, str] = field(default_factory=dict)
+
+    def apply(self, event: ProgressEvent) -> None:
+        data = event.data
+        kind = event.kind
+        if kind is ProgressKind.PHASE:
+            self.phase = str(data.get("phase", self.phase))
+        elif kind in (ProgressKind.PLAN, ProgressKind.REVISION) and isinstance(
+            data.get("plan"), dict
+        ):
+            self.plan = data["plan"]
+            self.statuses.update(data.get("statuses") or {})
+            if kind is ProgressKind.REVISION:
+                self.revisions = int(data.get("number", self.revisions + 1))
+        elif kind is ProgressKind.ACTION and data.get("task_id"):
+            self.statuses[str(data["task_id"])] = str(data.get("status", "running"))
+        elif kind is ProgressKind.USAGE:
+            self.tokens = int(data.get("total_tokens", self.tokens))
+        elif kind is ProgressKind.LINKS:
+            self.links.update({k: str(v) for k, v in data.items() if v})
+        if kind in (ProgressKind.CLARIFICATION, ProgressKind.APPROVAL_REQUEST):
+            self.waiting = str(data.get("waiting") or data.get("what") or "")
+        elif kind in (ProgressKind.ACTION, ProgressKind.PHASE):
+            self.waiting = ""
+
+    def subtasks(self) -> list[dict[str, Any]]:
+        decomposition = self.plan.get("task_decomposition") or {}
+        items = decomposition.get("subtasks") if isinstance(decomposition, dict) else None
+        return [s for s in items or [] if isinstance(s, dict)]
+
+    def render(self, language: str) -> str:
+        checklist = []
+        for sub in self.subtasks():
+            status = self.statuses.get(str(sub.get("id")), "pending")
+            checklist.append(
+                {
+                    "status": status,
+                    "icon": ICONS.get(status, "⬜"),
+                    "description": str(sub.get("description", sub.get("id", ""))),
+                }
+            )
+        done = sum(1 for item in checklist if item["status"] == "done")
+        return render(
+            "status",
+            language,
+            state=render(f"state_{self.state.value}", language),
+            waiting=self.waiting,
+            phase=self.phase,
+            done=done,
+            total=len(checklist),
+            tokens=f"{self.tokens:,}",
+            revisions=self.revisions,
+            checklist=checklist,
+            links=render_links(self.links, language),
+            plan_json=json.dumps(self.plan, ensure_ascii=False, indent=2) if self.plan else "",
+        )
+
+
+def render_links(links: dict[str, str], language: str) -> str:
+    if not links:
+        return ""
+    return render(
+        "links",
+        language,
+        branch=links.get("branch", ""),
+        change_request_url=links.get("change_request_url", ""),
+        report_path=links.get("report_path", ""),
+    )

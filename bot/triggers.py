@@ -1,0 +1,260 @@
+"""ForgeEvent -> what to do. Pure functions, no I/O.
+
+Two steps, so the dispatcher does only the look-ups a decision needs:
+
+1. ``classify(event, settings)`` says whether an event could matter at all (a
+   trigger label, a command, a mention, a comment that may be feedback, a review on
+   the bot's own change request) or is ignored (bots, our own comments, noise).
+2. ``decide(intent, ...)`` turns it into actions, given the actor's permission and
+   the issue's active / latest task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from bot.config import Settings
+from bot.events import Command, CommandName, EventKind, ForgeEvent, ForgeKind, TaskMode, TaskRequest
+from bot.forges.base import Permission
+from bot.storage.base import Task, TaskState
+from bot.webhooks.commands import mention_text, parse_commands
+
+MARKER_PREFIX = "<!-- coding-agent:"
+
+
+class IntentKind(StrEnum):
+    START = "start"  # trigger label, or a mention with free text
+    COMMANDS = "commands"  # one or more /agent commands
+    COMMENT = "comment"  # free text: feedback if a task is active
+    REVIEW = "review"  # review feedback on a change request
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    kind: IntentKind
+    event: ForgeEvent
+    commands: tuple[Command, ...] = ()
+    text: str = ""
+    on_bot_branch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Ignore:
+    reason: str
+
+
+class ActionKind(StrEnum):
+    CREATE_TASK = "create_task"
+    MESSAGE = "message"  # a message for the active task (feedback or command)
+    REPLY = "reply"  # a short comment (``text`` names its template) quoting what it answers
+    STATUS = "status"  # reply with the task's status
+    REACT = "react"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    kind: ActionKind
+    request: TaskRequest | None = None
+    task_id: str | None = None
+    message_kind: str = ""
+    payload: dict[str, object] = field(default_factory=dict)
+    requeue: bool = False
+    text: str = ""
+    quote: str = ""
+
+
+WAITING_STATES = frozenset(
+    {TaskState.AWAITING_APPROVAL, TaskState.AWAITING_INPUT, TaskState.PAUSED}
+)
+
+
+def bot_names(settings: Settings, forge: ForgeKind) -> tuple[str, ...]:
+    if forge is ForgeKind.GITHUB:
+        return (settings.bot.github_login,)
+    return (settings.bot.gitlab_username,)
+
+
+def is_own_or_bot(event: ForgeEvent, settings: Settings) -> bool:
+    login = event.actor.login.lower()
+    own = {name.lower() for name in bot_names(settings, event.forge)}
+    own |= {name.removesuffix("[bot]") for name in own}
+    return event.actor.is_bot or login in own
+
+
+def classify(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
+    """First, I/O-free look at an event."""
+    if event.issue is None or event.repo is None:
+        return Ignore(f"{event.name}/{event.action}: not about an issue")
+    if is_own_or_bot(event, settings):
+        return Ignore(f"sent by a bot ({event.actor.login})")
+    if event.issue.state not in ("open", "opened", "reopened"):
+        return Ignore("the issue is closed")
+    trigger = settings.labels.trigger
+    if event.kind is EventKind.ISSUE_LABELED:
+        if trigger in event.labels_added or event.label_added == trigger:
+            return Intent(IntentKind.START, event)
+        return Ignore("a label other than the trigger label")
+    if event.kind is EventKind.ISSUE_OPENED:
+        if trigger in event.issue.labels:
+            return Intent(IntentKind.START, event)
+        return Ignore("opened without the trigger label")
+    if event.kind in (
+        EventKind.COMMENT_CREATED,
+        EventKind.REVIEW_COMMENT,
+        EventKind.REVIEW_SUBMITTED,
+    ):
+        return _classify_comment(event, settings)
+    return Ignore(f"{event.kind.value} events do not start or steer tasks")
+
+
+def _classify_comment(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
+    assert event.issue is not None
+    body = event.comment.body if event.comment else ""
+    if MARKER_PREFIX in body:
+        return Ignore("one of the bot's own comments")
+    commands = parse_commands(body, prefix=settings.commands.prefix)
+    if commands:
+        return Intent(IntentKind.COMMANDS, event, commands=tuple(commands))
+    head = event.issue.head_branch or ""
+    on_bot_branch = event.issue.is_change_request and head.startswith(
+        settings.workspace.branch_prefix
+    )
+    if event.kind in (EventKind.REVIEW_COMMENT, EventKind.REVIEW_SUBMITTED) or (
+        on_bot_branch and body.strip()
+    ):
+        if not on_bot_branch:
+            return Ignore("a review on a change request the bot did not open")
+        if not body.strip():
+            return Ignore("an empty review")
+        return Intent(IntentKind.REVIEW, event, text=body.strip(), on_bot_branch=True)
+    mention = mention_text(body, bot_names=bot_names(settings, event.forge))
+    if mention is not None:
+        return Intent(IntentKind.START, event, text=mention)
+    if not body.strip():
+        return Ignore("an empty comment")
+    return Intent(IntentKind.COMMENT, event, text=body.strip())
+
+
+def needs_permission(intent: Intent, *, active: Task | None) -> bool:
+    """A plain comment on an issue without an active task needs no look-up at all."""
+    return not (intent.kind is IntentKind.COMMENT and active is None)
+
+
+def may_steer(permission: Permission) -> bool:
+    return permission >= Permission.WRITE
+
+
+def decide(
+    intent: Intent,
+    *,
+    permission: Permission,
+    active: Task | None,
+    latest: Task | None,
+    settings: Settings,
+) -> list[Action]:
+    """The actions for an intent (a REACT action first whenever the bot will act)."""
+    event = intent.event
+    assert event.issue is not None
+    if not may_steer(permission):
+        if intent.kind is IntentKind.COMMENT:
+            return []
+        return [Action(ActionKind.REPLY, text="denied", quote=_quote_of(intent))]
+    if intent.kind is IntentKind.COMMENT:
+        if active is None:
+            return []
+        return [_react(), _feedback(active, event, intent.text)]
+    if intent.kind is IntentKind.REVIEW:
+        return _follow_up(intent, active)
+    if intent.kind is IntentKind.START:
+        return _start(intent, active, TaskMode.RUN, intent.text)
+    actions: list[Action] = [_react()]
+    for command in intent.commands:
+        actions.extend(_command(intent, command, active, latest, settings))
+    return actions
+
+
+def _react() -> Action:
+    return Action(ActionKind.REACT, text="eyes")
+
+
+def _quote_of(intent: Intent) -> str:
+    if intent.commands:
+        return "\n".join(c.raw for c in intent.commands)
+    if intent.event.comment is not None:
+        return (
+            intent.event.comment.body.strip().splitlines()[0] if intent.event.comment.body else ""
+        )
+    return ""
+
+
+def _request(intent: Intent, mode: TaskMode, text: str, previous: str | None = None) -> TaskRequest:
+    event = intent.event
+    assert event.issue is not None
+    return TaskRequest(
+        issue=event.issue,
+        requested_by=event.actor.login,
+        mode=mode,
+        instructions=text,
+        trigger_comment_id=event.comment.id if event.comment else None,
+        previous_task_id=previous,
+    )
+
+
+def _feedback(active: Task, event: ForgeEvent, text: str) -> Action:
+    return Action(
+        ActionKind.MESSAGE,
+        task_id=active.id,
+        message_kind="feedback",
+        payload={"author": event.actor.login, "body": text},
+        requeue=active.state in WAITING_STATES,
+    )
+
+
+def _start(intent: Intent, active: Task | None, mode: TaskMode, text: str) -> list[Action]:
+    if active is not None:
+        if text:
+            return [_react(), _feedback(active, intent.event, text)]
+        return [Action(ActionKind.REPLY, text="already_running", quote=_quote_of(intent))]
+    return [_react(), Action(ActionKind.CREATE_TASK, request=_request(intent, mode, text))]
+
+
+def _follow_up(intent: Intent, active: Task | None) -> list[Action]:
+    if active is not None:
+        return [_react(), _feedback(active, intent.event, intent.text)]
+    request = _request(intent, TaskMode.FOLLOW_UP, intent.text)
+    return [_react(), Action(ActionKind.CREATE_TASK, request=request)]
+
+
+def _command(
+    intent: Intent, command: Command, active: Task | None, latest: Task | None, settings: Settings
+) -> list[Action]:
+    name = command.name
+    if name in (CommandName.HELP, CommandName.UNKNOWN):
+        return [Action(ActionKind.REPLY, text="help", quote=command.raw)]
+    if name is CommandName.STATUS:
+        task = active or latest
+        return [Action(ActionKind.STATUS, task_id=task.id if task else None, quote=command.raw)]
+    if name in (CommandName.RUN, CommandName.PLAN):
+        mode = TaskMode.RUN if name is CommandName.RUN else TaskMode.PLAN_ONLY
+        if active is not None and not command.args:
+            return [Action(ActionKind.REPLY, text="already_running", quote=command.raw)]
+        return _start(intent, active, mode, command.args)[1:]
+    if name is CommandName.RETRY:
+        if active is not None:
+            return [Action(ActionKind.REPLY, text="retry_while_active", quote=command.raw)]
+        previous = latest.id if latest else None
+        request = _request(intent, TaskMode.RETRY, command.args, previous)
+        return [Action(ActionKind.CREATE_TASK, request=request)]
+    if active is None:
+        return [Action(ActionKind.REPLY, text="no_active_task", quote=command.raw)]
+    return [
+        Action(
+            ActionKind.MESSAGE,
+            task_id=active.id,
+            message_kind="command",
+            payload={"name": name.value, "args": command.args, "author": intent.event.actor.login},
+            requeue=active.state in WAITING_STATES and name is not CommandName.PAUSE,
+            quote=command.raw,
+        )
+    ]

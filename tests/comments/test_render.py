@@ -1,0 +1,135 @@
+import jinja2
+import pytest
+
+from bot.agent.context import ProgressEvent, ProgressKind
+from bot.comments.labels import label_for, managed, transition
+from bot.comments.language import detect_language
+from bot.comments.milestones import milestone_body
+from bot.comments.render import Marker, find_markers, finish, render, template_keys
+from bot.comments.status import StatusView
+from bot.config import LabelSettings
+from bot.storage.base import TaskState
+
+
+def test_english_and_japanese_have_the_same_templates() -> None:
+    assert template_keys("en") == template_keys("ja")
+    assert len(template_keys("en")) > 30
+
+
+def test_rendering_is_strict() -> None:
+    with pytest.raises(jinja2.UndefinedError):
+        render("denied", "en", quote="")
+
+
+def test_marker_round_trip() -> None:
+    marker = Marker("3f2a-b", "revision", 2)
+    body = finish("hello", marker=marker, language="en", max_length=1000)
+    assert find_markers(body) == [marker]
+    assert body.startswith("hello")
+
+
+def test_long_comments_are_cut_with_a_pointer_to_the_report() -> None:
+    text = "```\n" + "x" * 100 + "\n" + "line\n" * 50_000
+    body = finish(text, marker=Marker("t", "status"), language="en", max_length=65_536,
+                  report_path="runs/t/report.md")
+    assert len(body) <= 65_536
+    assert "runs/t/report.md" in body
+    assert body.count("```") % 2 == 0
+    assert find_markers(body) == [Marker("t", "status")]
+
+
+def test_finish_redacts_secrets() -> None:
+    token = "ghs_" + "A" * 36
+    body = finish(f"token {token} and hunter22", marker=Marker("t", "notice"), language="en",
+                  max_length=1000, secrets=("hunter22",))
+    assert token not in body and "hunter22" not in body
+    assert body.count("[REDACTED]") == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("READMEにインストール手順を追加してください", "ja"),
+        ("Add install steps to the README", "en"),
+        ("バグ修正 for the parser", "ja"),
+        ("", "en"),
+        ("12345 !!!", "en"),
+    ],
+)
+def test_language_detection(text: str, lang: str) -> None:
+    assert detect_language(text) == lang
+
+
+def test_label_transitions_only_touch_managed_labels() -> None:
+    labels = LabelSettings()
+    add, remove = transition(labels, ("bug", "coding agent"), TaskState.RUNNING)
+    assert add == ["coding agent processing"] and remove == ["coding agent"]
+    add, remove = transition(labels, ("bug", "coding agent processing"), TaskState.NEEDS_HUMAN)
+    assert add == ["coding agent help needed"] and remove == ["coding agent processing"]
+    add, remove = transition(labels, ("coding agent done",), TaskState.DONE)
+    assert add == [] and remove == []
+    assert label_for(labels, TaskState.AWAITING_APPROVAL) == "coding agent waiting"
+    assert len({name for name, _, _ in managed(labels)}) == 7
+
+
+PLAN = {
+    "goal_understanding": {"main_objective": "Add install steps"},
+    "task_decomposition": {
+        "reasoning": "r",
+        "subtasks": [
+            {"id": "task_1", "description": "Read the README"},
+            {"id": "task_2", "description": "Write the install section"},
+        ],
+    },
+    "action_plan": {"execution_order": ["task_1", "task_2"], "actions": []},
+}
+
+
+def test_status_view_checklist_progress_tokens_links() -> None:
+    view = StatusView(state=TaskState.RUNNING)
+    view.apply(ProgressEvent(ProgressKind.PLAN, {"plan": PLAN}))
+    view.apply(ProgressEvent(ProgressKind.ACTION, {"task_id": "task_1", "status": "done"}))
+    view.apply(ProgressEvent(ProgressKind.ACTION, {"task_id": "task_2", "status": "running"}))
+    view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 4321}))
+    view.apply(ProgressEvent(ProgressKind.LINKS, {"branch": "agent/7-x",
+                                                   "change_request_url": "https://pr/1"}))
+    text = view.render("en")
+    assert "- [x] ✅ Read the README" in text
+    assert "- [ ] 🔄 Write the install section" in text
+    assert "**1/2**" in text and "4,321" in text
+    assert "`agent/7-x`" in text and "https://pr/1" in text
+    assert "<details><summary>Plan (JSON)</summary>" in text
+    ja = view.render("ja")
+    assert "進捗" in ja and "作業中" in ja
+
+
+def test_waiting_shows_in_the_status() -> None:
+    view = StatusView(state=TaskState.AWAITING_APPROVAL)
+    view.apply(ProgressEvent(ProgressKind.APPROVAL_REQUEST, {"what": "the revised plan"}))
+    assert "Waiting on you:** the revised plan" in view.render("en")
+
+
+def test_milestones_render_in_both_languages() -> None:
+    events = [
+        ProgressEvent(ProgressKind.REVISION, {"number": 1, "limit": 3, "reason": "404",
+                                              "changes": ["list files first"]}),
+        ProgressEvent(ProgressKind.REFLECTION, {"action": "get file", "status": "failure",
+                                                "evaluation": "missing", "issues": ["path"]}),
+        ProgressEvent(ProgressKind.CLARIFICATION, {"questions": ["Which file?"]}),
+        ProgressEvent(ProgressKind.APPROVAL_REQUEST, {"what": "plan", "timeout": 3600}),
+        ProgressEvent(ProgressKind.PAUSED, {"reason": "llm_unavailable", "endpoint": "http://x"}),
+        ProgressEvent(ProgressKind.COMPLETION, {"summary": {"goal_achieved": True,
+                                                            "tasks_completed": 2,
+                                                            "tasks_failed": 0,
+                                                            "key_outcomes": ["done"]}}),
+        ProgressEvent(ProgressKind.HUMAN_INTERVENTION, {"summary": {
+            "reason": "limit", "recommendations": ["check the path"]}}),
+    ]
+    for lang in ("en", "ja"):
+        for event in events:
+            body = milestone_body(event, lang, prefix="/agent", links={})
+            assert body, event.kind
+    en = milestone_body(events[3], "en", prefix="/agent", links={})
+    assert en is not None and "`/agent approve`" in en and "1 h" in en
+    assert milestone_body(ProgressEvent(ProgressKind.USAGE, {}), "en", prefix="/a",
+                          links={}) is None
