@@ -1,0 +1,472 @@
+"""The GitLab adapter: the ``Forge`` protocol over python-gitlab.
+
+python-gitlab is synchronous (``requests``), so every call runs in a small thread
+pool and the event loop never waits on the network. python-gitlab's own retrying
+is switched off: this module retries by the shared policy of ``bot.forges.retry``
+with an injectable ``sleep`` and ``clock``, and turns HTTP failures into the typed
+errors of ``bot.forges.base``. The token travels only in the ``PRIVATE-TOKEN``
+header and, for git, in ``CloneAuth.password``; never in a URL or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import gitlab
+import requests
+from gitlab.exceptions import GitlabError
+
+from bot.config import GitLabSettings
+from bot.events import ForgeKind, IssueRef, RepoRef
+from bot.forges.base import (
+    AccessDenied,
+    ChangeRequest,
+    CloneAuth,
+    Comment,
+    Conflict,
+    FileContent,
+    ForgeError,
+    IssueDetails,
+    NotFound,
+    Permission,
+    RateLimited,
+    RepoInfo,
+    SearchHit,
+    TreeEntry,
+)
+from bot.forges.retry import WritePacer, retry_delay
+
+T = TypeVar("T")
+
+_TRANSIENT = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+# GitLab access levels: Guest 10, Planner 15, Reporter 20, Developer 30, Maintainer 40, Owner 50.
+_ACCESS = ((50, Permission.ADMIN), (40, Permission.MAINTAIN), (30, Permission.WRITE))
+_ACCESS_LOW = ((15, Permission.TRIAGE), (10, Permission.READ))
+# GitHub reaction names the bot uses -> GitLab award emoji names.
+_EMOJI = {"+1": "thumbsup", "-1": "thumbsdown", "laugh": "laughing", "hooray": "tada"}
+_DRAFT_PREFIX = "Draft: "
+_TIMEOUT = 30.0
+_MAX_MESSAGE = 300
+_HEX_COLOR = re.compile(r"[0-9a-fA-F]{3}|[0-9a-fA-F]{6}")
+
+
+# --- pure decisions --------------------------------------------------------------------------
+
+
+def permission_for(access_level: int | None) -> Permission:
+    """A GitLab member access level as the bot's ``Permission``."""
+    if access_level is None:
+        return Permission.NONE
+    for floor, permission in (*_ACCESS, *_ACCESS_LOW):
+        if access_level >= floor:
+            return permission
+    return Permission.NONE
+
+
+def error_for(
+    status: int | None, message: str, *, what: str, retry_after: float = 0.0
+) -> ForgeError:
+    """The typed error for a failed call about ``what`` (e.g. a file path)."""
+    message = message[:_MAX_MESSAGE]
+    detail = f"{what}: {status or 'failed'} {message}".strip()
+    if status == 404:
+        return NotFound(f"{what} not found ({message})", status=status)
+    if status in (401, 403):
+        return AccessDenied(detail, status=status)
+    if status in (409, 422) or (status == 400 and "already exists" in message.lower()):
+        return Conflict(detail, status=status)
+    if status == 429:
+        return RateLimited(detail, retry_after=retry_after, status=status)
+    return ForgeError(detail, status=status)
+
+
+def commit_actions(files: Mapping[str, bytes | None], existing: set[str]) -> list[dict[str, str]]:
+    """Commits API actions: create or update by existence; deleting an absent file is a no-op."""
+    actions: list[dict[str, str]] = []
+    for path, content in files.items():
+        if content is None:
+            if path in existing:
+                actions.append({"action": "delete", "file_path": path})
+            continue
+        actions.append(
+            {
+                "action": "update" if path in existing else "create",
+                "file_path": path,
+                "content": base64.b64encode(content).decode("ascii"),
+                "encoding": "base64",
+            }
+        )
+    return actions
+
+
+def draft_title(title: str) -> str:
+    return title if title.lower().startswith(("draft:", "[draft]")) else _DRAFT_PREFIX + title
+
+
+def _label_names(labels: object) -> tuple[str, ...]:
+    if not isinstance(labels, list):
+        return ()
+    return tuple(item["name"] if isinstance(item, dict) else str(item) for item in labels)
+
+
+def _issue_ref(repo: RepoRef, data: Mapping[str, Any], *, change_request: bool) -> IssueRef:
+    state = data.get("state") or "opened"
+    return IssueRef(
+        repo=repo,
+        number=int(data["iid"]),
+        is_change_request=change_request,
+        title=data.get("title") or "",
+        body=data.get("description") or "",
+        web_url=data.get("web_url") or "",
+        author=(data.get("author") or {}).get("username", ""),
+        state="open" if state == "opened" else state,
+        labels=_label_names(data.get("labels")),
+        head_branch=data.get("source_branch") if change_request else None,
+    )
+
+
+def _comment(data: Mapping[str, Any], issue_url: str) -> Comment:
+    note_id = int(data["id"])
+    return Comment(
+        id=note_id,
+        body=data.get("body") or "",
+        author=(data.get("author") or {}).get("username", ""),
+        web_url=f"{issue_url}#note_{note_id}" if issue_url else "",
+    )
+
+
+def _what(issue: IssueRef) -> str:
+    sign = "merge request !" if issue.is_change_request else "issue #"
+    return f"{sign}{issue.number} in {issue.repo.full_name}"
+
+
+class _Client(gitlab.Gitlab):
+    """python-gitlab with its own sleeping and retrying switched off for every request."""
+
+    def http_request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        kwargs["obey_rate_limit"] = False
+        kwargs["retry_transient_errors"] = False
+        return super().http_request(*args, **kwargs)
+
+
+class GitLabForge:
+    """A GitLab instance (gitlab.com or self-hosted) reached with one access token."""
+
+    kind = ForgeKind.GITLAB
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        token: str,
+        pacer: WritePacer | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        session: requests.Session | None = None,
+        max_workers: int = 4,
+    ) -> None:
+        self._token = token
+        self._owns_session = session is None
+        self._session = session or requests.Session()
+        self._gl = _Client(
+            url, private_token=token, session=self._session, timeout=_TIMEOUT, keep_base_url=True
+        )
+        self._pacer = pacer or WritePacer(interval=0.0)
+        self._pace_key = f"gitlab:{url}:{hashlib.sha256(token.encode()).hexdigest()[:16]}"
+        self._sleep = sleep
+        self._clock = clock
+        self._last = threading.local()
+        self._session.hooks["response"].append(self._remember)
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gitlab")
+
+    @classmethod
+    def from_settings(
+        cls, settings: GitLabSettings, *, pacer: WritePacer | None = None
+    ) -> GitLabForge:
+        if settings.token is None:
+            raise ValueError("gitlab.token is not configured")
+        return cls(url=settings.url, token=settings.token.get_secret_value(), pacer=pacer)
+
+    # --- calling -------------------------------------------------------------------------------
+
+    def _remember(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        self._last.response = response
+
+    def _headers_for(self, status: int | None) -> Mapping[str, str]:
+        response: requests.Response | None = getattr(self._last, "response", None)
+        if response is None or response.status_code != status:
+            return {}
+        return response.headers
+
+    def _run(self, what: str, op: Callable[[], T]) -> T:
+        """Run ``op`` in this worker thread, retrying by the shared policy."""
+        attempt = 0
+        while True:
+            self._last.response = None
+            try:
+                return op()
+            except (GitlabError, *_TRANSIENT) as exc:
+                status = exc.response_code if isinstance(exc, GitlabError) else None
+                headers = self._headers_for(status)
+                delay = retry_delay(status, headers, attempt, now=self._clock())
+                if delay is None or (isinstance(exc, GitlabError) and status is None):
+                    message = str(exc.error_message if isinstance(exc, GitlabError) else exc)
+                    told = retry_delay(status, headers, 0, now=self._clock()) or 0.0
+                    raise error_for(status, message, what=what, retry_after=told) from exc
+                self._sleep(delay)
+            attempt += 1
+
+    async def _read(self, what: str, op: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._run, what, op)
+
+    async def _write(self, what: str, op: Callable[[], T]) -> T:
+        async with self._pacer.slot(self._pace_key):
+            return await self._read(what, op)
+
+    async def _exists(self, what: str, op: Callable[[], object]) -> bool:
+        try:
+            await self._read(what, op)
+        except NotFound:
+            return False
+        return True
+
+    def _project(self, repo: RepoRef) -> Any:
+        key = repo.project_id if repo.project_id is not None else repo.full_name
+        return self._gl.projects.get(key, lazy=True)
+
+    def _issuables(self, repo: RepoRef, change_request: bool) -> Any:
+        project = self._project(repo)
+        return project.mergerequests if change_request else project.issues
+
+    def _issuable(self, issue: IssueRef) -> Any:
+        return self._issuables(issue.repo, issue.is_change_request).get(issue.number, lazy=True)
+
+    # --- issues and comments -----------------------------------------------------------------
+
+    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
+        def op() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            found = self._issuables(repo, change_request).get(number)
+            notes = found.notes.list(get_all=True, sort="asc", order_by="created_at")
+            return found.attributes, [note.attributes for note in notes]
+
+        ref = IssueRef(repo=repo, number=number, is_change_request=change_request)
+        data, notes = await self._read(_what(ref), op)
+        issue = _issue_ref(repo, data, change_request=change_request)
+        comments = tuple(_comment(note, issue.web_url) for note in notes if not note.get("system"))
+        return IssueDetails(issue=issue, comments=comments)
+
+    async def create_comment(self, issue: IssueRef, body: str) -> Comment:
+        def op() -> dict[str, Any]:
+            return dict(self._issuable(issue).notes.create({"body": body}).attributes)
+
+        return _comment(await self._write(_what(issue), op), issue.web_url)
+
+    async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None:
+        def op() -> None:
+            self._issuable(issue).notes.update(comment_id, {"body": body})
+
+        await self._write(f"note {comment_id} on {_what(issue)}", op)
+
+    async def add_reaction(self, issue: IssueRef, comment_id: int | None, reaction: str) -> None:
+        def op() -> None:
+            target = self._issuable(issue)
+            if comment_id is not None:
+                target = target.notes.get(comment_id, lazy=True)
+            target.awardemojis.create({"name": _EMOJI.get(reaction, reaction)})
+
+        try:
+            await self._write(f"award emoji on {_what(issue)}", op)
+        except ForgeError as exc:
+            if "already been taken" not in str(exc).lower():
+                raise
+
+    # --- labels --------------------------------------------------------------------------------
+
+    async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:
+        what = f"label {name!r} in {repo.full_name}"
+        if await self._exists(what, lambda: self._project(repo).labels.get(name)):
+            return
+        gitlab_color = f"#{color}" if _HEX_COLOR.fullmatch(color) else color
+        data = {"name": name, "color": gitlab_color, "description": description}
+        try:
+            await self._write(what, lambda: self._project(repo).labels.create(data))
+        except Conflict:
+            return  # created meanwhile
+
+    async def add_labels(self, issue: IssueRef, labels: list[str]) -> None:
+        if labels:
+            await self._update_issuable(issue, {"add_labels": ",".join(labels)})
+
+    async def remove_label(self, issue: IssueRef, label: str) -> None:
+        await self._update_issuable(issue, {"remove_labels": label})
+
+    async def _update_issuable(self, issue: IssueRef, data: dict[str, str]) -> None:
+        def op() -> None:
+            self._issuables(issue.repo, issue.is_change_request).update(issue.number, data)
+
+        await self._write(_what(issue), op)
+
+    # --- repositories -------------------------------------------------------------------------
+
+    async def get_permission(self, repo: RepoRef, user: str) -> Permission:
+        def op() -> int | None:
+            users = self._gl.users.list(username=user, get_all=False)
+            if not users:
+                return None
+            try:
+                member = self._project(repo).members_all.get(users[0].id)
+            except GitlabError as exc:
+                if exc.response_code == 404:
+                    return None
+                raise
+            states = {member.attributes.get(key) for key in ("state", "membership_state")}
+            return int(member.access_level) if states <= {None, "active"} else None
+
+        return permission_for(await self._read(f"member {user} of {repo.full_name}", op))
+
+    async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
+        def op() -> dict[str, Any]:
+            key = repo.project_id if repo.project_id is not None else repo.full_name
+            return dict(self._gl.projects.get(key).attributes)
+
+        data = await self._read(f"project {repo.full_name}", op)
+        default_branch = data.get("default_branch") or "main"
+        web_url = data.get("web_url") or ""
+        ref = replace(
+            repo, project_id=int(data["id"]), default_branch=default_branch, web_url=web_url
+        )
+        return RepoInfo(
+            repo=ref,
+            default_branch=default_branch,
+            clone_url=data["http_url_to_repo"],
+            web_url=web_url,
+            description=data.get("description") or "",
+        )
+
+    async def _ref_or_default(self, repo: RepoRef, ref: str | None) -> str:
+        if ref:
+            return ref
+        return repo.default_branch or (await self.get_repo_info(repo)).default_branch
+
+    async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
+        branch = await self._ref_or_default(repo, ref)
+
+        def op() -> dict[str, Any]:
+            return dict(self._project(repo).files.get(file_path=path, ref=branch).attributes)
+
+        data = await self._read(f"{path} at {branch} in {repo.full_name}", op)
+        raw = data.get("content") or ""
+        content = base64.b64decode(raw) if data.get("encoding") == "base64" else raw.encode()
+        return FileContent(path=path, content=content, ref=branch, sha=data.get("blob_id") or "")
+
+    async def list_tree(
+        self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
+    ) -> list[TreeEntry]:
+        def op() -> list[dict[str, Any]]:
+            project = self._project(repo)
+            return list(
+                project.repository_tree(path=path, ref=ref or "", recursive=recursive, get_all=True)
+            )
+
+        items = await self._read(f"tree {path or '/'} in {repo.full_name}", op)
+        kinds = {"blob": "file", "tree": "dir"}  # "commit" entries are submodules: skipped
+        return [
+            TreeEntry(path=item["path"], kind=kinds[item["type"]])
+            for item in items
+            if item.get("type") in kinds
+        ]
+
+    async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]:
+        def op() -> list[dict[str, Any]]:
+            scope = gitlab.const.SearchScope.BLOBS
+            return list(self._project(repo).search(scope, query, get_all=False, per_page=50))
+
+        hits = await self._read(f"code search in {repo.full_name}", op)
+        return [SearchHit(path=hit["path"], snippet=hit.get("data") or "") for hit in hits]
+
+    # --- writing code --------------------------------------------------------------------------
+
+    async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
+        def op() -> None:
+            self._project(repo).branches.create({"branch": name, "ref": from_ref})
+
+        await self._write(f"branch {name} in {repo.full_name}", op)
+
+    def _existing(self, repo: RepoRef, paths: list[str], branch: str) -> set[str]:
+        files = self._project(repo).files
+        found = set()
+        for path in paths:
+            try:
+                files.head(path, ref=branch)
+            except GitlabError as exc:
+                if exc.response_code != 404:
+                    raise
+            else:
+                found.add(path)
+        return found
+
+    async def commit_files(
+        self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
+    ) -> str:
+        where = f"branch {branch} in {repo.full_name}"
+        existing = await self._read(where, lambda: self._existing(repo, list(files), branch))
+        actions = commit_actions(files, existing)
+        if not actions:  # nothing changes: the branch head is the answer
+            head = await self._read(where, lambda: self._project(repo).branches.get(branch))
+            return str(head.commit["id"])
+        data = {"branch": branch, "commit_message": message, "actions": actions}
+        commit = await self._write(where, lambda: self._project(repo).commits.create(data))
+        return str(commit.id)
+
+    async def open_change_request(
+        self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
+    ) -> ChangeRequest:
+        data = {
+            "source_branch": head,
+            "target_branch": base,
+            "title": draft_title(title) if draft else title,
+            "description": body,
+        }
+
+        def op() -> dict[str, Any]:
+            return dict(self._project(repo).mergerequests.create(data).attributes)
+
+        created = await self._write(f"merge request {head} -> {base} in {repo.full_name}", op)
+        return ChangeRequest(
+            number=int(created["iid"]),
+            web_url=created.get("web_url") or "",
+            head_branch=head,
+            base_branch=base,
+            draft=bool(created.get("draft", draft)),
+        )
+
+    async def clone_auth(self, repo: RepoRef) -> CloneAuth:
+        info = await self.get_repo_info(repo)
+        return CloneAuth(url=info.clone_url, username="oauth2", password=self._token)
+
+    async def whoami(self) -> str:
+        """The username the token acts as (checks the URL and the token)."""
+
+        def op() -> str:
+            self._gl.auth()  # GET /user
+            return str(getattr(self._gl.user, "username", ""))
+
+        return await self._read("the token's user (GET /user)", op)
+
+    async def aclose(self) -> None:
+        def close() -> None:
+            self._executor.shutdown(wait=True)
+            if self._owns_session:
+                self._session.close()
+
+        await asyncio.to_thread(close)

@@ -1,0 +1,439 @@
+"""GitLab webhook verification and parsing, against the payload examples of GitLab's docs."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.events import Actor, CommentRef, EventKind, ForgeEvent, ForgeKind, IssueRef, RepoRef
+from bot.webhooks.errors import PayloadError
+from bot.webhooks.gitlab import (
+    delivery_key,
+    is_bot_user,
+    labels_added,
+    parse_event,
+    verify_token,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gitlab"
+INDEX: list[dict[str, Any]] = json.loads((FIXTURES / "index.json").read_text(encoding="utf-8"))
+EVENT_OF = {entry["file"]: entry["event"] for entry in INDEX}
+DELIVERY = "0b3c5e7a-4b8e-4f4e-9d5a-1f2e3d4c5b6a"
+INTERESTING = {
+    "issue-hook.json",
+    "merge-request-hook.json",
+    "note-hook-issue.json",
+    "note-hook-merge-request.json",
+}
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    return data
+
+
+def parse(name: str, payload: dict[str, Any] | None = None) -> ForgeEvent:
+    return parse_event(EVENT_OF[name], DELIVERY, load(name) if payload is None else payload)
+
+
+def label(title: str) -> dict[str, Any]:
+    return {"id": len(title), "title": title, "color": "#ffffff", "type": "ProjectLabel"}
+
+
+def with_label_change(name: str, previous: list[str], current: list[str]) -> dict[str, Any]:
+    payload = load(name)
+    payload["object_attributes"]["action"] = "update"
+    payload["changes"] = {
+        "labels": {
+            "previous": [label(t) for t in previous],
+            "current": [label(t) for t in current],
+        }
+    }
+    return payload
+
+
+# --- tokens and delivery keys -------------------------------------------------------------------
+
+
+def test_token_verifies() -> None:
+    assert verify_token("s3cret-token", secret="s3cret-token")
+
+
+@pytest.mark.parametrize("header", [None, "", "s3cret", "s3cret-token-and-more", "S3CRET-TOKEN"])
+def test_wrong_or_missing_token_is_refused(header: str | None) -> None:
+    assert not verify_token(header, secret="s3cret-token")
+
+
+def test_empty_secret_accepts_nothing() -> None:
+    assert not verify_token("", secret="")
+
+
+def test_non_ascii_token_compares_as_bytes() -> None:
+    assert verify_token("clé-secrète", secret="clé-secrète")
+    assert not verify_token("cle-secrete", secret="clé-secrète")
+
+
+def test_delivery_key_prefers_the_idempotency_key() -> None:
+    headers = {
+        "Idempotency-Key": "f5e5f430-f57b-4e6e-9fac-d9128cd7232f",
+        "X-Gitlab-Event-UUID": "13792a34-cac6-4fda-95a8-c58e00a3954e",
+    }
+    assert delivery_key(headers, b"{}") == "gitlab:idem:f5e5f430-f57b-4e6e-9fac-d9128cd7232f"
+
+
+def test_delivery_key_headers_are_case_insensitive() -> None:
+    headers = {"idempotency-key": "abc", "x-gitlab-event-uuid": "def"}
+    assert delivery_key(headers, b"{}") == "gitlab:idem:abc"
+
+
+def test_delivery_key_falls_back_to_the_event_uuid() -> None:
+    headers = {"X-Gitlab-Event-UUID": "13792a34-cac6-4fda-95a8-c58e00a3954e", "Idempotency-Key": ""}
+    assert delivery_key(headers, b"{}") == "gitlab:uuid:13792a34-cac6-4fda-95a8-c58e00a3954e"
+
+
+def test_delivery_key_falls_back_to_the_body_hash() -> None:
+    body = b'{"object_kind":"push"}'
+    expected = "gitlab:sha256:" + hashlib.sha256(body).hexdigest()
+    assert delivery_key({"X-Gitlab-Event": "Push Hook"}, body) == expected
+    assert delivery_key({}, body + b" ") != expected
+
+
+def test_redelivery_keeps_its_key() -> None:
+    first = {"Idempotency-Key": "k-1", "X-Gitlab-Event-UUID": "u-1"}
+    again = {"Idempotency-Key": "k-1", "X-Gitlab-Event-UUID": "u-2"}
+    assert delivery_key(first, b"a") == delivery_key(again, b"b")
+
+
+# --- every documented payload ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[entry["file"] for entry in INDEX])
+def test_every_documented_payload_parses(entry: dict[str, Any]) -> None:
+    event = parse_event(entry["event"], DELIVERY, load(entry["file"]))
+
+    assert event.forge is ForgeKind.GITLAB
+    assert event.name == entry["event"]
+    assert event.delivery_id == DELIVERY
+    if entry["file"] in INTERESTING:
+        assert event.kind is not EventKind.IGNORED
+    else:
+        assert event.kind is EventKind.IGNORED
+        assert event.issue is None and event.comment is None
+    assert ForgeEvent.from_dict(event.to_dict()) == event
+
+
+def test_every_fixture_file_is_in_the_index() -> None:
+    files = {path.name for path in FIXTURES.glob("*.json")} - {"index.json"}
+    assert files == set(EVENT_OF)
+
+
+# --- issues and merge requests -------------------------------------------------------------
+
+
+def test_issue_opened() -> None:
+    repo = RepoRef(
+        forge=ForgeKind.GITLAB,
+        full_name="gitlabhq/gitlab-test",
+        project_id=1,
+        default_branch="master",
+        web_url="http://example.com/gitlabhq/gitlab-test",
+    )
+    assert parse("issue-hook.json") == ForgeEvent(
+        forge=ForgeKind.GITLAB,
+        kind=EventKind.ISSUE_OPENED,
+        name="Issue Hook",
+        action="open",
+        delivery_id=DELIVERY,
+        actor=Actor(login="root", id="1", is_bot=False),
+        repo=repo,
+        issue=IssueRef(
+            repo=repo,
+            number=23,
+            title="New API: create/update/delete file",
+            body="Create new API for manipulations with repository",
+            web_url="http://example.com/diaspora/issues/23",
+            author="root",
+            state="open",
+            labels=("API",),
+        ),
+        label_added="Platform",
+        labels_added=("Platform",),
+    )
+
+
+def test_merge_request_opened() -> None:
+    event = parse("merge-request-hook.json")
+
+    assert event.kind is EventKind.ISSUE_OPENED
+    assert event.name == "Merge Request Hook"
+    assert event.issue is not None
+    assert event.issue.is_change_request
+    assert event.issue.number == 1  # the iid, not the global id 99
+    assert event.issue.head_branch == "ms-viewport"
+    assert event.issue.title == "MS-Viewport"
+    assert event.issue.body == ""
+    assert event.issue.labels == ("API",)
+    assert event.issue.key == "gitlab:gitlabhq/gitlab-test#cr/1"
+
+
+@pytest.mark.parametrize("name", ["issue-hook.json", "merge-request-hook.json"])
+def test_label_added_on_update(name: str) -> None:
+    payload = with_label_change(name, ["API"], ["API", "coding agent", "Platform"])
+
+    event = parse(name, payload)
+
+    assert event.kind is EventKind.ISSUE_LABELED
+    assert event.label_added == "coding agent"
+    assert event.labels_added == ("coding agent", "Platform")
+    assert event.issue is not None and event.issue.author == ""
+
+
+def test_label_removed_is_not_labeled() -> None:
+    payload = with_label_change("issue-hook.json", ["API", "coding agent"], ["API"])
+
+    event = parse("issue-hook.json", payload)
+
+    assert event.kind is EventKind.ISSUE_OTHER
+    assert event.label_added is None and event.labels_added == ()
+
+
+def test_update_without_label_changes_is_other() -> None:
+    payload = load("issue-hook.json")
+    payload["object_attributes"]["action"] = "update"
+    payload["changes"] = {"title": {"previous": "Old", "current": "New"}}
+
+    assert parse("issue-hook.json", payload).kind is EventKind.ISSUE_OTHER
+
+
+@pytest.mark.parametrize(
+    ("name", "action", "kind"),
+    [
+        ("issue-hook.json", "close", EventKind.ISSUE_CLOSED),
+        ("issue-hook.json", "reopen", EventKind.ISSUE_OTHER),
+        ("merge-request-hook.json", "close", EventKind.ISSUE_CLOSED),
+        ("merge-request-hook.json", "merge", EventKind.ISSUE_CLOSED),
+        ("merge-request-hook.json", "approved", EventKind.ISSUE_OTHER),
+    ],
+)
+def test_other_actions(name: str, action: str, kind: EventKind) -> None:
+    payload = load(name)
+    payload["object_attributes"]["action"] = action
+    payload["object_attributes"]["state"] = "closed"
+
+    event = parse(name, payload)
+
+    assert (event.kind, event.action) == (kind, action)
+    assert event.issue is not None and event.issue.state == "closed"
+
+
+def test_confidential_issue_hook_is_an_issue_event() -> None:
+    event = parse_event("Confidential Issue Hook", DELIVERY, load("issue-hook.json"))
+
+    assert event.kind is EventKind.ISSUE_OPENED
+    assert event.issue is not None and not event.issue.is_change_request
+
+
+def test_labels_added_without_changes() -> None:
+    assert labels_added({}) == ()
+    assert labels_added({"changes": {"title": {}}}) == ()
+
+
+# --- notes -----------------------------------------------------------------------------------
+
+
+def test_note_on_an_issue() -> None:
+    event = parse("note-hook-issue.json")
+
+    assert event.kind is EventKind.COMMENT_CREATED
+    assert event.action == "create"
+    assert event.comment == CommentRef(
+        id=1241,
+        body="Hello world",
+        author="root",
+        web_url="http://example.com/gitlab-org/gitlab-test/issues/17#note_1241",
+    )
+    assert event.issue is not None
+    assert (event.issue.number, event.issue.is_change_request) == (17, False)
+    assert event.issue.state == "closed"
+    assert event.issue.labels == ("Afterpod", "Element")
+    assert event.repo is not None and event.repo.project_id == 5
+    assert event.extra == {"noteable_type": "Issue"}
+
+
+def test_note_on_a_merge_request() -> None:
+    event = parse("note-hook-merge-request.json")
+
+    assert event.kind is EventKind.COMMENT_CREATED
+    assert event.comment is not None and event.comment.body == "This MR needs work."
+    assert event.issue is not None
+    assert event.issue.is_change_request
+    assert (event.issue.number, event.issue.head_branch) == (1, "master")
+    assert event.issue.title == "Tempora et eos debitis quae laborum et."
+
+
+@pytest.mark.parametrize(
+    ("name", "noteable_type", "project"),
+    [
+        ("note-hook-commit.json", "Commit", "gitlabhq/gitlab-test"),
+        ("note-hook-code-snippet.json", "Snippet", "gitlab-org/gitlab-test"),
+    ],
+)
+def test_notes_on_commits_and_snippets_are_ignored(
+    name: str, noteable_type: str, project: str
+) -> None:
+    event = parse(name)
+
+    assert event.kind is EventKind.IGNORED
+    assert event.extra == {"noteable_type": noteable_type}
+    assert event.actor.login == "root"
+    assert event.repo is not None and event.repo.full_name == project
+    assert event.issue is None and event.comment is None
+
+
+def test_edited_note_is_not_a_new_comment() -> None:
+    payload = load("note-hook-issue.json")
+    payload["object_attributes"]["action"] = "update"
+
+    assert parse("note-hook-issue.json", payload).kind is EventKind.COMMENT_OTHER
+
+
+def test_system_note_is_not_a_new_comment() -> None:
+    payload = load("note-hook-issue.json")
+    payload["object_attributes"]["system"] = True
+
+    assert parse("note-hook-issue.json", payload).kind is EventKind.COMMENT_OTHER
+
+
+def test_confidential_note_is_a_comment() -> None:
+    event = parse_event("Confidential Note Hook", DELIVERY, load("note-hook-issue.json"))
+
+    assert event.kind is EventKind.COMMENT_CREATED
+
+
+# --- bots --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "username",
+    [
+        "project_278964_bot_e0d1f1d2c3b4a5968778695a4b3c2d1e",
+        "group_9970_bot_0a1b2c3d",
+        "project_42_bot",
+        "project_42_bot2",
+        "service_account_group_9970_1a2b3c4d5e6f",
+        "support-bot",
+        "renovate[bot]",
+    ],
+)
+def test_bot_users(username: str) -> None:
+    assert is_bot_user(username)
+
+
+@pytest.mark.parametrize(
+    "username", ["root", "alice", "project_manager", "my_project_42_bot_x", "robot", "bot"]
+)
+def test_people_are_not_bots(username: str) -> None:
+    assert not is_bot_user(username)
+
+
+def test_bot_flag_marks_a_bot() -> None:
+    assert is_bot_user("coding-agent", bot_flag=True)
+
+
+def test_comment_by_a_token_bot_has_a_bot_actor() -> None:
+    payload = load("note-hook-issue.json")
+    payload["user"]["username"] = "project_5_bot_4f6a1c2b"
+
+    actor = parse("note-hook-issue.json", payload).actor
+
+    assert actor == Actor(login="project_5_bot_4f6a1c2b", id="1", is_bot=True)
+
+
+def test_user_bot_field_marks_a_bot() -> None:
+    payload = load("issue-hook.json")
+    payload["user"] = {**payload["user"], "username": "helper", "bot": True}
+
+    assert parse("issue-hook.json", payload).actor.is_bot
+
+
+# --- malformed payloads ------------------------------------------------------------------------
+
+
+def without(payload: dict[str, Any], *path: str) -> dict[str, Any]:
+    broken = copy.deepcopy(payload)
+    target = broken
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+    return broken
+
+
+def replaced(payload: dict[str, Any], value: Any, *path: str) -> dict[str, Any]:
+    broken = copy.deepcopy(payload)
+    target = broken
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "message"),
+    [
+        ("issue-hook.json", ("object_attributes",), "payload.object_attributes is missing"),
+        ("issue-hook.json", ("object_attributes", "iid"), "object_attributes.iid is missing"),
+        ("issue-hook.json", ("user",), "payload.user is missing"),
+        ("issue-hook.json", ("user", "username"), "user.username is missing"),
+        ("issue-hook.json", ("project",), "payload.project is missing"),
+        ("issue-hook.json", ("project", "path_with_namespace"), "project.path_with_namespace"),
+        ("merge-request-hook.json", ("project", "id"), "project.id is missing"),
+        ("note-hook-issue.json", ("issue",), "payload.issue is missing"),
+        ("note-hook-merge-request.json", ("merge_request",), "payload.merge_request is missing"),
+        ("note-hook-issue.json", ("object_attributes", "note"), "object_attributes.note"),
+        ("note-hook-issue.json", ("object_attributes", "noteable_type"), "noteable_type"),
+    ],
+)
+def test_missing_fields_raise_payload_error(name: str, path: tuple[str, ...], message: str) -> None:
+    with pytest.raises(PayloadError, match=message):
+        parse(name, without(load(name), *path))
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "path", "message"),
+    [
+        ("issue-hook.json", "23", ("object_attributes", "iid"), "iid has the wrong type"),
+        ("issue-hook.json", True, ("object_attributes", "iid"), "iid has the wrong type"),
+        ("issue-hook.json", [], ("object_attributes",), "object_attributes has the wrong type"),
+        ("issue-hook.json", 7, ("object_attributes", "title"), "title has the wrong type"),
+        ("issue-hook.json", "API", ("object_attributes", "labels"), "labels must be a list"),
+        ("issue-hook.json", ["API"], ("object_attributes", "labels"), "must hold objects"),
+        ("issue-hook.json", {"previous": [], "current": "x"}, ("changes", "labels"), "list"),
+        ("note-hook-issue.json", "1241", ("object_attributes", "id"), "id has the wrong type"),
+        ("note-hook-issue.json", None, ("user", "username"), "user.username is missing"),
+    ],
+)
+def test_wrong_types_raise_payload_error(
+    name: str, value: Any, path: tuple[str, ...], message: str
+) -> None:
+    payload = replaced(load(name), value, *path)
+    if path[:1] == ("changes",):
+        payload["object_attributes"]["action"] = "update"
+    with pytest.raises(PayloadError, match=message):
+        parse(name, payload)
+
+
+def test_payload_must_be_an_object() -> None:
+    with pytest.raises(PayloadError, match="JSON object"):
+        parse_event("Issue Hook", DELIVERY, [])  # type: ignore[arg-type]
+
+
+def test_unknown_events_with_odd_payloads_are_ignored() -> None:
+    event = parse_event("Something New Hook", DELIVERY, {"user": "not an object", "project": 1})
+
+    assert event.kind is EventKind.IGNORED
+    assert event.actor.login == "" and event.repo is None
