@@ -1,0 +1,182 @@
+"""The run directory of one task: what happened, kept as plain files for people.
+
+    <data_dir>/runs/<task_id>/
+        task.json           the task as the coordinator saw it
+        conversation.jsonl  every LLM exchange and tool call, one JSON object a line
+        quality.json        the last quality gate report
+        errors.log          timestamped errors
+        artifacts/          copies of the changed files, same relative paths
+        report.md           the summary: task, changes, quality gate, conversation
+
+JSON files are replaced atomically; the JSONL and log files are appended and flushed
+line by line, so a crash loses at most the line being written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from bot.tools.paths import PathRefused, resolve_inside
+
+_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_LONG_KEYS = ("description", "body", "instruction", "instructions")
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2, default=str, sort_keys=True)
+
+
+class RunDirectory:
+    def __init__(self, data_dir: Path, task_id: str) -> None:
+        if not _TASK_ID.match(task_id) or ".." in task_id:
+            raise ValueError(
+                f"{task_id!r} cannot name a run directory: letters, digits, '.', '_' and "
+                "'-' only, at most 128 characters"
+            )
+        self.task_id = task_id
+        self.path = Path(data_dir) / "runs" / task_id
+        self.artifacts = self.path / "artifacts"
+        self.artifacts.mkdir(parents=True, exist_ok=True)
+
+    def _replace(self, name: str, text: str) -> Path:
+        target = self.path / name
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+    def _append(self, name: str, line: str) -> None:
+        with (self.path / name).open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+
+    def write_task(self, data: dict[str, Any]) -> None:
+        self._replace("task.json", _json(data) + "\n")
+
+    def append_conversation(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, ensure_ascii=False, default=str, sort_keys=True)
+        self._append("conversation.jsonl", line + "\n")
+
+    def write_quality(self, report: dict[str, Any]) -> None:
+        self._replace("quality.json", _json(report) + "\n")
+
+    def log_error(self, message: str) -> None:
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        body = message.rstrip().replace("\n", "\n    ")
+        self._append("errors.log", f"{stamp} {body}\n")
+
+    def copy_artifacts(self, root: Path, files: Iterable[str]) -> None:
+        """Copy the changed files; deleted files are skipped, and paths that leave the
+        workspace (or enter .git) are refused and logged in errors.log."""
+        for rel in files:
+            try:
+                source = resolve_inside(root, rel)
+            except PathRefused as exc:
+                self.log_error(f"artifact not copied: {exc}")
+                continue
+            if not source.is_file():
+                continue
+            target = self.artifacts / source.relative_to(Path(root).resolve())
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+    def artifact_names(self) -> list[str]:
+        return sorted(
+            p.relative_to(self.artifacts).as_posix()
+            for p in self.artifacts.rglob("*")
+            if p.is_file()
+        )
+
+    def write_report(
+        self,
+        *,
+        task: dict[str, Any],
+        changes: list[str],
+        diff_stat: str,
+        quality: dict[str, Any] | None,
+        conversation_summary: str,
+        outcome: str,
+    ) -> Path:
+        text = render_report(
+            task=task, changes=changes, diff_stat=diff_stat, quality=quality,
+            conversation_summary=conversation_summary, outcome=outcome,
+            artifacts=self.artifact_names(),
+        )  # fmt: skip
+        return self._replace("report.md", text)
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}\n{text.rstrip()}\n{ticks}"
+
+
+def _task_section(task: dict[str, Any]) -> list[str]:
+    lines = []
+    for key, value in task.items():
+        if key not in _LONG_KEYS and isinstance(value, str | int | float | bool):
+            lines.append(f"- **{key}**: {value}")
+    for key in _LONG_KEYS:
+        if task.get(key):
+            lines += ["", str(task[key]).strip()]
+    return lines or ["(no task details)"]
+
+
+def _quality_section(quality: dict[str, Any] | None) -> list[str]:
+    if quality is None:
+        return ["The quality gate did not run."]
+    verdict = "passed" if quality.get("passed") else "failed"
+    lines = [
+        f"Result: **{verdict}**",
+        "",
+        "| Step | Status | Command | Counts |",
+        "|---|---|---|---|",
+    ]
+    for name in ("lint", "test"):
+        step = quality.get(name) or {}
+        command = " ".join(step.get("command") or []) or "-"
+        counts = ", ".join(f"{k}: {v}" for k, v in (step.get("counts") or {}).items()) or "-"
+        lines.append(f"| {name} | {step.get('status', '-')} | `{command}` | {counts} |")
+    if not quality.get("passed") and quality.get("feedback"):
+        lines += ["", _fence(str(quality["feedback"]))]
+    return lines
+
+
+def render_report(
+    *,
+    task: dict[str, Any],
+    changes: list[str],
+    diff_stat: str,
+    quality: dict[str, Any] | None,
+    conversation_summary: str,
+    outcome: str,
+    artifacts: list[str],
+) -> str:
+    """report.md: pure, so it can be tested and previewed without a run directory."""
+    title = task.get("title") or task.get("id") or "task"
+    lines = [f"# Run report: {title}", "", f"**Outcome:** {outcome}", "", "## Task", ""]
+    lines += _task_section(task)
+    lines += ["", "## Changes", ""]
+    lines += [f"- `{path}`" for path in changes] or ["No files changed."]
+    if diff_stat.strip():
+        lines += ["", _fence(diff_stat)]
+    lines += ["", "## Quality gate", "", *_quality_section(quality)]
+    lines += ["", "## Conversation summary", "", conversation_summary.strip() or "(none)"]
+    lines += ["", "## Artifacts", ""]
+    lines += [f"- [`{name}`](artifacts/{quote(name)})" for name in artifacts] or ["None."]
+    return "\n".join(lines) + "\n"
