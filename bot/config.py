@@ -389,11 +389,14 @@ def _apply_secret_files(raw: dict[str, Any], where: str, environ: Mapping[str, s
         if not file_path.is_absolute():
             file_path = base / file_path
         try:
-            block[secret_key] = file_path.read_text(encoding="utf-8").strip()
+            value = file_path.read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ConfigError(
                 f"{where}: {section}.{path_key}: cannot read {file_path}: {exc.strerror}"
             ) from None
+        if not value:
+            raise ConfigError(f"{where}: {section}.{path_key}: {file_path} is empty")
+        block[secret_key] = value
 
 
 def _format_errors(exc: ValidationError, where: str) -> str:

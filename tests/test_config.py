@@ -159,3 +159,10 @@ def test_consistency_checks(tmp_path: Path) -> None:
     both = "mcp_servers:\n  - name: x\n    command: a\n    url: http://h\n"
     with pytest.raises(ConfigError, match="exactly one of command or url"):
         load_settings({}, write(tmp_path, both))
+
+
+def test_an_empty_secret_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "hook.secret").write_text("  \n")
+    path = write(tmp_path, "github:\n  webhook_secret_file: hook.secret\n")
+    with pytest.raises(ConfigError, match="is empty"):
+        load_settings({}, path)

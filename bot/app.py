@@ -1,0 +1,191 @@
+"""``create_app(runtime)``: the HTTP surface. Routes only; decisions live elsewhere.
+
+POST /webhooks/github and /webhooks/gitlab: size limit -> verify -> parse ->
+classify (pure) -> one store transaction (delivery + inbox event) -> 202. The
+worker's dispatcher does the rest, so no forge or LLM call ever happens here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bot import metrics
+from bot.events import EventKind, ForgeEvent, ForgeKind
+from bot.runtime import Runtime
+from bot.storage.base import StoreError
+from bot.triggers import Ignore, classify
+from bot.webhooks import github as github_hooks
+from bot.webhooks import gitlab as gitlab_hooks
+from bot.webhooks.errors import PayloadError
+
+log = logging.getLogger("bot.app")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"status": status, "message": message, **extra}, status_code=status)
+
+
+def _load(body: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PayloadError(f"the body is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise PayloadError("the body is not a JSON object")
+    return payload
+
+
+async def _accept(runtime: Runtime, key: str, event: ForgeEvent) -> Response:
+    """Classify; queue what could matter in one transaction; answer at once."""
+    verdict = classify(event, runtime.settings)
+    if isinstance(verdict, Ignore):
+        metrics.WEBHOOKS.labels(event.forge.value, "ignored").inc()
+        log.info("ignored %s %s/%s: %s", key, event.name, event.action, verdict.reason)
+        return _json(202, "ignored", reason=verdict.reason)
+    try:
+        fresh = await runtime.store.record_delivery(key, event.forge.value, event.to_dict())
+    except StoreError as exc:
+        log.error("could not queue delivery %s: %s", key, exc)
+        return _json(503, "the bot could not store this delivery; please redeliver it")
+    if not fresh:
+        metrics.WEBHOOKS.labels(event.forge.value, "duplicate").inc()
+        return _json(202, "duplicate delivery: already queued")
+    metrics.WEBHOOKS.labels(event.forge.value, "queued").inc()
+    return _json(202, "queued")
+
+
+def _guarded(
+    handler: Callable[[Request, Runtime, bytes], Awaitable[Response]], forge: ForgeKind
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        runtime: Runtime = request.app.state.runtime
+        try:
+            body = await _read_body(request, runtime.settings.server.max_body_bytes)
+        except _TooLarge:
+            metrics.WEBHOOKS.labels(forge.value, "too_large").inc()
+            return _json(413, "the body is larger than server.max_body_bytes")
+        try:
+            return await handler(request, runtime, body)
+        except PayloadError as exc:
+            metrics.WEBHOOKS.labels(forge.value, "bad_payload").inc()
+            log.warning("%s webhook rejected: %s", forge.value, exc)
+            return _json(400, f"malformed payload: {exc}")
+
+    return endpoint
+
+
+async def _github(request: Request, runtime: Runtime, body: bytes) -> Response:
+    settings = runtime.settings.github
+    if settings.webhook_secret is None:
+        return _json(404, "GitHub is not configured on this bot (set GITHUB_WEBHOOK_SECRET)")
+    signature = request.headers.get("x-hub-signature-256")
+    if not github_hooks.verify_signature(
+        body, signature, secret=settings.webhook_secret.get_secret_value()
+    ):
+        metrics.WEBHOOKS.labels("github", "bad_signature").inc()
+        return _json(401, "missing or wrong X-Hub-Signature-256")
+    name = request.headers.get("x-github-event", "")
+    delivery = request.headers.get("x-github-delivery", "")
+    if not name:
+        raise PayloadError("no X-GitHub-Event header")
+    payload = _load(body)
+    event = github_hooks.parse_event(name, delivery, payload)
+    if event.kind is EventKind.PING:
+        return _json(200, "pong")
+    key = github_hooks.delivery_key(delivery, settings.app_id, body)
+    return await _accept(runtime, key, event)
+
+
+async def _gitlab(request: Request, runtime: Runtime, body: bytes) -> Response:
+    settings = runtime.settings.gitlab
+    if settings.webhook_secret is None:
+        return _json(404, "GitLab is not configured on this bot (set GITLAB_WEBHOOK_SECRET)")
+    token = request.headers.get("x-gitlab-token")
+    if not gitlab_hooks.verify_token(token, secret=settings.webhook_secret.get_secret_value()):
+        metrics.WEBHOOKS.labels("gitlab", "bad_token").inc()
+        return _json(401, "missing or wrong X-Gitlab-Token")
+    name = request.headers.get("x-gitlab-event", "")
+    if not name:
+        raise PayloadError("no X-Gitlab-Event header")
+    payload = _load(body)
+    delivery = request.headers.get("x-gitlab-event-uuid", "")
+    event = gitlab_hooks.parse_event(name, delivery, payload)
+    key = gitlab_hooks.delivery_key(dict(request.headers), body)
+    return await _accept(runtime, key, event)
+
+
+async def healthz(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+async def readyz(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    try:
+        await runtime.store.ping()
+    except StoreError as exc:
+        return _json(503, f"store not writable: {exc}")
+    return PlainTextResponse("ready")
+
+
+async def health_ai(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    report = await runtime.llm_health()
+    return JSONResponse(report.to_dict(), status_code=200 if report.reachable else 503)
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    body, content_type = metrics.render()
+    return Response(body, media_type=content_type)
+
+
+def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> Starlette:
+    """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage_runtime:
+            await runtime.start()
+        try:
+            yield
+        finally:
+            if manage_runtime:
+                await runtime.stop()
+
+    routes = [
+        Route("/webhooks/github", _guarded(_github, ForgeKind.GITHUB), methods=["POST"]),
+        Route("/webhooks/gitlab", _guarded(_gitlab, ForgeKind.GITLAB), methods=["POST"]),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/health/ai", health_ai),
+        Route("/metrics", metrics_endpoint),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.runtime = runtime
+    return app

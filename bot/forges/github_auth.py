@@ -1,0 +1,318 @@
+"""One authenticated conversation with the GitHub REST API.
+
+``GitHubSession`` sends requests through gidgethub's sans-I/O client over the shared
+``httpx.AsyncClient`` and takes care of what every call needs: credentials (a GitHub
+App's JWT and per-installation access tokens, cached and refreshed five minutes
+before they expire, or a personal token), retries (``retry_delay``: rate limits wait
+as told, 5xx and connection failures back off 1, 2, 4 s), one write at a time per
+installation (``WritePacer``), and typed errors (``bot.forges.base``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from gidgethub import HTTPException
+from gidgethub import abc as gh_abc
+
+from bot.events import RepoRef
+from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
+from bot.forges.retry import WritePacer, retry_delay
+
+ACCEPT = "application/vnd.github+json"
+API_VERSION = "2022-11-28"
+TOKEN_REFRESH_MARGIN = 300.0
+JWT_BACKDATE = 60
+JWT_LIFETIME = 600
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+
+class _Client(gh_abc.GitHubAPI):
+    """gidgethub over the shared ``httpx.AsyncClient``, retrying below gidgethub.
+
+    gidgethub 6's own ``gidgethub.httpx.GitHubAPI`` binds to the ``httpx2`` package
+    when that is installed; this is the same small adapter over ``httpx`` itself,
+    with the retry loop and an injectable ``sleep`` and clock.
+    """
+
+    def __init__(
+        self, http: httpx.AsyncClient, *, requester: str, base_url: str, sleep: Sleep, clock: Clock
+    ) -> None:
+        super().__init__(requester, base_url=base_url)
+        self._http = http
+        self._sleep = sleep
+        self._clock = clock
+
+    async def _request(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    method, url, headers=dict(headers), content=body
+                )
+            except httpx.TransportError as exc:
+                delay = retry_delay(None, {}, attempt, now=self._clock())
+                if delay is None:
+                    reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
+                    raise ForgeError(f"GitHub is unreachable ({method} {url}): {reason}") from exc
+            else:
+                status, got = response.status_code, response.headers
+                delay = retry_delay(status, got, attempt, now=self._clock())
+                if delay is None:
+                    return status, got, response.content
+            await self._sleep(delay)
+            attempt += 1
+
+    async def sleep(self, seconds: float) -> None:
+        await self._sleep(seconds)
+
+
+def check_credentials(
+    app_id: str | None, private_key: str | None, token: str | None
+) -> rsa.RSAPrivateKey | None:
+    """Exactly one of (app_id with private_key) or token; returns the App's RSA key."""
+    if token is not None and (app_id is not None or private_key is not None):
+        raise ValueError("GitHub: give either app_id with private_key, or token, not both")
+    if token is not None:
+        if not token.strip():
+            raise ValueError("GitHub: the token is empty")
+        return None
+    if not app_id or not private_key:
+        raise ValueError("GitHub: give app_id with private_key (GitHub App) or a token")
+    try:
+        key = serialization.load_pem_private_key(private_key.encode("utf-8"), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"GitHub App private key is not a usable PEM key: {exc}") from None
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError("GitHub App private key must be an RSA key")
+    return key
+
+
+def app_jwt(app_id: str, key: rsa.RSAPrivateKey, *, now: float) -> str:
+    """A GitHub App JWT (RS256): issued a minute back for clock drift, valid 9 minutes."""
+    issued = int(now) - JWT_BACKDATE
+    claims = {"iat": issued, "exp": issued + JWT_LIFETIME, "iss": app_id}
+    return jwt.encode(claims, key, algorithm="RS256")
+
+
+def forge_error(exc: HTTPException, *, method: str, path: str, what: str, now: float) -> ForgeError:
+    """The ``bot.forges.base`` error for a GitHub error response."""
+    status = int(exc.status_code)
+    where = f"({method} {path.split('{?', 1)[0]})"
+    detail = _detail(exc)
+    if status == 404:
+        return NotFound(f"{what} not found {where}", status=404)
+    if status == 429 or (status == 403 and _rate_limited(exc.headers)):
+        wait = retry_delay(status, exc.headers, 0, now=now) or 60.0
+        message = f"GitHub rate limit reached for {what}; retry in {wait:.0f} s {where}"
+        return RateLimited(message, retry_after=wait, status=status)
+    if status in (401, 403):
+        return AccessDenied(f"GitHub refused access to {what}: {detail} {where}", status=status)
+    if status in (409, 422):
+        return Conflict(f"GitHub refused {what}: {detail} {where}", status=status)
+    return ForgeError(f"GitHub error {status} for {what}: {detail} {where}", status=status)
+
+
+def _detail(exc: HTTPException) -> str:
+    """GitHub's message plus the messages of its validation ``errors``, when any."""
+    errors = getattr(exc, "errors", None)
+    notes = [
+        str(error.get("message") or f"{error.get('field')} {error.get('code')}")
+        for error in (errors if isinstance(errors, list) else [])
+        if isinstance(error, Mapping)
+    ]
+    return "; ".join([str(exc) or "no details", *notes])
+
+
+def _rate_limited(headers: Mapping[str, str]) -> bool:
+    lowered = {key.lower(): value for key, value in headers.items()}
+    return "retry-after" in lowered or lowered.get("x-ratelimit-remaining") == "0"
+
+
+def _expiry(text: object) -> float:
+    if not isinstance(text, str):
+        raise ForgeError(f"GitHub sent an installation token without expires_at: {text!r}")
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise ForgeError(f"GitHub sent an unreadable token expiry: {text!r}") from None
+
+
+class GitHubSession:
+    """Credentials, retries, pacing and typed errors for every GitHub API call."""
+
+    def __init__(
+        self,
+        *,
+        api_url: str,
+        http: httpx.AsyncClient,
+        app_id: str | None,
+        private_key: str | None,
+        token: str | None,
+        user_agent: str,
+        pacer: WritePacer,
+        sleep: Sleep,
+        clock: Clock,
+    ) -> None:
+        self._key = check_credentials(app_id, private_key, token)
+        self._api = _Client(http, requester=user_agent, base_url=api_url, sleep=sleep, clock=clock)
+        self._app_id = app_id
+        self._token = token
+        self._pacer = pacer
+        self._clock = clock
+        self._tokens: dict[str, tuple[str, float]] = {}
+        self._installations: dict[str, str] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def credentials(self, repo: RepoRef) -> tuple[str, str]:
+        """``(pacing key, token)`` for calls about ``repo``."""
+        if self._token is not None:
+            digest = hashlib.sha256(self._token.encode("utf-8")).hexdigest()[:16]
+            return f"github:token:{digest}", self._token
+        installation = repo.scope_id or await self._installation_of(repo)
+        return f"github:installation:{installation}", await self._installation_token(installation)
+
+    async def request(
+        self,
+        repo: RepoRef,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        data: Any = None,
+        url_vars: Mapping[str, Any] | None = None,
+        accept: str = ACCEPT,
+    ) -> Any:
+        """Send one request as the repository's credentials; writes are paced."""
+        key, token = await self.credentials(repo)
+        auth = {"oauth_token": token}
+        if method == "GET":
+            return await self._send(method, path, url_vars, data, auth, what, accept)
+        async with self._pacer.slot(key):
+            return await self._send(method, path, url_vars, data, auth, what, accept)
+
+    async def paginate(
+        self, repo: RepoRef, path: str, *, what: str, url_vars: Mapping[str, Any] | None = None
+    ) -> list[Any]:
+        """Every item of a paginated list, following ``Link: rel="next"``."""
+        _, token = await self.credentials(repo)
+        pages = self._api.getiter(
+            path, url_vars, accept=ACCEPT, oauth_token=token, extra_headers=_headers()
+        )
+        try:
+            return [item async for item in pages]
+        except HTTPException as exc:
+            raise forge_error(exc, method="GET", path=path, what=what, now=self._clock()) from exc
+
+    async def identity(self) -> str:
+        """Who the credentials are: ``<app slug>[bot]`` for an App, else the user's login."""
+        if self._token is not None:
+            auth, path, key = {"oauth_token": self._token}, "/user", "login"
+        else:
+            auth, path, key = self._jwt(), "/app", "slug"
+        data = await self._send("GET", path, None, None, auth, "the bot's identity", ACCEPT)
+        name = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ForgeError(f"GitHub sent no {key} for GET {path}")
+        return name if self._token is not None else f"{name}[bot]"
+
+    def forget(self) -> None:
+        """Drop cached tokens and installation ids."""
+        self._tokens.clear()
+        self._installations.clear()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        url_vars: Mapping[str, Any] | None,
+        data: Any,
+        auth: dict[str, str],
+        what: str,
+        accept: str,
+    ) -> Any:
+        api = self._api
+        options: dict[str, Any] = {"accept": accept, "extra_headers": _headers(), **auth}
+        try:
+            if method == "GET":
+                return await api.getitem(path, url_vars, **options)
+            if method == "DELETE":
+                return await api.delete(path, url_vars, **options)
+            if method == "PATCH":
+                return await api.patch(path, url_vars, data=data, **options)
+            if method == "PUT":
+                return await api.put(path, url_vars, data=data, **options)
+            return await api.post(path, url_vars, data=data, **options)
+        except HTTPException as exc:
+            raise forge_error(exc, method=method, path=path, what=what, now=self._clock()) from exc
+
+    def _jwt(self) -> dict[str, str]:
+        assert self._app_id is not None and self._key is not None
+        return {"jwt": app_jwt(self._app_id, self._key, now=self._clock())}
+
+    async def _installation_of(self, repo: RepoRef) -> str:
+        cached = self._installations.get(repo.full_name)
+        if cached is not None:
+            return cached
+        what = f"the GitHub App installation for {repo.full_name}"
+        path = repo_url(repo, "installation")
+        data = await self._send("GET", path, None, None, self._jwt(), what, ACCEPT)
+        if not isinstance(data, dict) or not isinstance(data.get("id"), int):
+            raise ForgeError(f"GitHub sent no installation id for {repo.full_name}")
+        self._installations[repo.full_name] = str(data["id"])
+        return str(data["id"])
+
+    async def _installation_token(self, installation: str) -> str:
+        async with self._locks.setdefault(installation, asyncio.Lock()):
+            cached = self._tokens.get(installation)
+            if cached is not None and self._clock() < cached[1] - TOKEN_REFRESH_MARGIN:
+                return cached[0]
+            what = f"an access token for installation {installation}"
+            path = f"/app/installations/{quote(installation, safe='')}/access_tokens"
+            data = await self._send("POST", path, None, b"", self._jwt(), what, ACCEPT)
+            token = data.get("token") if isinstance(data, dict) else None
+            if not isinstance(token, str) or not token:
+                raise ForgeError(f"GitHub sent no token for installation {installation}")
+            self._tokens[installation] = (token, _expiry(data.get("expires_at")))
+            return token
+
+
+def repo_url(repo: RepoRef, *parts: str, query: Mapping[str, Any] | None = None) -> str:
+    """``/repos/{owner}/{name}/...`` with each segment percent-encoded, plus a query template."""
+    owner, _, name = repo.full_name.partition("/")
+    if not owner or not name or "/" in name:
+        raise ValueError(f"not a GitHub repository name (owner/name): {repo.full_name!r}")
+    path = "/repos/" + "/".join(quote(part, safe="") for part in (owner, name, *parts))
+    return path + ("{?" + ",".join(query) + "}" if query else "")
+
+
+def split_path(path: str) -> list[str]:
+    """A file path or ref name as URL segments (its slashes become separators)."""
+    return [part for part in path.strip("/").split("/") if part]
+
+
+@contextmanager
+def reading(what: str) -> Iterator[None]:
+    """Turn a response of the wrong shape into a ``ForgeError`` naming the call."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ForgeError(f"unexpected GitHub response for {what}: {exc!r}") from exc
+
+
+def _headers() -> dict[str, str]:
+    return {"x-github-api-version": API_VERSION}

@@ -1,0 +1,151 @@
+"""The bot, end to end, in one process: the ASGI app, a real SQLite store, the one
+FakeForge per forge, the scripted LLM, and a worker driven step by step."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bot.app import create_app
+from bot.config import Settings, load_settings
+from bot.events import ForgeKind
+from bot.llm.scripted import ScriptedLLM
+from bot.runtime import Runtime
+from bot.storage.base import Task
+from bot.storage.sqlite import SqliteStore
+from bot.worker import Coordinator, Worker, _default_coordinator
+from tests.fakes import FakeForge
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+GITHUB_SECRET = "gh-webhook-secret"
+GITLAB_SECRET = "gl-webhook-secret"
+
+
+def fixture(forge: str, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / forge / name).read_text(encoding="utf-8"))
+    return data
+
+
+def github_signature(body: bytes, secret: str = GITHUB_SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def bot_environment(tmp_path: Path, script: Sequence[object] = ()) -> dict[str, str]:
+    script_path = tmp_path / "script.json"
+    script_path.write_text(json.dumps(list(script)))
+    return {
+        "BOT_CONFIG": str(ROOT / "config.yaml"),
+        "BOT_DATA_DIR": str(tmp_path / "data"),
+        "GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
+        "GITHUB_TOKEN": "ghp_" + "T" * 36,
+        "GITLAB_TOKEN": "glpat-" + "G" * 20,
+        "GITLAB_WEBHOOK_SECRET": GITLAB_SECRET,
+    }
+
+
+class Harness:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        script: Sequence[object] = (),
+        overrides: dict[str, Any] | None = None,
+        coordinator_factory: Callable[[], Coordinator] = _default_coordinator,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        env = bot_environment(tmp_path, script)
+        settings = load_settings(env, ROOT / "config.yaml")
+        llm_settings = settings.llm.model_copy(
+            update={"provider": "scripted", "script_path": tmp_path / "script.json"}
+        )
+        settings = settings.model_copy(update={"llm": llm_settings})
+        for section, values in (overrides or {}).items():
+            current = getattr(settings, section)
+            settings = settings.model_copy(update={section: current.model_copy(update=values)})
+        self.settings: Settings = settings
+        self.github = FakeForge(ForgeKind.GITHUB, bot_login=settings.bot.github_login)
+        self.gitlab = FakeForge(ForgeKind.GITLAB, bot_login=settings.bot.gitlab_username)
+        self.store = (
+            SqliteStore(settings.data_dir / "bot.sqlite3", clock=clock)
+            if clock
+            else SqliteStore(settings.data_dir / "bot.sqlite3")
+        )
+        self.llm = ScriptedLLM(list(script))
+        self.runtime = Runtime(
+            settings,
+            store=self.store,
+            forges={ForgeKind.GITHUB: self.github, ForgeKind.GITLAB: self.gitlab},
+            llm=self.llm,
+            role="web",
+            clock=clock,
+        )
+        self.worker = Worker(self.runtime, coordinator_factory=coordinator_factory, owner="test")
+        self.app = create_app(self.runtime, manage_runtime=False)
+        self.client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.app), base_url="http://bot.test"
+        )
+
+    async def __aenter__(self) -> Harness:
+        await self.store.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.aclose()
+        await self.store.close()
+
+    async def send_github(
+        self, event: str, payload: dict[str, Any], *, delivery: str | None = None,
+        secret: str = GITHUB_SECRET,
+    ) -> httpx.Response:
+        body = json.dumps(payload).encode()
+        headers = {
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+            "X-Hub-Signature-256": github_signature(body, secret),
+            "Content-Type": "application/json",
+        }
+        return await self.client.post("/webhooks/github", content=body, headers=headers)
+
+    async def send_gitlab(
+        self, event: str, payload: dict[str, Any], *, token: str = GITLAB_SECRET,
+        idempotency_key: str | None = None,
+    ) -> httpx.Response:
+        headers = {
+            "X-Gitlab-Event": event,
+            "X-Gitlab-Token": token,
+            "X-Gitlab-Event-UUID": str(uuid.uuid4()),
+            "Content-Type": "application/json",
+        }
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        return await self.client.post(
+            "/webhooks/gitlab", content=json.dumps(payload).encode(), headers=headers
+        )
+
+    async def dispatch_all(self) -> int:
+        handled = 0
+        while await self.worker.dispatch_once():
+            handled += 1
+        return handled
+
+    async def run_queued(self, limit: int = 20) -> list[Task]:
+        """Lease and run queued tasks until none is left; returns the tasks run."""
+        ran = []
+        for _ in range(limit):
+            task = await self.store.lease_task(self.worker.owner, 60)
+            if task is None:
+                break
+            await self.worker.run_task(task)
+            ran.append(task)
+        return ran
+
+    async def tasks(self) -> list[Task]:
+        return await self.store.list_tasks(limit=1000)
