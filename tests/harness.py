@@ -102,7 +102,11 @@ class Harness:
         await self.store.close()
 
     async def send_github(
-        self, event: str, payload: dict[str, Any], *, delivery: str | None = None,
+        self,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        delivery: str | None = None,
         secret: str = GITHUB_SECRET,
     ) -> httpx.Response:
         body = json.dumps(payload).encode()
@@ -115,7 +119,11 @@ class Harness:
         return await self.client.post("/webhooks/github", content=body, headers=headers)
 
     async def send_gitlab(
-        self, event: str, payload: dict[str, Any], *, token: str = GITLAB_SECRET,
+        self,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        token: str = GITLAB_SECRET,
         idempotency_key: str | None = None,
     ) -> httpx.Response:
         headers = {

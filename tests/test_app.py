@@ -169,8 +169,12 @@ async def test_readyz_fails_when_the_store_is_closed(bot: Harness) -> None:
 async def test_health_ai_reports_setup_steps_when_down(bot: Harness) -> None:
     async def down() -> HealthReport:
         return HealthReport(
-            reachable=False, provider="openai", base_url="http://127.0.0.1:11434/v1",
-            model="qwen2.5-coder", error="connection refused", setup_steps=("ollama serve",),
+            reachable=False,
+            provider="openai",
+            base_url="http://127.0.0.1:11434/v1",
+            model="qwen2.5-coder",
+            error="connection refused",
+            setup_steps=("ollama serve",),
         )
 
     bot.runtime.llm_health = down  # type: ignore[method-assign]

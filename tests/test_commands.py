@@ -12,8 +12,18 @@ def test_one_command_per_line_several_per_comment() -> None:
 
 
 def test_every_documented_command_parses() -> None:
-    for word in ["run", "plan", "approve", "reject", "stop", "pause", "resume", "retry", "status",
-                 "help"]:
+    for word in [
+        "run",
+        "plan",
+        "approve",
+        "reject",
+        "stop",
+        "pause",
+        "resume",
+        "retry",
+        "status",
+        "help",
+    ]:
         assert names(f"/agent {word}") == [(CommandName(word), "")]
     assert names("/agent reject the tests are wrong") == [
         (CommandName.REJECT, "the tests are wrong")

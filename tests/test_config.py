@@ -25,7 +25,13 @@ def test_repository_config_holds_the_planning_keys_of_the_specification() -> Non
     import yaml
 
     raw = yaml.safe_load(REPO_CONFIG.read_text())["planning"]
-    assert {"enabled", "strategy", "max_subtasks", "decomposition_level", "auto_adjust_level"} <= set(raw)
+    assert {
+        "enabled",
+        "strategy",
+        "max_subtasks",
+        "decomposition_level",
+        "auto_adjust_level",
+    } <= set(raw)
     assert set(raw["reflection"]) == {"enabled", "trigger_on_error", "trigger_interval", "depth"}
     assert set(raw["revision"]) == {"max_revisions", "require_human_approval", "approval_timeout"}
     assert set(raw["cache"]) == {"enabled", "ttl"}

@@ -24,13 +24,27 @@ REPO = RepoRef(ForgeKind.GITHUB, "octo/hello", scope_id="1")
 ISSUE = IssueRef(REPO, 7, title="Fix the README", labels=("coding agent",))
 
 
-def event(kind: EventKind, *, body: str = "", actor: str = "alice", is_bot: bool = False,
-          label: str | None = None, issue: IssueRef = ISSUE) -> ForgeEvent:
+def event(
+    kind: EventKind,
+    *,
+    body: str = "",
+    actor: str = "alice",
+    is_bot: bool = False,
+    label: str | None = None,
+    issue: IssueRef = ISSUE,
+) -> ForgeEvent:
     return ForgeEvent(
-        forge=ForgeKind.GITHUB, kind=kind, name="x", action="y", delivery_id="d",
-        actor=Actor(actor, "1", is_bot), repo=issue.repo, issue=issue,
+        forge=ForgeKind.GITHUB,
+        kind=kind,
+        name="x",
+        action="y",
+        delivery_id="d",
+        actor=Actor(actor, "1", is_bot),
+        repo=issue.repo,
+        issue=issue,
         comment=CommentRef(55, body, actor) if body else None,
-        label_added=label, labels_added=(label,) if label else (),
+        label_added=label,
+        labels_added=(label,) if label else (),
     )
 
 
@@ -51,8 +65,9 @@ def kinds(actions: list) -> list[ActionKind]:
 
 def test_trigger_label_starts_a_task() -> None:
     intent = intent_of(event(EventKind.ISSUE_LABELED, label="coding agent"))
-    actions = decide(intent, permission=Permission.WRITE, active=None, latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS
+    )
     assert kinds(actions) == [ActionKind.REACT, ActionKind.CREATE_TASK]
     request = actions[1].request
     assert request is not None and request.mode is TaskMode.RUN
@@ -66,8 +81,10 @@ def test_other_labels_bots_and_closed_issues_are_ignored() -> None:
     own = event(EventKind.COMMENT_CREATED, body="/agent run", actor="coding-agent[bot]")
     assert isinstance(classify(own, SETTINGS), Ignore)
     closed = dataclasses.replace(ISSUE, state="closed")
-    assert isinstance(classify(event(EventKind.ISSUE_LABELED, label="coding agent",
-                                     issue=closed), SETTINGS), Ignore)
+    assert isinstance(
+        classify(event(EventKind.ISSUE_LABELED, label="coding agent", issue=closed), SETTINGS),
+        Ignore,
+    )
 
 
 def test_our_marker_in_a_comment_is_ignored_even_from_a_person() -> None:
@@ -85,24 +102,26 @@ def test_opened_with_the_label_starts() -> None:
 def test_readers_are_denied_with_one_reply_and_nothing_queued() -> None:
     intent = intent_of(event(EventKind.COMMENT_CREATED, body="/agent run"))
     for permission in (Permission.NONE, Permission.READ, Permission.TRIAGE):
-        actions = decide(intent, permission=permission, active=None, latest=None,
-                         settings=SETTINGS)
+        actions = decide(intent, permission=permission, active=None, latest=None, settings=SETTINGS)
         assert kinds(actions) == [ActionKind.REPLY]
         assert actions[0].text == "denied" and actions[0].quote == "/agent run"
 
 
 def test_plain_comment_from_a_reader_is_silently_ignored() -> None:
     intent = intent_of(event(EventKind.COMMENT_CREATED, body="me too"))
-    assert decide(intent, permission=Permission.READ, active=task(), latest=None,
-                  settings=SETTINGS) == []
+    assert (
+        decide(intent, permission=Permission.READ, active=task(), latest=None, settings=SETTINGS)
+        == []
+    )
 
 
 def test_comment_without_active_task_needs_no_lookup_and_with_one_is_feedback() -> None:
     intent = intent_of(event(EventKind.COMMENT_CREATED, body="use tabs please"))
     assert not needs_permission(intent, active=None)
     assert needs_permission(intent, active=task())
-    actions = decide(intent, permission=Permission.WRITE, active=task(), latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        intent, permission=Permission.WRITE, active=task(), latest=None, settings=SETTINGS
+    )
     assert kinds(actions) == [ActionKind.REACT, ActionKind.MESSAGE]
     assert actions[1].message_kind == "feedback"
     assert actions[1].payload == {"author": "alice", "body": "use tabs please"}
@@ -111,27 +130,35 @@ def test_comment_without_active_task_needs_no_lookup_and_with_one_is_feedback() 
 
 def test_feedback_wakes_a_task_waiting_for_an_answer() -> None:
     intent = intent_of(event(EventKind.COMMENT_CREATED, body="It is the install section"))
-    actions = decide(intent, permission=Permission.ADMIN, active=task(TaskState.AWAITING_INPUT),
-                     latest=None, settings=SETTINGS)
+    actions = decide(
+        intent,
+        permission=Permission.ADMIN,
+        active=task(TaskState.AWAITING_INPUT),
+        latest=None,
+        settings=SETTINGS,
+    )
     assert actions[1].requeue is True
 
 
 def test_second_trigger_while_running_gets_a_polite_reply() -> None:
     intent = intent_of(event(EventKind.ISSUE_LABELED, label="coding agent"))
-    actions = decide(intent, permission=Permission.WRITE, active=task(), latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        intent, permission=Permission.WRITE, active=task(), latest=None, settings=SETTINGS
+    )
     assert kinds(actions) == [ActionKind.REPLY] and actions[0].text == "already_running"
     intent = intent_of(event(EventKind.COMMENT_CREATED, body="/agent run also add docs"))
-    actions = decide(intent, permission=Permission.WRITE, active=task(), latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        intent, permission=Permission.WRITE, active=task(), latest=None, settings=SETTINGS
+    )
     assert kinds(actions) == [ActionKind.REACT, ActionKind.MESSAGE]
     assert actions[1].payload["body"] == "also add docs"
 
 
 def test_mention_starts_with_its_text_as_instructions() -> None:
     intent = intent_of(event(EventKind.COMMENT_CREATED, body="@coding-agent fix the typo"))
-    actions = decide(intent, permission=Permission.MAINTAIN, active=None, latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        intent, permission=Permission.MAINTAIN, active=None, latest=None, settings=SETTINGS
+    )
     assert actions[1].request is not None
     assert actions[1].request.instructions == "fix the typo"
     assert actions[1].request.trigger_comment_id == 55
@@ -151,8 +178,9 @@ def test_mention_starts_with_its_text_as_instructions() -> None:
 )
 def test_control_commands_become_messages(name: str, state: TaskState, requeue: bool) -> None:
     intent = intent_of(event(EventKind.COMMENT_CREATED, body=f"/agent {name} because"))
-    actions = decide(intent, permission=Permission.WRITE, active=task(state), latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        intent, permission=Permission.WRITE, active=task(state), latest=None, settings=SETTINGS
+    )
     assert kinds(actions) == [ActionKind.REACT, ActionKind.MESSAGE]
     assert actions[1].payload == {"name": name, "args": "because", "author": "alice"}
     assert actions[1].requeue is requeue
@@ -160,8 +188,9 @@ def test_control_commands_become_messages(name: str, state: TaskState, requeue: 
 
 def test_control_command_without_a_task() -> None:
     intent = intent_of(event(EventKind.COMMENT_CREATED, body="/agent approve"))
-    actions = decide(intent, permission=Permission.WRITE, active=None, latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS
+    )
     assert kinds(actions) == [ActionKind.REACT, ActionKind.REPLY]
     assert actions[1].text == "no_active_task"
 
@@ -170,23 +199,34 @@ def test_plan_retry_status_help_and_unknown() -> None:
     body = "/agent plan\n/agent status\n/agent help\n/agent frobnicate"
     intent = intent_of(event(EventKind.COMMENT_CREATED, body=body))
     assert [c.name for c in intent.commands] == [
-        CommandName.PLAN, CommandName.STATUS, CommandName.HELP, CommandName.UNKNOWN
+        CommandName.PLAN,
+        CommandName.STATUS,
+        CommandName.HELP,
+        CommandName.UNKNOWN,
     ]
     done = task(TaskState.DONE)
-    actions = decide(intent, permission=Permission.WRITE, active=None, latest=done,
-                     settings=SETTINGS)
-    assert kinds(actions) == [ActionKind.REACT, ActionKind.CREATE_TASK, ActionKind.STATUS,
-                              ActionKind.REPLY, ActionKind.REPLY]
+    actions = decide(
+        intent, permission=Permission.WRITE, active=None, latest=done, settings=SETTINGS
+    )
+    assert kinds(actions) == [
+        ActionKind.REACT,
+        ActionKind.CREATE_TASK,
+        ActionKind.STATUS,
+        ActionKind.REPLY,
+        ActionKind.REPLY,
+    ]
     assert actions[1].request is not None and actions[1].request.mode is TaskMode.PLAN_ONLY
     assert actions[2].task_id == "t1"
     retry = intent_of(event(EventKind.COMMENT_CREATED, body="/agent retry"))
-    actions = decide(retry, permission=Permission.WRITE, active=None, latest=done,
-                     settings=SETTINGS)
+    actions = decide(
+        retry, permission=Permission.WRITE, active=None, latest=done, settings=SETTINGS
+    )
     assert actions[1].request is not None
     assert actions[1].request.mode is TaskMode.RETRY
     assert actions[1].request.previous_task_id == "t1"
-    actions = decide(retry, permission=Permission.WRITE, active=task(), latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        retry, permission=Permission.WRITE, active=task(), latest=None, settings=SETTINGS
+    )
     assert actions[1].text == "retry_while_active"
 
 
@@ -194,8 +234,9 @@ def test_review_on_the_bots_change_request_starts_a_follow_up() -> None:
     pr = IssueRef(REPO, 12, is_change_request=True, head_branch="agent/7-fix-the-readme")
     intent = intent_of(event(EventKind.REVIEW_COMMENT, body="rename this variable", issue=pr))
     assert intent.kind is IntentKind.REVIEW
-    actions = decide(intent, permission=Permission.WRITE, active=None, latest=None,
-                     settings=SETTINGS)
+    actions = decide(
+        intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS
+    )
     assert actions[1].request is not None
     assert actions[1].request.mode is TaskMode.FOLLOW_UP
     assert actions[1].request.instructions == "rename this variable"

@@ -30,8 +30,13 @@ def test_marker_round_trip() -> None:
 
 def test_long_comments_are_cut_with_a_pointer_to_the_report() -> None:
     text = "```\n" + "x" * 100 + "\n" + "line\n" * 50_000
-    body = finish(text, marker=Marker("t", "status"), language="en", max_length=65_536,
-                  report_path="runs/t/report.md")
+    body = finish(
+        text,
+        marker=Marker("t", "status"),
+        language="en",
+        max_length=65_536,
+        report_path="runs/t/report.md",
+    )
     assert len(body) <= 65_536
     assert "runs/t/report.md" in body
     assert body.count("```") % 2 == 0
@@ -40,8 +45,13 @@ def test_long_comments_are_cut_with_a_pointer_to_the_report() -> None:
 
 def test_finish_redacts_secrets() -> None:
     token = "ghs_" + "A" * 36
-    body = finish(f"token {token} and hunter22", marker=Marker("t", "notice"), language="en",
-                  max_length=1000, secrets=("hunter22",))
+    body = finish(
+        f"token {token} and hunter22",
+        marker=Marker("t", "notice"),
+        language="en",
+        max_length=1000,
+        secrets=("hunter22",),
+    )
     assert token not in body and "hunter22" not in body
     assert body.count("[REDACTED]") == 2
 
@@ -91,8 +101,11 @@ def test_status_view_checklist_progress_tokens_links() -> None:
     view.apply(ProgressEvent(ProgressKind.ACTION, {"task_id": "task_1", "status": "done"}))
     view.apply(ProgressEvent(ProgressKind.ACTION, {"task_id": "task_2", "status": "running"}))
     view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 4321}))
-    view.apply(ProgressEvent(ProgressKind.LINKS, {"branch": "agent/7-x",
-                                                   "change_request_url": "https://pr/1"}))
+    view.apply(
+        ProgressEvent(
+            ProgressKind.LINKS, {"branch": "agent/7-x", "change_request_url": "https://pr/1"}
+        )
+    )
     text = view.render("en")
     assert "- [x] ✅ Read the README" in text
     assert "- [ ] 🔄 Write the install section" in text
@@ -111,19 +124,37 @@ def test_waiting_shows_in_the_status() -> None:
 
 def test_milestones_render_in_both_languages() -> None:
     events = [
-        ProgressEvent(ProgressKind.REVISION, {"number": 1, "limit": 3, "reason": "404",
-                                              "changes": ["list files first"]}),
-        ProgressEvent(ProgressKind.REFLECTION, {"action": "get file", "status": "failure",
-                                                "evaluation": "missing", "issues": ["path"]}),
+        ProgressEvent(
+            ProgressKind.REVISION,
+            {"number": 1, "limit": 3, "reason": "404", "changes": ["list files first"]},
+        ),
+        ProgressEvent(
+            ProgressKind.REFLECTION,
+            {
+                "action": "get file",
+                "status": "failure",
+                "evaluation": "missing",
+                "issues": ["path"],
+            },
+        ),
         ProgressEvent(ProgressKind.CLARIFICATION, {"questions": ["Which file?"]}),
         ProgressEvent(ProgressKind.APPROVAL_REQUEST, {"what": "plan", "timeout": 3600}),
         ProgressEvent(ProgressKind.PAUSED, {"reason": "llm_unavailable", "endpoint": "http://x"}),
-        ProgressEvent(ProgressKind.COMPLETION, {"summary": {"goal_achieved": True,
-                                                            "tasks_completed": 2,
-                                                            "tasks_failed": 0,
-                                                            "key_outcomes": ["done"]}}),
-        ProgressEvent(ProgressKind.HUMAN_INTERVENTION, {"summary": {
-            "reason": "limit", "recommendations": ["check the path"]}}),
+        ProgressEvent(
+            ProgressKind.COMPLETION,
+            {
+                "summary": {
+                    "goal_achieved": True,
+                    "tasks_completed": 2,
+                    "tasks_failed": 0,
+                    "key_outcomes": ["done"],
+                }
+            },
+        ),
+        ProgressEvent(
+            ProgressKind.HUMAN_INTERVENTION,
+            {"summary": {"reason": "limit", "recommendations": ["check the path"]}},
+        ),
     ]
     for lang in ("en", "ja"):
         for event in events:
@@ -131,5 +162,6 @@ def test_milestones_render_in_both_languages() -> None:
             assert body, event.kind
     en = milestone_body(events[3], "en", prefix="/agent", links={})
     assert en is not None and "`/agent approve`" in en and "1 h" in en
-    assert milestone_body(ProgressEvent(ProgressKind.USAGE, {}), "en", prefix="/a",
-                          links={}) is None
+    assert (
+        milestone_body(ProgressEvent(ProgressKind.USAGE, {}), "en", prefix="/a", links={}) is None
+    )

@@ -1,0 +1,153 @@
+"""The dispatcher: inbox event -> permission look-up -> decision -> store + replies.
+
+Runs in the worker role. For each leased inbox event it re-classifies the event
+(pure), looks up the issue's tasks and, when needed, the actor's permission
+(cached briefly), then carries out the decision: an eyes reaction first, then
+the store change (which finishes the event in the same transaction), then replies.
+A forge failure gives the event back to be retried later; nothing is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from cachetools import TTLCache
+
+from bot import metrics
+from bot.events import ForgeEvent
+from bot.forges.base import Forge, ForgeError, Permission
+from bot.storage.base import InboxEvent, Task
+from bot.triggers import Action, ActionKind, Ignore, Intent, classify, decide, needs_permission
+
+if TYPE_CHECKING:
+    from bot.comments.replies import Replier
+    from bot.runtime import Runtime
+
+log = logging.getLogger("bot.dispatcher")
+
+MAX_EVENT_ATTEMPTS = 6
+
+
+class PermissionCache:
+    """Permission look-ups, cached for ``ttl`` seconds per (forge, repository, user)."""
+
+    def __init__(self, *, ttl: float = 60.0, maxsize: int = 4096) -> None:
+        self._cache: TTLCache[tuple[str, str, str], Permission] = TTLCache(maxsize, ttl)
+
+    async def get(self, forge: Forge, event: ForgeEvent) -> Permission:
+        assert event.repo is not None
+        key = (event.forge.value, event.repo.full_name, event.actor.login)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        permission = await forge.get_permission(event.repo, event.actor.login)
+        self._cache[key] = permission
+        return permission
+
+
+class Dispatcher:
+    def __init__(self, runtime: Runtime, replier: Replier) -> None:
+        self.runtime = runtime
+        self.replier = replier
+        self.permissions = PermissionCache()
+
+    async def handle(self, item: InboxEvent) -> None:
+        """Handle one leased inbox event; never raises for forge trouble."""
+        store = self.runtime.store
+        try:
+            event = ForgeEvent.from_dict(item.payload)
+        except (KeyError, TypeError, ValueError) as exc:
+            await store.finish_event(item.id, error=f"unreadable event: {exc}")
+            metrics.EVENTS.labels("unreadable").inc()
+            return
+        try:
+            await self._handle(item, event)
+        except ForgeError as exc:
+            await self._retry(item, exc)
+
+    async def _retry(self, item: InboxEvent, exc: ForgeError) -> None:
+        store = self.runtime.store
+        if item.attempts >= MAX_EVENT_ATTEMPTS:
+            log.error("giving up on event %s after %d attempts: %s", item.id, item.attempts, exc)
+            await store.finish_event(item.id, error=f"forge error: {exc}")
+            metrics.EVENTS.labels("failed").inc()
+            return
+        delay = min(2.0**item.attempts, 300.0)
+        retry_after = getattr(exc, "retry_after", None)
+        if isinstance(retry_after, (int, float)):
+            delay = max(delay, float(retry_after))
+        log.warning("event %s: forge error, retrying in %.0f s: %s", item.id, delay, exc)
+        await store.retry_event(item.id, error=str(exc), delay_seconds=delay)
+        metrics.EVENTS.labels("retried").inc()
+
+    async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:
+        store = self.runtime.store
+        verdict = classify(event, self.runtime.settings)
+        forge = self.runtime.forge(event.forge)
+        if isinstance(verdict, Ignore) or forge is None or event.issue is None:
+            reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
+            await store.finish_event(item.id, error=f"ignored: {reason}")
+            metrics.EVENTS.labels("ignored").inc()
+            return
+        active = await store.active_task_for(event.issue.key)
+        latest = active or await store.latest_task_for(event.issue.key)
+        if not needs_permission(verdict, active=active):
+            await store.finish_event(item.id, error="ignored: comment without an active task")
+            metrics.EVENTS.labels("ignored").inc()
+            return
+        permission = await self.permissions.get(forge, event)
+        actions = decide(
+            verdict,
+            permission=permission,
+            active=active,
+            latest=latest,
+            settings=self.runtime.settings,
+        )
+        await self._carry_out(item, verdict, actions, forge)
+        metrics.EVENTS.labels("handled").inc()
+
+    async def _carry_out(
+        self, item: InboxEvent, intent: Intent, actions: list[Action], forge: Forge
+    ) -> None:
+        event = intent.event
+        assert event.issue is not None
+        store = self.runtime.store
+        event_id: int | None = item.id
+        if any(a.kind is ActionKind.REACT for a in actions):
+            comment_id = event.comment.id if event.comment else None
+            try:
+                await forge.add_reaction(event.issue, comment_id, "eyes")
+            except ForgeError as exc:  # a missing reaction is not worth losing the event
+                log.warning("could not react to %s: %s", event.issue.key, exc)
+        replies: list[tuple[Action, Task | None]] = []
+        task: Task | None
+        for action in actions:
+            if action.kind is ActionKind.CREATE_TASK:
+                assert action.request is not None
+                task, created = await store.create_task(action.request, event_id=event_id)
+                event_id = None
+                if not created:
+                    replies.append((Action(ActionKind.REPLY, text="already_running"), task))
+            elif action.kind is ActionKind.MESSAGE:
+                assert action.task_id is not None
+                await store.add_message(
+                    action.task_id,
+                    action.message_kind,
+                    dict(action.payload),
+                    event_id=event_id,
+                    requeue=action.requeue,
+                )
+                event_id = None
+                if action.message_kind == "command":
+                    replies.append((action, await store.get_task(action.task_id)))
+            elif action.kind in (ActionKind.REPLY, ActionKind.STATUS):
+                task = await store.get_task(action.task_id) if action.task_id else None
+                replies.append((action, task))
+        if event_id is not None:
+            await store.finish_event(event_id)
+        for action, task in replies:
+            try:
+                await self.replier.reply(event.issue, action, task)
+            except ForgeError as exc:  # the store change is done; a lost reply is logged
+                log.warning("could not reply on %s: %s", event.issue.key, exc)

@@ -1,0 +1,119 @@
+"""``bot doctor``: check what the bot needs and say how to fix what is wrong."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+from bot.config import Settings, disabled_forges
+from bot.forges.base import ForgeError
+from bot.runtime import Runtime
+from bot.storage.base import StoreError
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    warning: bool = False
+
+
+def format_checks(checks: list[Check]) -> str:
+    lines = []
+    for check in checks:
+        mark = "ok  " if check.ok else ("warn" if check.warning else "FAIL")
+        lines.append(f"[{mark}] {check.name}: {check.detail}")
+        if check.fix and not check.ok:
+            lines.extend(f"       -> {step}" for step in check.fix.splitlines())
+    return "\n".join(lines)
+
+
+async def run_checks(settings: Settings, runtime: Runtime) -> list[Check]:
+    where = str(settings.source_path) if settings.source_path else "built-in defaults"
+    checks = [Check("configuration", True, f"loaded from {where}")]
+    checks.append(await _store_check(settings, runtime))
+    checks.extend(await _forge_checks(settings, runtime))
+    checks.append(await _llm_check(runtime))
+    checks.append(_sandbox_check(settings))
+    return checks
+
+
+async def _store_check(settings: Settings, runtime: Runtime) -> Check:
+    try:
+        await runtime.store.open()
+        await runtime.store.ping()
+    except StoreError as exc:
+        return Check(
+            "store",
+            False,
+            str(exc),
+            fix=f"make {settings.storage.data_dir} writable, or set BOT_DATA_DIR",
+        )
+    backend = settings.storage.backend
+    where = settings.storage.data_dir if backend == "sqlite" else "PostgreSQL"
+    return Check("store", True, f"{backend} at {where} is writable")
+
+
+async def _forge_checks(settings: Settings, runtime: Runtime) -> list[Check]:
+    checks = [Check("forge", False, line, warning=True) for line in disabled_forges(settings)]
+    for kind, forge in runtime.forges.items():
+        try:
+            who = await forge.whoami()
+        except ForgeError as exc:
+            checks.append(
+                Check(
+                    kind.value,
+                    False,
+                    f"credentials rejected: {exc}",
+                    fix="check the app id / private key or token, and the API URL",
+                )
+            )
+            continue
+        checks.append(Check(kind.value, True, f"authenticated as {who}"))
+    if not runtime.forges:
+        checks.append(
+            Check(
+                "forges",
+                False,
+                "no forge is enabled: the bot will not receive any task",
+                warning=True,
+            )
+        )
+    return checks
+
+
+async def _llm_check(runtime: Runtime) -> Check:
+    report = await runtime.llm_health()
+    fix = "\n".join(report.setup_steps)
+    if not report.reachable:
+        return Check("llm", False, f"{report.base_url} unreachable: {report.error}", fix=fix)
+    if report.model_available is False:
+        return Check(
+            "llm", False, f"model {report.model} is not served by {report.base_url}", fix=fix
+        )
+    return Check("llm", True, f"{report.provider} at {report.base_url}, model {report.model}")
+
+
+def _sandbox_check(settings: Settings) -> Check:
+    if shutil.which("bwrap"):
+        return Check("sandbox", True, "bubblewrap found")
+    if settings.sandbox.allow_unsandboxed_DANGEROUS:
+        return Check(
+            "sandbox",
+            False,
+            "bubblewrap missing; commands run UNSANDBOXED",
+            fix="apt-get install bubblewrap",
+            warning=True,
+        )
+    return Check(
+        "sandbox",
+        False,
+        "bubblewrap missing: run_command is refused",
+        fix="apt-get install bubblewrap",
+    )
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(not c.ok and not c.warning for c in checks)

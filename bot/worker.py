@@ -1,0 +1,223 @@
+"""The worker: dispatch inbox events, lease tasks, run them, checkpoint, recover.
+
+One dispatcher loop, ``worker.max_workers`` task slots and a maintenance loop run
+as asyncio tasks. A slot leases one task at a time and renews the lease while the
+coordinator runs; if the process dies, the lease expires and ``requeue_expired``
+(at start-up and periodically) gives the task to the next worker, which resumes
+from the task's last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from bot import metrics
+from bot.agent.context import Outcome, TaskContext
+from bot.comments.replies import Replier
+from bot.comments.reporter import IssueReporter
+from bot.dispatcher import Dispatcher
+from bot.forges.base import ForgeError
+from bot.llm.base import LLMError
+from bot.storage.base import ACTIVE_STATES, StoreError, Task, TaskState
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+log = logging.getLogger("bot.worker")
+
+
+class Coordinator(Protocol):
+    async def run(self, ctx: TaskContext) -> Outcome: ...
+
+
+def _default_coordinator() -> Coordinator:
+    from bot.agent.coordinator import ExecutionCoordinator
+
+    return ExecutionCoordinator()
+
+
+class Worker:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        coordinator_factory: Callable[[], Coordinator] = _default_coordinator,
+        owner: str | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
+        self.store = runtime.store
+        self.coordinator_factory = coordinator_factory
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.replier = Replier(runtime)
+        self.dispatcher = Dispatcher(runtime, self.replier)
+        self._loops: list[asyncio.Task[None]] = []
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    def _now(self) -> float:
+        return self.runtime.clock() if self.runtime.clock else time.time()
+
+    async def start(self) -> None:
+        recovered = await self.store.requeue_expired()
+        if recovered:
+            log.warning("re-queued %d task(s) whose worker stopped without finishing", recovered)
+        self._loops.append(asyncio.create_task(self._dispatch_loop(), name="dispatcher"))
+        for slot in range(self.settings.worker.max_workers):
+            self._loops.append(asyncio.create_task(self._slot_loop(), name=f"slot-{slot}"))
+        self._loops.append(asyncio.create_task(self._maintenance_loop(), name="maintenance"))
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        for loop in self._loops:
+            loop.cancel()
+        for loop in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        self._loops.clear()
+
+    def poke(self) -> None:
+        """Look for work now (the web role in the same process calls this)."""
+        self._wake.set()
+
+    async def _idle(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self.settings.worker.poll_interval)
+        self._wake.clear()
+
+    # --- loops --------------------------------------------------------------------------------
+
+    async def _dispatch_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                handled = await self.dispatch_once()
+            except StoreError as exc:
+                log.error("dispatcher: store error: %s", exc)
+                handled = False
+            if not handled:
+                await self._idle()
+
+    async def _slot_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                task = await self.store.lease_task(self.owner, self.settings.worker.lease_seconds)
+            except StoreError as exc:
+                log.error("worker: store error: %s", exc)
+                task = None
+            if task is None:
+                await self._idle()
+                continue
+            await self.run_task(task)
+
+    async def _maintenance_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self.maintain()
+            except (StoreError, LLMError) as exc:
+                log.error("maintenance: %s", exc)
+            await asyncio.sleep(max(self.settings.worker.poll_interval * 10, 1.0))
+
+    # --- units of work (tests call these directly) -----------------------------------------------
+
+    async def dispatch_once(self) -> bool:
+        item = await self.store.lease_event(self.owner, 60.0)
+        if item is None:
+            return False
+        await self.dispatcher.handle(item)
+        self._wake.set()
+        return True
+
+    async def maintain(self) -> None:
+        """Re-queue expired leases, and waiting tasks whose time has come."""
+        await self.store.requeue_expired()
+        due = await self.store.due_tasks(self._now())
+        llm_ok: bool | None = None
+        for task in due:
+            if task.state is TaskState.PAUSED and task.error == "llm_unavailable":
+                if llm_ok is None:
+                    llm_ok = (await self.runtime.llm_health()).reachable
+                if not llm_ok:
+                    retry = self._now() + self.settings.llm.health_interval
+                    await self.store.set_state(
+                        task.id, TaskState.PAUSED, error="llm_unavailable", wake_at=retry
+                    )
+                    continue
+            await self.store.set_state(task.id, TaskState.QUEUED, error=task.error)
+            self._wake.set()
+
+    async def run_task(self, task: Task) -> Outcome:
+        """Run one leased task to its next resting state."""
+        renewer = asyncio.create_task(self._renew(task.id))
+        try:
+            outcome = await self._run(task)
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+        await self.store.set_state(
+            task.id, outcome.state, error=outcome.reason or None, wake_at=outcome.wake_at
+        )
+        if outcome.state not in ACTIVE_STATES:
+            metrics.TASKS.labels(outcome.state.value).inc()
+        return outcome
+
+    async def _run(self, task: Task) -> Outcome:
+        issue = task.request.issue
+        forge = self.runtime.forge(issue.repo.forge)
+        if forge is None:
+            return Outcome(TaskState.FAILED, reason=f"{issue.repo.forge.value} is not configured")
+        reporter = IssueReporter(self.runtime, task, forge)
+        try:
+            await reporter.begin()
+            ctx = await self._context(task, reporter)
+            outcome = await self.coordinator_factory().run(ctx)
+        except ForgeError as exc:
+            log.warning("task %s: forge error, will retry: %s", task.id, exc)
+            return Outcome(
+                TaskState.QUEUED, reason=f"forge error: {exc}", wake_at=self._now() + 30.0
+            )
+        except Exception as exc:
+            log.exception("task %s crashed", task.id)
+            outcome = Outcome(TaskState.FAILED, reason=f"internal error: {type(exc).__name__}")
+        with contextlib.suppress(ForgeError):
+            await reporter.end(outcome)
+        return outcome
+
+    async def _context(self, task: Task, reporter: IssueReporter) -> TaskContext:
+        from bot.tools.registry import ToolRegistry
+
+        issue = task.request.issue
+        forge = self.runtime.forge(issue.repo.forge)
+        assert forge is not None
+        return TaskContext(
+            task=task,
+            issue=issue,
+            settings=self.settings,
+            store=self.store,
+            forge=forge,
+            llm=self.runtime.llm,
+            tools=ToolRegistry(),
+            emit=reporter.handle,
+            data_dir=self.settings.data_dir,
+        )
+
+    async def _renew(self, task_id: str) -> None:
+        lease = self.settings.worker.lease_seconds
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                if not await self.store.renew_lease(task_id, self.owner, lease):
+                    log.error("task %s: lease lost to another worker", task_id)
+                    return
+            except StoreError as exc:
+                log.error("task %s: could not renew lease: %s", task_id, exc)

@@ -1,0 +1,160 @@
+"""Signed webhook -> inbox -> dispatcher -> task / message / reply, with a stand-in coordinator."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.agent.context import Outcome, ProgressEvent, ProgressKind, TaskContext
+from bot.events import ForgeKind
+from bot.forges.base import ForgeError, Permission
+from bot.storage.base import TaskState
+from tests.harness import Harness, fixture
+
+OWNER = "Codertocat"
+
+
+class DoneCoordinator:
+    """Stands in for the agent: posts one plan, finishes."""
+
+    async def run(self, ctx: TaskContext) -> Outcome:
+        plan = {"task_decomposition": {"subtasks": [{"id": "t1", "description": "Edit"}]}}
+        await ctx.emit(ProgressEvent(ProgressKind.PLAN, {"plan": plan}))
+        await ctx.emit(ProgressEvent(ProgressKind.ACTION, {"task_id": "t1", "status": "done"}))
+        await ctx.emit(
+            ProgressEvent(
+                ProgressKind.COMPLETION,
+                {"summary": {"goal_achieved": True, "tasks_completed": 1, "tasks_failed": 0}},
+            )
+        )
+        return Outcome(TaskState.DONE)
+
+
+@pytest.fixture
+async def bot(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with Harness(tmp_path, coordinator_factory=DoneCoordinator) as harness:
+        repo = harness.github.add_repo("Codertocat/Hello-World", writers=(OWNER,))
+        harness.github.add_issue(repo, 1, title="Spelling error in the README file")
+        yield harness
+
+
+def labeled(label: str = "coding agent") -> dict:
+    payload = fixture("github", "issues.labeled.json")
+    payload["label"]["name"] = label
+    payload["issue"]["labels"].append({"name": label})
+    return payload
+
+
+def comment(body: str, sender: str = OWNER) -> dict:
+    payload = fixture("github", "issue_comment.created.json")
+    payload["comment"]["body"] = body
+    payload["comment"]["user"]["login"] = sender
+    payload["sender"]["login"] = sender
+    return payload
+
+
+async def test_trigger_label_from_a_writer_runs_a_task(bot: Harness) -> None:
+    assert (await bot.send_github("issues", labeled())).status_code == 202
+    assert await bot.dispatch_all() == 1
+    issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+    assert issue.reactions == [(None, "eyes")]
+    [task] = await bot.tasks()
+    assert task.state is TaskState.QUEUED and task.request.requested_by == OWNER
+    await bot.run_queued()
+    [task] = await bot.tasks()
+    assert task.state is TaskState.DONE
+    assert "coding agent done" in issue.labels and "coding agent processing" not in issue.labels
+    bodies = [c.body for c in issue.comments]
+    assert any("### Coding agent — ✅ Done" in b for b in bodies)
+    assert any("### ✅ Done" in b for b in bodies)
+
+
+async def test_user_without_write_access_gets_one_reply_and_nothing_is_queued(
+    bot: Harness,
+) -> None:
+    await bot.send_github("issue_comment", comment("/agent run", sender="mallory"))
+    await bot.dispatch_all()
+    assert await bot.tasks() == []
+    issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+    [reply] = issue.comments
+    assert reply.body.startswith("> /agent run")
+    assert "write, maintain or admin access" in reply.body
+    assert issue.reactions == []
+
+
+async def test_bots_own_comment_is_not_even_queued(bot: Harness) -> None:
+    payload = comment("/agent run", sender="coding-agent[bot]")
+    payload["sender"]["type"] = "Bot"
+    response = await bot.send_github("issue_comment", payload)
+    assert response.json()["message"] == "ignored"
+    assert await bot.dispatch_all() == 0
+
+
+async def test_commands_and_feedback_reach_the_active_task(bot: Harness) -> None:
+    await bot.send_github("issue_comment", comment("/agent run"))
+    await bot.send_github("issue_comment", comment("Please keep the wording short."))
+    await bot.send_github("issue_comment", comment("/agent pause\n/agent status"))
+    await bot.dispatch_all()
+    [task] = await bot.tasks()
+    messages = await bot.store.messages_after(task.id, 0)
+    assert [(m.kind, m.payload.get("body") or m.payload.get("name")) for m in messages] == [
+        ("feedback", "Please keep the wording short."),
+        ("command", "pause"),
+    ]
+    issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+    replies = [c.body for c in issue.comments]
+    assert any(r.startswith("> /agent pause") and "Pausing" in r for r in replies)
+    assert any(r.startswith("> /agent status") and f"`{task.id}`" in r for r in replies)
+
+
+async def test_second_trigger_while_running_is_a_polite_reply(bot: Harness) -> None:
+    await bot.send_github("issues", labeled())
+    await bot.send_github("issue_comment", comment("/agent run"))
+    await bot.dispatch_all()
+    assert len(await bot.tasks()) == 1
+    issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+    assert any("already working on this issue" in c.body for c in issue.comments)
+
+
+async def test_help_and_unknown_commands(bot: Harness) -> None:
+    await bot.send_github("issue_comment", comment("/agent help"))
+    await bot.send_github("issue_comment", comment("/agent deploy"))
+    await bot.dispatch_all()
+    issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+    help_reply, unknown = (c.body for c in issue.comments)
+    assert "`/agent approve`" in help_reply and "`/agent retry`" in help_reply
+    assert "I do not know `deploy`" in unknown
+    assert await bot.tasks() == []
+
+
+async def test_forge_failure_keeps_the_event_for_later(bot: Harness) -> None:
+    bot.github.fail("get_permission", ForgeError("502 Bad Gateway", status=502))
+    await bot.send_github("issue_comment", comment("/agent run"))
+    assert await bot.dispatch_all() == 1
+    assert await bot.tasks() == []
+    assert await bot.store.pending_events() == 1  # given back with a delay, not lost
+
+
+async def test_permission_lookups_are_cached(bot: Harness) -> None:
+    await bot.send_github("issue_comment", comment("/agent help"))
+    await bot.send_github("issue_comment", comment("/agent status"))
+    await bot.dispatch_all()
+    assert len(bot.github.calls_of("get_permission")) == 1
+
+
+async def test_gitlab_developer_can_start_a_task(bot: Harness) -> None:
+    repo = bot.gitlab.add_repo("gitlab-org/gitlab-test", writers=())
+    bot.gitlab.repos["gitlab-org/gitlab-test"].permissions["root"] = Permission.WRITE
+    bot.gitlab.add_issue(repo, 17, title="New API: create/update/delete file")
+    payload = fixture("gitlab", "note-hook-issue.json")
+    payload["object_attributes"]["note"] = "/agent run"
+    payload["issue"]["state"] = "opened"
+    await bot.send_gitlab("Note Hook", payload)
+    await bot.dispatch_all()
+    [task] = await bot.tasks()
+    assert task.request.issue.repo.forge is ForgeKind.GITLAB
+    await bot.run_queued()
+    issue = bot.gitlab.issues[("gitlab-org/gitlab-test", 17)]
+    assert "coding agent done" in issue.labels
