@@ -7,12 +7,12 @@ worker's dispatcher does the rest, so no forge or LLM call ever happens here.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -54,8 +54,8 @@ def _json(status: int, message: str, **extra: Any) -> JSONResponse:
 
 def _load(body: bytes) -> dict[str, Any]:
     try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
         raise PayloadError(f"the body is not JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise PayloadError("the body is not a JSON object")

@@ -67,7 +67,12 @@ class ExecutionSettings(_Section):
 
 class SecuritySettings(_Section):
     allowed_tools: tuple[str, ...] = ("*",)
-    forbidden_tools: tuple[str, ...] = ("*_delete_*", "*_admin_*", "*_merge_*")
+    forbidden_tools: tuple[str, ...] = (
+        "*_delete_*",
+        "*_admin_*",
+        "*_merge_pull_request",
+        "*_merge_merge_request",
+    )
     require_approval: tuple[str, ...] = ()
 
 
@@ -197,6 +202,7 @@ class SandboxSettings(_Section):
     max_processes: int = Field(256, ge=8)
     max_file_mb: int = Field(100, ge=1)
     max_output_chars: int = Field(20_000, ge=1000)
+    expose_paths: tuple[Path, ...] = ()
 
 
 class WorkspaceSettings(_Section):

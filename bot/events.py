@@ -9,7 +9,6 @@ authentication scope (a GitHub App installation) is an opaque ``scope_id``.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -111,7 +110,30 @@ class ForgeEvent:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain JSON-ready data (hand-written: ``dataclasses.asdict`` is slow on the hot path)."""
+        comment = self.comment
+        return {
+            "forge": self.forge.value,
+            "kind": self.kind.value,
+            "name": self.name,
+            "action": self.action,
+            "delivery_id": self.delivery_id,
+            "actor": {"login": self.actor.login, "id": self.actor.id, "is_bot": self.actor.is_bot},
+            "repo": _repo_dict(self.repo),
+            "issue": _issue_dict(self.issue),
+            "comment": None
+            if comment is None
+            else {
+                "id": comment.id,
+                "body": comment.body,
+                "author": comment.author,
+                "web_url": comment.web_url,
+                "is_review_comment": comment.is_review_comment,
+            },
+            "label_added": self.label_added,
+            "labels_added": list(self.labels_added),
+            "extra": dict(self.extra),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ForgeEvent:
@@ -138,6 +160,36 @@ class ForgeEvent:
             labels_added=tuple(data.get("labels_added", ())),
             extra=dict(data.get("extra", {})),
         )
+
+
+def _repo_dict(repo: RepoRef | None) -> dict[str, Any] | None:
+    if repo is None:
+        return None
+    return {
+        "forge": repo.forge.value,
+        "full_name": repo.full_name,
+        "project_id": repo.project_id,
+        "scope_id": repo.scope_id,
+        "default_branch": repo.default_branch,
+        "web_url": repo.web_url,
+    }
+
+
+def _issue_dict(issue: IssueRef | None) -> dict[str, Any] | None:
+    if issue is None:
+        return None
+    return {
+        "repo": _repo_dict(issue.repo),
+        "number": issue.number,
+        "is_change_request": issue.is_change_request,
+        "title": issue.title,
+        "body": issue.body,
+        "web_url": issue.web_url,
+        "author": issue.author,
+        "state": issue.state,
+        "labels": list(issue.labels),
+        "head_branch": issue.head_branch,
+    }
 
 
 def _repo_from(data: dict[str, Any] | None) -> RepoRef | None:
@@ -190,7 +242,14 @@ class TaskRequest:
     previous_task_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {
+            "issue": _issue_dict(self.issue),
+            "requested_by": self.requested_by,
+            "mode": self.mode.value,
+            "instructions": self.instructions,
+            "trigger_comment_id": self.trigger_comment_id,
+            "previous_task_id": self.previous_task_id,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskRequest:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import orjson
+
 from bot.events import TaskRequest
 from bot.storage.base import (
     ACTIVE_STATES,
@@ -198,7 +200,7 @@ def state_params(states: frozenset[TaskState] | None) -> dict[str, str | None]:
 
 def dump_json(value: dict[str, Any]) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return orjson.dumps(value).decode("utf-8")
     except (TypeError, ValueError) as exc:
         raise StoreError(f"value is not JSON-serialisable: {exc}") from exc
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bot.storage import scripts
 from bot.storage.base import StoreError
@@ -38,6 +38,8 @@ class SqliteStore(SqlStore):
         self._busy_timeout = busy_timeout
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        self._batch: list[tuple[Script[bool], asyncio.Future[bool]]] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         if self._executor is not None:
@@ -60,6 +62,36 @@ class SqliteStore(SqlStore):
         finally:
             self._executor = None
             executor.shutdown(wait=False)
+
+    async def record_delivery(
+        self, delivery_key: str, forge: str, payload: dict[str, Any] | None
+    ) -> bool:
+        """Group commit: deliveries that arrive while a commit is under way share the next
+        one (each in its own savepoint), so the webhook path pays one thread hop and one
+        commit per batch instead of per request. Each caller still returns only after
+        its delivery is committed."""
+        script = scripts.record_delivery(delivery_key, forge, payload, self._clock())
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._batch.append((script, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_deliveries())
+        return await future
+
+    async def _flush_deliveries(self) -> None:
+        while self._batch:
+            batch, self._batch = self._batch, []
+            try:
+                results = await self._call(self._transact_many, [s for s, _ in batch])
+            except Exception as exc:
+                error = exc if isinstance(exc, StoreError) else StoreError(str(exc))
+                results = [error] * len(batch)
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():
+                    continue
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
 
     async def _run(self, script: Script[T], *, write: bool) -> T:
         return await self._call(self._transact, script, write)
@@ -124,6 +156,32 @@ class SqliteStore(SqlStore):
                 conn.execute("ROLLBACK")
             raise
         return result
+
+    def _transact_many(self, batch: list[Script[bool]]) -> list[bool | Exception]:
+        """One write transaction, one savepoint per script: a failing script rolls back
+        alone and reports its error; the others commit together."""
+        conn = self._conn
+        if conn is None:
+            raise StoreError(f"SQLite store {self.path} is not open")
+        results: list[bool | Exception] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for script in batch:
+                conn.execute("SAVEPOINT delivery")
+                try:
+                    results.append(scripts.run_sync(script, lambda q: _execute(conn, q)))
+                except (sqlite3.Error, StoreError, ValueError, TypeError) as exc:
+                    conn.execute("ROLLBACK TO delivery")
+                    results.append(
+                        exc if isinstance(exc, StoreError) else StoreError(f"{self.path}: {exc}")
+                    )
+                conn.execute("RELEASE delivery")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results
 
 
 def _execute(conn: sqlite3.Connection, query: Query) -> Rows:

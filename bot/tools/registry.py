@@ -108,6 +108,8 @@ class ToolRegistry:
             jsonschema.validate(arguments, tool.schema)
         except jsonschema.ValidationError as exc:
             return ToolResult.fail(f"invalid arguments for {name}: {exc.message}")
+        except jsonschema.SchemaError as exc:
+            return ToolResult.fail(f"{name} has an invalid argument schema: {exc.message}")
         try:
             result = await asyncio.wait_for(tool.handler(arguments), timeout=timeout)
         except TimeoutError:

@@ -1,0 +1,131 @@
+"""The bubblewrap command line of one sandboxed command: pure, no I/O.
+
+The sandbox sees the host file system read-only, with secrets hidden (tmpfs over
+home directories, ``/run`` and the bot's data directory; ``/dev/null`` over files such
+as ``/etc/shadow``), a private ``/tmp``, ``/proc`` and ``/dev``, and exactly one writable
+directory: the workspace, whose ``.git`` stays read-only so a command cannot plant
+hooks or configuration that git would later run outside the sandbox. All namespaces
+are new (``--unshare-all``: no network unless ``--share-net``), all capabilities are
+dropped, the environment is cleared and rebuilt, and resource limits are applied by
+``prlimit`` inside the sandbox, just before the command.
+
+What testing as root in a container (bubblewrap 0.8, Linux 6.x) taught:
+
+- ``--unshare-all`` works there as is (it includes a user namespace mapping root to
+  root); no flag had to be dropped. Where namespaces are forbidden, bwrap fails at
+  start and ``Sandbox`` reports bwrap's own message.
+- Started by root, bwrap keeps every capability inside the sandbox (a command could
+  unmount the tmpfs hiding /root): hence ``--cap-drop ALL``.
+- ``/proc/1/environ`` inside the sandbox is bwrap's own environment (PID 1 of the new
+  namespace is bwrap's init): ``--clearenv`` alone would leak the bot's secrets, so
+  bwrap itself is started with nothing but ``PATH``.
+- ``RLIMIT_NPROC`` does not apply to root: see ``cgroups`` for the process limit.
+- Unix sockets are files, not part of the network namespace: ``/run`` (docker.sock,
+  database sockets) is hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The sandbox's own private tmpfs, not the host's /tmp.
+SANDBOX_TMP = "/tmp"  # noqa: S108
+SANDBOX_HOME = SANDBOX_TMP
+_CACHE = f"{SANDBOX_TMP}/.cache"
+
+# Keep tool caches out of the workspace, so they are never committed.
+BASE_ENV: Mapping[str, str] = {
+    "PATH": DEFAULT_PATH,
+    "HOME": SANDBOX_HOME,
+    "LANG": "C.UTF-8",
+    "TMPDIR": SANDBOX_TMP,
+    "XDG_CACHE_HOME": _CACHE,
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONPYCACHEPREFIX": f"{_CACHE}/pycache",
+    "RUFF_CACHE_DIR": f"{_CACHE}/ruff",
+    "MYPY_CACHE_DIR": f"{_CACHE}/mypy",
+    "npm_config_cache": f"{_CACHE}/npm",
+    "CI": "true",
+}
+
+SECRET_FILES: tuple[str, ...] = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+)
+SECRET_DIRS: tuple[str, ...] = ("/root", "/home", "/run", "/var/run", "/etc/ssh", "/etc/sudoers.d")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    cpu_seconds: int
+    memory_bytes: int
+    max_processes: int
+    max_file_bytes: int
+
+
+def limit_argv(prlimit: str, limits: Limits) -> list[str]:
+    """``prlimit`` applying the limits to the command that follows (no core dumps)."""
+    return [
+        prlimit,
+        f"--cpu={limits.cpu_seconds}",
+        f"--as={limits.memory_bytes}",
+        f"--nproc={limits.max_processes}",
+        f"--fsize={limits.max_file_bytes}",
+        "--core=0",
+        "--",
+    ]
+
+
+def sandbox_env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The minimal environment of a sandboxed command, ``extra`` on top."""
+    env = dict(BASE_ENV)
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class Mounts:
+    """What to hide and what to show again, read-only, inside a hidden directory (e.g. a
+    Python installed under /root); existing paths only (the caller checks)."""
+
+    writable: Path
+    hide_dirs: tuple[Path, ...] = ()
+    hide_files: tuple[Path, ...] = ()
+    readonly_inside: tuple[Path, ...] = ()
+    expose: tuple[Path, ...] = ()
+
+
+def bwrap_argv(
+    bwrap: str,
+    mounts: Mounts,
+    *,
+    cwd: Path,
+    network: bool,
+    env: Mapping[str, str],
+) -> list[str]:
+    """The bubblewrap prefix; the limited command follows it."""
+    argv = [bwrap, "--ro-bind", "/", "/"]
+    for directory in mounts.hide_dirs:
+        argv += ["--tmpfs", str(directory)]
+    for file in mounts.hide_files:
+        argv += ["--ro-bind", "/dev/null", str(file)]
+    for path in mounts.expose:
+        argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--tmpfs", SANDBOX_TMP, "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--bind", str(mounts.writable), str(mounts.writable)]
+    for path in mounts.readonly_inside:
+        argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--unshare-all"]
+    if network:
+        argv += ["--share-net"]
+    argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    for key, value in sorted(env.items()):
+        argv += ["--setenv", key, value]
+    argv += ["--chdir", str(cwd), "--"]
+    return argv

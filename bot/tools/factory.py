@@ -1,0 +1,143 @@
+"""Everything one task may use, built in one place.
+
+``build_tools`` gives a task its branch, its workspace (a clone made on first use),
+its sandbox, its forge API tools, its workspace tools and the MCP servers' tools,
+all in one ``ToolRegistry`` whose policy is the server's ``planning.security``
+tightened by the repository's ``.agent.yaml``. The MCP sessions enter the task's
+``AsyncExitStack`` and close with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import re
+from dataclasses import dataclass, field
+
+from bot.config import Settings
+from bot.events import IssueRef
+from bot.forges.base import Forge
+from bot.tools.forge_tools import forge_tools
+from bot.tools.mcp import McpToolset
+from bot.tools.quality import QualityCommands
+from bot.tools.registry import Tool, ToolRegistry
+from bot.tools.repo_config import EffectivePolicy, RepoConfig, apply_repo_config
+from bot.tools.sandbox import Sandbox, hidden_paths
+from bot.tools.workspace import Workspace, branch_name
+from bot.tools.workspace_tools import workspace_tools
+
+log = logging.getLogger(__name__)
+
+_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltTools:
+    """A task's tools and the parts behind them."""
+
+    registry: ToolRegistry
+    workspace: Workspace
+    sandbox: Sandbox
+    branch: str
+    base_branch: str
+    policy: EffectivePolicy
+    quality: QualityCommands | None  # None: detected from the clone when the gate runs
+    instructions: str = ""
+    mcp_unavailable: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def combine(builtin: list[Tool], extra: list[Tool]) -> tuple[list[Tool], list[str]]:
+    """Built-in tools first; an extra (MCP) tool whose name is taken is left out."""
+    taken = {tool.name for tool in builtin}
+    kept = list(builtin)
+    notes = []
+    for tool in extra:
+        if tool.name in taken:
+            notes.append(f"MCP tool {tool.name} left out: a built-in tool has that name")
+            continue
+        taken.add(tool.name)
+        kept.append(tool)
+    return kept, notes
+
+
+async def build_tools(
+    *,
+    settings: Settings,
+    forge: Forge,
+    issue: IssueRef,
+    task_id: str,
+    base_branch: str,
+    repo_config: RepoConfig | None,
+    stack: contextlib.AsyncExitStack,
+) -> BuiltTools:
+    """Build the task's tools; MCP sessions close when ``stack`` closes.
+
+    Raises ``ValueError`` for a task id that cannot name a directory or a branch
+    prefix that gives no valid branch name.
+    """
+    if not _TASK_ID.match(task_id):
+        raise ValueError(f"task id {task_id!r} may hold only letters, digits, '_' and '-'")
+    repo = repo_config or RepoConfig()
+    effective = apply_repo_config(settings, repo)
+    branch = branch_name(settings.workspace.branch_prefix, issue.number, issue.title)
+    workspace = Workspace(
+        settings.data_dir / "workspaces" / task_id,
+        auth=functools.partial(forge.clone_auth, issue.repo),
+        branch=branch,
+        base_branch=base_branch,
+        max_file_bytes=settings.workspace.max_file_bytes,
+    )
+    sandbox = Sandbox(
+        settings.sandbox,
+        network=effective.network,
+        hide=hidden_paths(settings),
+        expose=settings.sandbox.expose_paths,
+    )
+    gate = repo.quality_gate
+    quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
+    builtin = _builtin_tools(settings, forge, issue, workspace, sandbox, quality)
+    mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
+    await stack.enter_async_context(mcp)
+    tools, skipped = combine(builtin, mcp.tools)
+    for note in skipped:
+        log.warning("%s", note)
+    unavailable = [
+        f"MCP server {name} is unavailable: {why}" for name, why in mcp.unavailable.items()
+    ]
+    return BuiltTools(
+        registry=ToolRegistry(tools, policy=effective.policy),
+        workspace=workspace,
+        sandbox=sandbox,
+        branch=branch,
+        base_branch=base_branch,
+        policy=effective,
+        quality=quality,
+        instructions=repo.instructions,
+        mcp_unavailable=dict(mcp.unavailable),
+        notes=effective.notes + tuple(skipped) + tuple(unavailable),
+    )
+
+
+def _builtin_tools(
+    settings: Settings,
+    forge: Forge,
+    issue: IssueRef,
+    workspace: Workspace,
+    sandbox: Sandbox,
+    quality: QualityCommands | None,
+) -> list[Tool]:
+    max_chars = settings.sandbox.max_output_chars
+    tools = forge_tools(
+        forge,
+        issue,
+        branch=workspace.branch,
+        base_branch=workspace.base_branch,
+        max_file_bytes=settings.workspace.max_file_bytes,
+        max_output_chars=max_chars,
+        draft=settings.workspace.draft_change_requests,
+    )
+    return tools + workspace_tools(
+        workspace, sandbox, max_output_chars=max_chars, quality_commands=quality
+    )

@@ -1,0 +1,91 @@
+"""Run one prepared command line: bounded output, a deadline, and nothing left behind.
+
+``execute`` starts the command in a new session (its own process group), captures
+the head and tail of its output, and on timeout (or cancellation) kills the whole
+group and, when there is one, every member of its cgroup. Under bubblewrap, killing
+bwrap ends its PID namespace, which takes every process of the command with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.tools.cgroups import PidsCgroup
+from bot.tools.output import OutputCapture
+
+_DRAIN_SECONDS = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration: float
+
+
+async def execute(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    cgroup: PidsCgroup | None,
+    max_chars: int,
+) -> CommandResult:
+    """Run ``argv``; a timeout is a result (``timed_out``), not an exception."""
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env=env, start_new_session=True,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = OutputCapture(max_chars), OutputCapture(max_chars)
+    readers = [
+        asyncio.create_task(out.consume(proc.stdout)),
+        asyncio.create_task(err.consume(proc.stderr)),
+    ]
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    except TimeoutError:
+        timed_out = True
+    except asyncio.CancelledError:  # the caller gave up: nothing may outlive the call
+        _kill(proc.pid, cgroup)
+        for task in readers:
+            task.cancel()
+        raise
+    _kill(proc.pid, cgroup)
+    await proc.wait()
+    await _drain(readers)
+    return CommandResult(
+        exit_code=proc.returncode if proc.returncode is not None else -1,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        duration=time.monotonic() - started,
+    )
+
+
+def _kill(pgid: int, cgroup: PidsCgroup | None) -> None:
+    """Kill what is left of the command: its process group (bwrap's death ends its PID
+    namespace) and every member of its cgroup."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill_all()
+
+
+async def _drain(readers: list[asyncio.Task[None]]) -> None:
+    _, pending = await asyncio.wait(readers, timeout=_DRAIN_SECONDS)
+    for task in pending:  # a leftover process holds the pipe open
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)

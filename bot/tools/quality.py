@@ -1,0 +1,208 @@
+"""The quality gate: lint, then tests (only when lint passes), in the sandbox.
+
+``detect_commands`` finds the project's own commands: ``make lint`` / ``make test``
+when the Makefile has those targets, else ``npm run lint`` / ``npm test`` from
+package.json scripts, else ruff / pytest for a Python project configured for them.
+``run_quality_gate`` runs them and returns a ``QualityReport`` whose ``feedback`` is
+the short failure summary the agent gets (first problems as ``file:line``, the
+failing tests), and whose ``to_dict`` is what ``quality.json`` stores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.tools.bwrap import DEFAULT_PATH
+from bot.tools.quality_feedback import problems, summary_counts, tail_lines
+from bot.tools.sandbox import CommandRefused, Sandbox, SandboxUnavailable
+
+RUFF = ("ruff", "check", "--output-format", "concise", ".")
+PYTEST = ("pytest", "-q", "-p", "no:cacheprovider")
+_NPM_PLACEHOLDER = "no test specified"
+_STORED_OUTPUT_CHARS = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class QualityCommands:
+    lint: tuple[str, ...] | None
+    test: tuple[str, ...] | None
+
+
+def _make_target(root: Path, target: str) -> tuple[str, ...] | None:
+    for name in ("GNUmakefile", "makefile", "Makefile"):
+        path = root / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            pattern = rf"^{re.escape(target)}\s*:(?![:=])"
+            if re.search(pattern, text, re.MULTILINE):
+                return ("make", target)
+            return None
+    return None
+
+
+def _npm_script(root: Path, script: str) -> tuple[str, ...] | None:
+    path = root / "package.json"
+    if not path.is_file():
+        return None
+    try:
+        scripts = json.loads(path.read_text(encoding="utf-8")).get("scripts") or {}
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return None
+    command = scripts.get(script) if isinstance(scripts, dict) else None
+    if not isinstance(command, str) or not command.strip():
+        return None
+    if script == "test":
+        return None if _NPM_PLACEHOLDER in command else ("npm", "test")
+    return ("npm", "run", script)
+
+
+def _pyproject(root: Path) -> dict[str, Any] | None:
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return None
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _declares(data: dict[str, Any], package: str) -> bool:
+    """Whether ``package`` is among the project's dependencies (any group)."""
+    project = data.get("project") or {}
+    lists: list[Any] = [project.get("dependencies") or []]
+    lists += list((project.get("optional-dependencies") or {}).values())
+    lists += list((data.get("dependency-groups") or {}).values())
+    poetry = (data.get("tool") or {}).get("poetry") or {}
+    lists += [list((poetry.get("dev-dependencies") or {}).keys())]
+    lists += [
+        list((g.get("dependencies") or {}).keys()) for g in (poetry.get("group") or {}).values()
+    ]
+    names = (re.split(r"[\s<>=!~\[;]", str(item), maxsplit=1)[0] for lst in lists for item in lst)
+    return any(name.lower() == package for name in names)
+
+
+def _python_commands(root: Path) -> QualityCommands:
+    data = _pyproject(root)
+    tool = (data or {}).get("tool") or {}
+    has_ruff = (root / "ruff.toml").is_file() or (root / ".ruff.toml").is_file()
+    has_ruff = has_ruff or "ruff" in tool or (data is not None and _declares(data, "ruff"))
+    has_pytest = (root / "pytest.ini").is_file() or "pytest" in tool
+    has_pytest = has_pytest or (data is not None and _declares(data, "pytest"))
+    return QualityCommands(lint=RUFF if has_ruff else None, test=PYTEST if has_pytest else None)
+
+
+def detect_commands(root: Path) -> QualityCommands:
+    """The project's lint and test commands (None when it has none we recognise)."""
+    python = _python_commands(root)
+    lint = _make_target(root, "lint") or _npm_script(root, "lint") or python.lint
+    test = _make_target(root, "test") or _npm_script(root, "test") or python.test
+    return QualityCommands(lint=lint, test=test)
+
+
+@dataclass(frozen=True, slots=True)
+class QualityReport:
+    passed: bool
+    lint: dict[str, Any]
+    test: dict[str, Any]
+    test_skipped: bool
+    feedback: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _gate_env(root: Path, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The project's own tool directories first on PATH."""
+    merged = dict(env or {})
+    local = [root / ".venv" / "bin", root / "node_modules" / ".bin"]
+    prefix = [str(p) for p in local if p.is_dir()]
+    merged["PATH"] = ":".join([*prefix, merged.get("PATH", DEFAULT_PATH)])
+    return merged
+
+
+async def _step(
+    kind: str, argv: tuple[str, ...], root: Path, sandbox: Sandbox, timeout: float,
+    env: dict[str, str],
+) -> dict[str, Any]:  # fmt: skip
+    step: dict[str, Any] = {"command": list(argv)}
+    try:
+        result = await sandbox.run(argv, cwd=root, timeout=timeout, env=env)
+    except (CommandRefused, SandboxUnavailable, ValueError) as exc:
+        return {**step, "status": "error", "exit_code": None, "output": str(exc)}
+    output = "\n".join(part for part in (result.stdout, result.stderr) if part)
+    status = "timed_out" if result.timed_out else "passed" if result.exit_code == 0 else "failed"
+    return {
+        **step,
+        "status": status,
+        "exit_code": result.exit_code,
+        "duration": round(result.duration, 3),
+        "counts": summary_counts(kind, output),
+        "problems": problems(kind, output) if status != "passed" else [],
+        "output": output[-_STORED_OUTPUT_CHARS:],
+    }
+
+
+async def run_quality_gate(
+    root: Path,
+    sandbox: Sandbox,
+    commands: QualityCommands,
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> QualityReport:
+    """Lint, then tests unless lint failed; each command limited to ``timeout`` seconds."""
+    gate_env = _gate_env(root, env)
+    lint: dict[str, Any] = {"status": "not_configured"}
+    if commands.lint:
+        lint = await _step("lint", commands.lint, root, sandbox, timeout, gate_env)
+    test_skipped = lint["status"] not in ("passed", "not_configured")
+    test: dict[str, Any] = {"status": "not_configured"}
+    if test_skipped:
+        test = {"status": "skipped", "reason": "lint failed"}
+    elif commands.test:
+        test = await _step("test", commands.test, root, sandbox, timeout, gate_env)
+    passed = all(s["status"] in ("passed", "not_configured") for s in (lint, test))
+    return QualityReport(passed, lint, test, test_skipped, feedback(lint, test, timeout))
+
+
+def _describe(step: dict[str, Any], timeout: float) -> str:
+    command = shlex.join(step["command"])
+    if step["status"] == "timed_out":
+        return f"`{command}` did not finish within {timeout:g} s"
+    if step["status"] == "error":
+        return f"`{command}` could not run: {step['output']}"
+    return f"`{command}` failed (exit code {step['exit_code']})"
+
+
+def feedback(lint: dict[str, Any], test: dict[str, Any], timeout: float) -> str:
+    """What the agent reads after a gate run: short, specific, actionable."""
+    lines: list[str] = []
+    if lint["status"] not in ("passed", "not_configured"):
+        lines.append(f"Lint failed: {_describe(lint, timeout)}. Tests were skipped.")
+        lines += _details(lint, "Problems")
+    elif test["status"] not in ("passed", "not_configured", "skipped"):
+        lines.append(f"Tests failed: {_describe(test, timeout)}.")
+        lines += _details(test, "Failures")
+    else:
+        missing = [
+            k for k, s in (("lint", lint), ("test", test)) if s["status"] == "not_configured"
+        ]
+        note = f" (no {' or '.join(missing)} command found)" if missing else ""
+        return f"Quality gate passed{note}."
+    lines.append("Fix these, then run the quality gate again.")
+    return "\n".join(lines)
+
+
+def _details(step: dict[str, Any], title: str) -> list[str]:
+    found = step.get("problems") or []
+    if found:
+        return [f"{title}:", *(f"  {p}" for p in found)]
+    tail = tail_lines(step.get("output", ""))
+    return ["Last lines of output:", *(f"  {line}" for line in tail)] if tail else []

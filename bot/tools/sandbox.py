@@ -1,0 +1,258 @@
+"""Run one command (an argv list, never a shell string) inside a bubblewrap sandbox.
+
+``Sandbox.run`` refuses destructive commands (``command_guard``), builds the bwrap
+command line (``bwrap``: read-only host, secrets hidden, one writable workspace, no
+network unless allowed, no capabilities, a clean environment), applies resource
+limits with ``prlimit`` and, where it may, a per-command ``pids`` cgroup (the process
+limit that also holds for root), enforces a wall-clock timeout that kills every
+process of the command, and keeps only the head and tail of long output.
+
+Without bubblewrap ``run`` raises ``SandboxUnavailable`` saying how to install it;
+only ``sandbox.allow_unsandboxed_DANGEROUS: true`` runs commands without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bot.config import SandboxSettings, Settings
+from bot.tools.bwrap import (
+    DEFAULT_PATH,
+    SECRET_DIRS,
+    SECRET_FILES,
+    Limits,
+    Mounts,
+    bwrap_argv,
+    limit_argv,
+    sandbox_env,
+)
+from bot.tools.cgroups import PidsCgroup
+from bot.tools.command_guard import refusal
+from bot.tools.process import CommandResult, execute
+
+__all__ = ["CommandRefused", "CommandResult", "Sandbox", "SandboxUnavailable", "hidden_paths"]
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = (
+    "bubblewrap (bwrap) is needed to run commands: install it with `apt-get install "
+    "bubblewrap` (dnf/yum/apk: package bubblewrap). Only on a machine you can afford to "
+    "lose, `sandbox.allow_unsandboxed_DANGEROUS: true` in config.yaml runs commands "
+    "without a sandbox."
+)
+_BWRAP_TASKS = 2  # bwrap itself and its init process inside the PID namespace
+_probe_errors: dict[str, str | None] = {}
+
+
+class SandboxUnavailable(Exception):
+    """Commands cannot be sandboxed here; the message says how to fix it."""
+
+
+class CommandRefused(Exception):
+    """The command guard refused the command before it ran; the message says why."""
+
+
+def hidden_paths(settings: Settings) -> list[Path]:
+    """The bot's own files a sandboxed command must not see: the data directory, the
+    configuration file and the secret files the configuration names."""
+    candidates = [
+        settings.data_dir,
+        settings.source_path,
+        settings.github.private_key_path,
+        settings.github.webhook_secret_file,
+        settings.gitlab.token_file,
+        settings.gitlab.webhook_secret_file,
+    ]
+    return [Path(p).expanduser().absolute() for p in candidates if p is not None]
+
+
+class Sandbox:
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        *,
+        network: bool | None = None,
+        hide: Sequence[Path] = (),
+        expose: Sequence[Path] = (),
+        bwrap: str | None = None,
+    ) -> None:
+        """``hide``: more paths no command may see (see ``hidden_paths``); ``expose``:
+        paths to show read-only although they lie in a hidden directory, such as a
+        toolchain installed under /root; ``bwrap``: the bubblewrap binary (default: PATH)."""
+        self.settings = settings
+        self.network = settings.network if network is None else network
+        self._hide = tuple(Path(p).absolute() for p in hide)
+        self._expose = tuple(Path(p).absolute() for p in expose)
+        found = shutil.which("bwrap") if bwrap is None else bwrap
+        self._bwrap = found if found and os.access(found, os.X_OK) else None
+        self._warned_nproc = False
+        if self._bwrap is None and settings.allow_unsandboxed_DANGEROUS:
+            log.warning(
+                "DANGEROUS: bubblewrap is missing and sandbox.allow_unsandboxed_DANGEROUS is "
+                "true: agent commands will run WITHOUT a sandbox, with the bot's own rights"
+            )
+
+    @property
+    def sandboxed(self) -> bool:
+        return self._bwrap is not None
+
+    def limits(self) -> Limits:
+        s = self.settings
+        return Limits(
+            cpu_seconds=s.cpu_seconds,
+            memory_bytes=s.memory_mb * 1024 * 1024,
+            max_processes=s.max_processes,
+            max_file_bytes=s.max_file_mb * 1024 * 1024,
+        )
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        writable: Path | None = None,
+    ) -> CommandResult:
+        """Run ``argv`` in ``cwd``; only ``writable`` (default: ``cwd``) may be written.
+
+        Raises ``CommandRefused`` (guard), ``SandboxUnavailable`` (no bubblewrap) and
+        ``ValueError`` (bad argv or directories). A non-zero exit is a result, not an error.
+        """
+        args = _checked_argv(argv)
+        reason = refusal(args)
+        if reason is not None:
+            raise CommandRefused(reason)
+        cwd, writable = _checked_dirs(cwd, writable)
+        prefix, process_env = await self._prefix(cwd, writable, env)
+        cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
+        self._warn_unlimited(cgroup)
+        full = (cgroup.join_argv() if cgroup else []) + prefix + args
+        limit = float(timeout if timeout is not None else self.settings.timeout)
+        try:
+            return await execute(
+                full, cwd=cwd, env=process_env, timeout=limit, cgroup=cgroup,
+                max_chars=self.settings.max_output_chars,
+            )  # fmt: skip
+        finally:
+            if cgroup is not None:
+                await _remove_cgroup(cgroup)
+
+    async def _prefix(
+        self, cwd: Path, writable: Path, env: Mapping[str, str] | None
+    ) -> tuple[list[str], dict[str, str]]:
+        prlimit = shutil.which("prlimit")
+        if prlimit is None:
+            raise SandboxUnavailable("prlimit (util-linux) is missing: install util-linux")
+        limits = limit_argv(prlimit, self.limits())
+        if self._bwrap is None:
+            if not self.settings.allow_unsandboxed_DANGEROUS:
+                raise SandboxUnavailable(INSTALL_HINT)
+            log.warning("DANGEROUS: running a command without a sandbox in %s", cwd)
+            return limits, sandbox_env(env)
+        await _ensure_bwrap_works(self._bwrap)
+        mounts = self._mounts(writable)
+        prefix = bwrap_argv(
+            self._bwrap, mounts, cwd=cwd, network=self.network, env=sandbox_env(env)
+        )
+        return prefix + limits, {"PATH": DEFAULT_PATH}
+
+    def _mounts(self, writable: Path) -> Mounts:
+        dirs = [Path(d) for d in SECRET_DIRS] + [Path.home()] + list(self._hide)
+        files = [Path(f) for f in SECRET_FILES] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
+        files += list(self._hide)
+        hide_dirs = tuple(dict.fromkeys(d for d in dirs if _hideable(d, writable) and d.is_dir()))
+        hide_files = tuple(
+            dict.fromkeys(f for f in files if _hideable(f, writable) and f.is_file())
+        )
+        git = writable / ".git"
+        expose = tuple(p for p in self._expose if p.exists())
+        expose += _resolver_files(hide_dirs) if self.network else ()
+        return Mounts(
+            writable=writable,
+            hide_dirs=hide_dirs,
+            hide_files=hide_files,
+            readonly_inside=(git,) if git.exists() else (),
+            expose=expose,
+        )
+
+    def _warn_unlimited(self, cgroup: PidsCgroup | None) -> None:
+        if cgroup is None and os.getuid() == 0 and not self._warned_nproc:
+            self._warned_nproc = True
+            log.warning(
+                "the bot runs as root and cannot create a pids cgroup: the process limit "
+                "(sandbox.max_processes) is not enforced; run the bot as a normal user or "
+                "delegate the cgroup pids controller"
+            )
+
+
+def _checked_argv(argv: Sequence[str]) -> list[str]:
+    if isinstance(argv, str | bytes):
+        raise ValueError("argv must be a list of arguments, not a shell string")
+    args = list(argv)
+    if not args or not all(isinstance(a, str) for a in args):
+        raise ValueError("argv must be a non-empty list of strings")
+    if any("\0" in a for a in args):
+        raise ValueError("an argument contains a NUL character")
+    return args
+
+
+def _checked_dirs(cwd: Path, writable: Path | None) -> tuple[Path, Path]:
+    real_cwd = Path(cwd).resolve()
+    real_writable = Path(writable).resolve() if writable is not None else real_cwd
+    if not real_cwd.is_dir():
+        raise ValueError(f"{cwd}: the working directory does not exist")
+    if real_writable == Path("/"):
+        raise ValueError("the writable directory may not be /")
+    if not real_cwd.is_relative_to(real_writable):
+        raise ValueError(f"{cwd}: the working directory is outside {writable}")
+    return real_cwd, real_writable
+
+
+def _hideable(path: Path, writable: Path) -> bool:
+    """Hide a path unless it is the workspace or inside it (the workspace is mounted after
+    the hidden paths, so a hidden parent of the workspace is fine)."""
+    return path != Path("/") and not path.is_symlink() and not path.is_relative_to(writable)
+
+
+def _resolver_files(hidden: tuple[Path, ...]) -> tuple[Path, ...]:
+    """With network: keep DNS working when /etc/resolv.conf links into a hidden /run."""
+    real = Path("/etc/resolv.conf").resolve()
+    if real.is_file() and any(real.is_relative_to(d) for d in hidden):
+        return (real,)
+    return ()
+
+
+async def _ensure_bwrap_works(bwrap: str) -> None:
+    """Start bwrap once per binary; a container that forbids namespaces fails here."""
+    if bwrap not in _probe_errors:
+        proc = await asyncio.create_subprocess_exec(
+            bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+            "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--", "true",
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE, env={"PATH": DEFAULT_PATH},
+        )  # fmt: skip
+        _, err = await proc.communicate()
+        failed = proc.returncode != 0
+        _probe_errors[bwrap] = err.decode(errors="replace").strip() if failed else None
+    error = _probe_errors[bwrap]
+    if error is not None:
+        raise SandboxUnavailable(
+            f"bubblewrap cannot create its sandbox here: {error or 'unknown error'}. "
+            "Allow user namespaces (e.g. sysctl kernel.unprivileged_userns_clone=1, or run "
+            "the container with a seccomp profile that permits them)."
+        )
+
+
+async def _remove_cgroup(cgroup: PidsCgroup) -> None:
+    for _ in range(40):
+        if cgroup.remove():
+            return
+        cgroup.kill_all()
+        await asyncio.sleep(0.05)
+    log.warning("could not remove the sandbox cgroup %s", cgroup.path)

@@ -1,0 +1,235 @@
+"""The task's clone of the repository: one branch of the bot's own, pushed with care.
+
+``ensure`` makes a shallow clone of the base branch on first use and checks out the
+bot's branch (reusing it when the remote already has it: it is the bot's own branch
+from an earlier run). ``commit_and_push`` commits everything and pushes that branch
+only, never the base branch and never a branch the bot did not name. Credentials go
+to the git process that needs them and nowhere else (see ``gitcmd``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import unicodedata
+import weakref
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from bot.forges.base import CloneAuth
+from bot.tools.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
+from bot.tools.paths import resolve_inside
+
+__all__ = ["Workspace", "WorkspaceError", "branch_name", "valid_branch"]
+
+MAX_BRANCH_LENGTH = 60
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+def valid_branch(name: str) -> bool:
+    """Whether git accepts ``name`` as a branch name (``git check-ref-format --branch``)."""
+    if not name or name == "@" or name.startswith(("-", "/")) or _REF_FORBIDDEN.search(name):
+        return False
+    parts = name.split("/")
+    return not any(p == "" or p.startswith(".") or p.endswith(".lock") for p in parts) and (
+        not name.endswith(".")
+    )
+
+
+def _slug(title: str) -> str:
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")
+
+
+def branch_name(prefix: str, number: int, title: str) -> str:
+    """``agent/42-fix-readme-typo``: the prefix, the issue number and an ASCII slug of the
+    title, cut at a word boundary to at most 60 characters."""
+    if number < 0:
+        raise ValueError(f"the issue number must not be negative (got {number})")
+    head = f"{prefix}{number}"
+    name = head
+    slug = _slug(title)
+    if slug and len(head) + 1 < MAX_BRANCH_LENGTH:
+        name = f"{head}-{slug}"[:MAX_BRANCH_LENGTH]
+        if len(f"{head}-{slug}") > MAX_BRANCH_LENGTH and "-" in name[len(head) + 1 :]:
+            name = name[: name.rindex("-")]
+        name = name.rstrip("-")
+    if not valid_branch(name):
+        raise ValueError(f"{name!r} is not a valid branch name (check the branch prefix)")
+    return name
+
+
+class Workspace:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        auth: Callable[[], Awaitable[CloneAuth]],
+        branch: str,
+        base_branch: str,
+        max_file_bytes: int = 10 * 1024 * 1024,
+        author: tuple[str, str] = ("coding-agent", "coding-agent@users.noreply.localhost"),
+        git_timeout: float = 600.0,
+    ) -> None:
+        for name in (branch, base_branch):
+            if not valid_branch(name):
+                raise ValueError(f"{name!r} is not a valid branch name")
+        if branch == base_branch:
+            raise ValueError(f"the bot's branch may not be the base branch {base_branch!r}")
+        self._root = Path(root).absolute()
+        self._auth = auth
+        self.branch = branch
+        self.base_branch = base_branch
+        self.max_file_bytes = max_file_bytes
+        self.git_timeout = git_timeout
+        self._env = base_env(os.environ, Identity(*author))
+        self._lock = _locks.setdefault(str(self._root), asyncio.Lock())
+        self._ready = False
+
+    @property
+    def path(self) -> Path:
+        return self._root
+
+    def resolve(self, rel: str) -> Path:
+        return resolve_inside(self._root, rel)
+
+    async def _git(
+        self, *args: str, auth: CloneAuth | None = None, stdin: bytes | None = None,
+        check: bool = True, cwd: Path | None = None,
+    ) -> GitResult:  # fmt: skip
+        return await run_git(
+            list(args), cwd=cwd or self._root, env=self._env, timeout=self.git_timeout,
+            auth=auth, stdin=stdin, check=check,
+        )  # fmt: skip
+
+    async def ensure(self) -> Path:
+        """Clone (first call) and check out the bot's branch; safe to call any number of
+        times, from several tasks at once."""
+        async with self._lock:
+            if not self._ready:
+                await self._prepare()
+                self._ready = True
+        return self._root
+
+    async def _prepare(self) -> None:
+        if (self._root / ".git").is_dir():
+            current = await self._current_branch()
+            if current == self.branch:
+                return
+            local = await self._git("rev-parse", "--verify", "--quiet",
+                                    f"refs/heads/{self.branch}", check=False)  # fmt: skip
+            if local.code == 0:
+                await self._git("checkout", "--quiet", self.branch)
+                return
+        elif self._root.exists() and any(self._root.iterdir()):
+            raise WorkspaceError(f"{self._root} exists, is not empty and is not a clone")
+        else:
+            await self._clone()
+        await self._checkout_branch()
+
+    async def _clone(self) -> None:
+        auth = await self._auth()
+        self._root.mkdir(parents=True, exist_ok=True)
+        await self._git(
+            "clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags",
+            "--branch", self.base_branch, "--", auth.url, str(self._root),
+            auth=auth, cwd=self._root.parent,
+        )  # fmt: skip
+
+    async def _checkout_branch(self) -> None:
+        auth = await self._auth()
+        ref = f"refs/heads/{self.branch}"
+        listed = await self._git("ls-remote", "--heads", "origin", ref, auth=auth)
+        if listed.stdout.strip():
+            tracking = f"refs/remotes/origin/{self.branch}"
+            await self._git("fetch", "--quiet", "--depth", "1", "--no-tags", "origin",
+                            f"+{ref}:{tracking}", auth=auth)  # fmt: skip
+            await self._git("checkout", "--quiet", "-B", self.branch, tracking)
+        else:
+            await self._git("checkout", "--quiet", "-B", self.branch)
+
+    async def _current_branch(self) -> str | None:
+        result = await self._git("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        return result.stdout.strip() if result.code == 0 else None
+
+    async def diff(self, *, stat: bool = False) -> str:
+        """The changes against the last commit, new (untracked) files included."""
+        await self.ensure()
+        async with self._lock:
+            await self._mark_untracked()
+            mode = ["--stat"] if stat else []
+            result = await self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv",
+                                     *mode, "HEAD")  # fmt: skip
+        return result.stdout
+
+    async def _mark_untracked(self) -> None:
+        listed = await self._git("ls-files", "--others", "--exclude-standard", "-z")
+        if listed.stdout:
+            await self._git("add", "--intent-to-add", "--pathspec-from-file=-",
+                            "--pathspec-file-nul", stdin=listed.stdout.encode())  # fmt: skip
+
+    async def changed_files(self) -> list[str]:
+        """Paths added, modified or deleted since the last commit (a moved file counts
+        as its old path deleted and its new path added)."""
+        await self.ensure()
+        async with self._lock:
+            result = await self._git(
+                "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
+            )
+        return parse_status(result.stdout)
+
+    async def commit_and_push(self, message: str) -> str | None:
+        """Commit every change and push the bot's branch; the new head commit, or None
+        when there is nothing to push."""
+        if not message.strip():
+            raise ValueError("the commit message is empty")
+        await self.ensure()
+        async with self._lock:
+            current = await self._current_branch()
+            if current != self.branch or current == self.base_branch:
+                raise WorkspaceError(
+                    f"refusing to push: the checked-out branch is {current or 'detached'}, "
+                    f"not the bot's branch {self.branch}"
+                )
+            await self._git("add", "--all")
+            staged = await self._git("diff", "--cached", "--quiet", check=False)
+            if staged.code == 1:
+                await self._git("commit", "--quiet", "--no-verify", "-m", message)
+            head = (await self._git("rev-parse", "HEAD")).stdout.strip()
+            if head == await self._published():
+                return None
+            await self._push(head)
+        return head
+
+    async def _published(self) -> str:
+        """The commit the remote is known to have for our branch (else the base)."""
+        for name in (self.branch, self.base_branch):
+            found = await self._git("rev-parse", "--verify", "--quiet",
+                                    f"refs/remotes/origin/{name}", check=False)  # fmt: skip
+            if found.code == 0:
+                return found.stdout.strip()
+        return ""
+
+    async def _push(self, head: str) -> None:
+        auth = await self._auth()
+        await self._git("push", "--quiet", "--no-verify", "origin",
+                        f"{head}:refs/heads/{self.branch}", auth=auth)  # fmt: skip
+        await self._git("update-ref", f"refs/remotes/origin/{self.branch}", head)
+
+
+def parse_status(porcelain: str) -> list[str]:
+    """File paths from ``git status --porcelain=v1 -z`` (renames give the new path)."""
+    fields = porcelain.split("\0")
+    paths: list[str] = []
+    index = 0
+    while index < len(fields):
+        entry = fields[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC" or entry[1] in "RC":
+            index += 1  # the original path of a rename or copy follows
+    return sorted(set(paths))

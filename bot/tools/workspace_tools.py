@@ -1,0 +1,211 @@
+"""The workspace tools: files, search, diff, commands and the quality gate, on the clone.
+
+Every handler first makes sure the clone exists (``Workspace.ensure``), works only
+inside it (``resolve_inside``: no ``..``, no absolute paths elsewhere, no links out,
+no ``.git``), refuses files over the size limit, and returns ``ToolResult.fail`` with
+a reason for every expected failure. Commands run in the sandbox as argv lists,
+never through a shell string. Committing, pushing and opening the change request
+belong to the coordinator's finalisation, not to tools.
+
+The handlers of one workspace take turns: the file tools run as the bot, outside the
+sandbox, and a command running at the same time could swap a checked directory for a
+symbolic link to /etc between the check and the write. When no command runs, nothing
+but the tools changes the clone (the sandbox leaves no process behind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.tools import file_ops, file_search
+from bot.tools.file_ops import FileOpError, Limits
+from bot.tools.gitcmd import WorkspaceError
+from bot.tools.paths import PathRefused
+from bot.tools.quality import QualityCommands, detect_commands, run_quality_gate
+from bot.tools.registry import Tool, ToolResult
+from bot.tools.sandbox import CommandRefused, CommandResult, Sandbox, SandboxUnavailable
+from bot.tools.textfiles import cap_text
+from bot.tools.workspace import Workspace
+
+_PATH = {"type": "string", "minLength": 1, "description": "path relative to the workspace root"}
+_DIR = {"type": "string", "description": "directory relative to the workspace root (default .)"}
+_LINE = {"type": "integer", "minimum": 1}
+_GLOBS = {"type": "array", "items": {"type": "string", "minLength": 1}}
+_FLAG = {"type": "boolean"}
+_ARGV = {"type": "array", "items": {"type": "string"}, "minItems": 1,
+         "description": "the program and its arguments, e.g. [\"pytest\", \"-q\"]"}  # fmt: skip
+
+Args = dict[str, Any]
+
+
+def _schema(required: list[str], **props: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": required,
+            "additionalProperties": False}  # fmt: skip
+
+
+Handler = Callable[[Args], Awaitable[ToolResult]]
+
+
+def _guarded(ws: Workspace, fn: Handler, turn: asyncio.Lock) -> Handler:
+    """Ensure the clone, take the workspace's turn, and turn expected failures into
+    failed results."""
+
+    @functools.wraps(fn)
+    async def handler(args: Args) -> ToolResult:
+        try:
+            await ws.ensure()
+            async with turn:
+                return await fn(args)
+        except (PathRefused, FileOpError, WorkspaceError) as exc:
+            return ToolResult.fail(str(exc))
+        except (CommandRefused, SandboxUnavailable) as exc:
+            return ToolResult.fail(str(exc))
+        except ValueError as exc:  # the sandbox refusing an argv or a directory
+            return ToolResult.fail(f"refused: {exc}")
+        except FileNotFoundError as exc:
+            return ToolResult.fail(f"no such file or directory: {exc.filename}")
+        except OSError as exc:
+            return ToolResult.fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+
+    return handler
+
+
+def format_command(result: CommandResult, limit: int) -> str:
+    status = "timed out (killed)" if result.timed_out else f"exit code {result.exit_code}"
+    text = f"{status} after {result.duration:.1f} s\n"
+    if result.stdout:
+        text += f"--- stdout ---\n{result.stdout}\n"
+    if result.stderr:
+        text += f"--- stderr ---\n{result.stderr}\n"
+    return cap_text(text, limit)
+
+
+def workspace_tools(
+    ws: Workspace,
+    sandbox: Sandbox,
+    *,
+    max_output_chars: int,
+    quality_commands: QualityCommands | None = None,
+    quality_timeout: float | None = None,
+) -> list[Tool]:
+    """The tools of one task's workspace. ``quality_commands`` overrides detection (a
+    repository's ``.agent.yaml``); ``quality_timeout`` defaults to the sandbox timeout."""
+    limits = Limits(max_file_bytes=ws.max_file_bytes, max_output_chars=max_output_chars)
+    root = ws.path
+    network = "network allowed" if sandbox.network else "no network"
+
+    def capped(text: str, *, hint: str = "", changed: bool = False) -> ToolResult:
+        return ToolResult.success(cap_text(text, max_output_chars, hint=hint), changed=changed)
+
+    async def list_directory(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(file_ops.list_directory, root, args.get("path", "."),
+                                       recursive=args.get("recursive", False))  # fmt: skip
+        return capped(text, hint="list a subdirectory")
+
+    async def read_file(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(file_ops.read_lines, root, args["path"], limits,
+                                       args.get("start_line"), args.get("end_line"))  # fmt: skip
+        return ToolResult.success(text)
+
+    async def read_many_files(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(functools.partial(
+            file_search.read_many, root, args["paths"], limits, include=args.get("include"),
+            exclude=args.get("exclude"), recursive=args.get("recursive", True),
+            default_excludes=args.get("use_default_excludes", True)))  # fmt: skip
+        return capped(text)
+
+    async def write_file(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(file_ops.write_text, root, args["path"],
+                                       args["content"], limits.max_file_bytes)  # fmt: skip
+        return ToolResult.success(text, changed=True)
+
+    async def replace_in_file(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(functools.partial(
+            file_ops.replace_text, root, args["path"], args["old_text"], args["new_text"],
+            replace_all=args.get("replace_all", False),
+            max_bytes=limits.max_file_bytes))  # fmt: skip
+        return ToolResult.success(text, changed=True)
+
+    async def move_path(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(functools.partial(
+            file_ops.move_path, root, args["source"], args["destination"],
+            overwrite=args.get("overwrite", False)))  # fmt: skip
+        return ToolResult.success(text, changed=True)
+
+    async def delete_file(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(file_ops.delete_path, root, args["path"])
+        return ToolResult.success(text, changed=True)
+
+    async def create_directory(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(file_ops.make_directory, root, args["path"])
+        return ToolResult.success(text, changed=True)
+
+    async def search_files(args: Args) -> ToolResult:
+        text = await asyncio.to_thread(functools.partial(
+            file_search.search, root, args["pattern"], limits, path=args.get("path", "."),
+            glob=args.get("glob"), ignore_case=args.get("ignore_case", False),
+            max_hits=args.get("max_hits", 200)))  # fmt: skip
+        return capped(text, hint="narrow the search with path or glob")
+
+    async def git_diff(args: Args) -> ToolResult:
+        text = await ws.diff(stat=args.get("stat", False))
+        return capped(text or "no changes", hint="see single files with read_file")
+
+    async def run_command(args: Args) -> ToolResult:
+        cwd = ws.resolve(args.get("cwd", "."))
+        timeout = min(float(args.get("timeout", sandbox.settings.timeout)),
+                      float(sandbox.settings.timeout))  # fmt: skip
+        result = await sandbox.run(args["argv"], cwd=cwd, writable=root, timeout=timeout)
+        text = format_command(result, max_output_chars)
+        ok = result.exit_code == 0 and not result.timed_out
+        data = {"exit_code": result.exit_code, "timed_out": result.timed_out}
+        return ToolResult(ok=ok, output=text, data=data, changed=True)
+
+    async def quality_gate(args: Args) -> ToolResult:
+        commands = quality_commands or detect_commands(root)
+        timeout = quality_timeout or float(sandbox.settings.timeout)
+        report = await run_quality_gate(root, sandbox, commands, timeout=timeout)
+        return ToolResult(ok=report.passed, output=cap_text(report.feedback, max_output_chars),
+                          data=report.to_dict())  # fmt: skip
+
+    specs: list[tuple[str, str, dict[str, Any], bool, Handler]] = [
+        ("list_directory", "List a directory of the workspace (recursive optional).",
+         _schema([], path=_DIR, recursive=_FLAG), False, list_directory),
+        ("read_file", "Read a text file, optionally only lines start_line..end_line.",
+         _schema(["path"], path=_PATH, start_line=_LINE, end_line=_LINE), False, read_file),
+        ("read_many_files", "Read several files by path, directory or glob (binary skipped).",
+         _schema(["paths"], paths={**_GLOBS, "minItems": 1}, include=_GLOBS, exclude=_GLOBS,
+                 recursive=_FLAG, use_default_excludes=_FLAG), False, read_many_files),
+        ("write_file", "Create or overwrite a file with the given content.",
+         _schema(["path", "content"], path=_PATH, content={"type": "string"}), True, write_file),
+        ("replace_in_file", "Replace an exact, unique piece of text in a file.",
+         _schema(["path", "old_text", "new_text"], path=_PATH, old_text={"type": "string"},
+                 new_text={"type": "string"}, replace_all=_FLAG), True, replace_in_file),
+        ("move_path", "Move or rename a file or directory.",
+         _schema(["source", "destination"], source=_PATH, destination=_PATH, overwrite=_FLAG),
+         True, move_path),
+        ("delete_file", "Delete a file (or an empty directory).",
+         _schema(["path"], path=_PATH), True, delete_file),
+        ("create_directory", "Create a directory (and its parents).",
+         _schema(["path"], path=_PATH), True, create_directory),
+        ("search_files", "Search file contents with a regular expression; path:line hits.",
+         _schema(["pattern"], pattern={"type": "string", "minLength": 1}, path=_DIR,
+                 glob={"type": "string"}, ignore_case=_FLAG,
+                 max_hits={"type": "integer", "minimum": 1, "maximum": 1000}),
+         False, search_files),
+        ("git_diff", "Show the changes made so far (new files included).",
+         _schema([], stat=_FLAG), False, git_diff),
+        ("run_command", "Run a command (argv list, no shell) in the sandbox; " + network + ".",
+         _schema(["argv"], argv=_ARGV, cwd=_DIR,
+                 timeout={"type": "number", "exclusiveMinimum": 0}), True, run_command),
+        ("run_quality_gate", "Run the project's lint, then its tests if lint passes.",
+         _schema([]), True, quality_gate),
+    ]  # fmt: skip
+    turn = asyncio.Lock()
+    return [
+        Tool(name, purpose, schema, handler=_guarded(ws, fn, turn), writes=writes)
+        for name, purpose, schema, writes, fn in specs
+    ]
