@@ -1,7 +1,251 @@
-"""The ``bot`` command (placeholder until the CLI lands in this issue's next commit)."""
+"""The ``bot`` command: serve, doctor, config show, status, history, run."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any, cast
 
-def main(argv: list[str] | None = None) -> int:
-    raise SystemExit("bot: the command line is not built yet")
+import yaml
+
+from bot.config import ConfigError, Settings, load_settings, masked
+from bot.events import ForgeKind, IssueRef, RepoRef, TaskMode, TaskRequest
+from bot.runtime import Role, Runtime
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bot", description=__doc__)
+    parser.add_argument("--config", help="config file (default: $BOT_CONFIG or ./config.yaml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="receive webhooks and run tasks")
+    serve.add_argument("--config", dest="sub_config", help=argparse.SUPPRESS)
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--role", choices=["all", "web", "worker"], default="all")
+    sub.add_parser("doctor", help="check configuration, storage, forges, LLM, sandbox")
+    config = sub.add_parser("config", help="configuration")
+    config.add_argument("action", choices=["show"])
+    status = sub.add_parser("status", help="list tasks")
+    status.add_argument("--json", action="store_true")
+    status.add_argument("--limit", type=int, default=50)
+    history = sub.add_parser("history", help="print a task's planning history")
+    history.add_argument("task_id")
+    run = sub.add_parser("run", help="run one task now, without a webhook")
+    run.add_argument("issue_url")
+    run.add_argument("--dry-run", action="store_true", help="plan, print, write nothing")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    config_path = getattr(args, "sub_config", None) or args.config
+    try:
+        settings = load_settings(os.environ, config_path)
+    except ConfigError as exc:
+        print(f"bot: configuration error\n{exc}", file=sys.stderr)
+        return 2
+    _logging(settings)
+    handlers = {
+        "serve": _serve,
+        "doctor": _doctor,
+        "config": _config_show,
+        "status": _status,
+        "history": _history,
+        "run": _run,
+    }
+    return handlers[args.command](settings, args)
+
+
+def _logging(settings: Settings) -> None:
+    from bot.comments.redact import RedactingFilter
+    from bot.comments.reporter import secrets_of
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter(secrets_of(settings)))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(os.environ.get("BOT_LOG_LEVEL", "INFO").upper())
+
+
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from bot.app import create_app
+
+    updates: dict[str, Any] = {}
+    if args.host:
+        updates["host"] = args.host
+    if args.port:
+        updates["port"] = args.port
+    if updates:
+        server = settings.server.model_copy(update=updates)
+        settings = settings.model_copy(update={"server": server})
+    role = cast(Role, args.role)
+    runtime = Runtime.from_settings(settings, role=role)
+    if role == "worker":
+        return asyncio.run(_worker_only(runtime))
+    app = create_app(runtime)
+    uvicorn.run(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_config=None,
+        access_log=False,
+    )
+    return 0
+
+
+async def _worker_only(runtime: Runtime) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await runtime.start()
+    logging.getLogger("bot").info("worker running; Ctrl-C to stop")
+    try:
+        await stop.wait()
+    finally:
+        await runtime.stop()
+    return 0
+
+
+def _doctor(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.doctor import failed, format_checks, run_checks
+
+    async def go() -> int:
+        runtime = Runtime.from_settings(settings, role="web")
+        try:
+            checks = await run_checks(settings, runtime)
+        finally:
+            await runtime.stop()
+        print(format_checks(checks))
+        return 1 if failed(checks) else 0
+
+    return asyncio.run(go())
+
+
+def _config_show(settings: Settings, args: argparse.Namespace) -> int:
+    print(yaml.safe_dump(masked(settings), sort_keys=False, allow_unicode=True), end="")
+    return 0
+
+
+def _status(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.storage.factory import open_store
+
+    async def go() -> list[dict[str, Any]]:
+        store = open_store(settings)
+        await store.open()
+        try:
+            tasks = await store.list_tasks(limit=args.limit)
+        finally:
+            await store.close()
+        return [
+            {
+                "id": t.id,
+                "forge": t.request.issue.repo.forge.value,
+                "repository": t.request.issue.repo.full_name,
+                "issue": t.request.issue.number,
+                "state": t.state.value,
+                "phase": t.phase,
+                "created_at": t.created_at,
+                "updated_at": t.updated_at,
+                "error": t.error,
+            }
+            for t in tasks
+        ]
+
+    rows = asyncio.run(go())
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no tasks yet")
+    for row in rows:
+        print(
+            f"{row['id'][:8]}  {row['forge']:<6} {row['repository']}#{row['issue']:<6} "
+            f"{row['state']:<17} {_time(row['updated_at'])}"
+        )
+    return 0
+
+
+def _time(epoch: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _history(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.agent.history import format_timeline
+
+    path = settings.data_dir / "planning_history" / f"{args.task_id}.jsonl"
+    if not path.exists():
+        matches = sorted(path.parent.glob(f"{args.task_id}*.jsonl"))
+        if len(matches) != 1:
+            print(f"bot: no planning history for task {args.task_id}", file=sys.stderr)
+            return 1
+        path = matches[0]
+    print(format_timeline(path))
+    return 0
+
+
+_GITLAB_URL = re.compile(
+    r"^(?P<base>https?://[^/]+)/(?P<path>.+?)/-/(?P<kind>issues|merge_requests)/(?P<n>\d+)"
+)
+_GITHUB_URL = re.compile(
+    r"^(?P<base>https?://[^/]+)/(?P<path>[^/]+/[^/]+)/(?P<kind>issues|pull)/(?P<n>\d+)"
+)
+
+
+def parse_issue_url(url: str) -> IssueRef:
+    """An issue / pull request / merge request URL -> IssueRef (forge from the URL's shape)."""
+    match = _GITLAB_URL.match(url)
+    if match:
+        repo = RepoRef(ForgeKind.GITLAB, match["path"], web_url=f"{match['base']}/{match['path']}")
+        return IssueRef(repo, int(match["n"]), is_change_request=match["kind"] != "issues")
+    match = _GITHUB_URL.match(url)
+    if match:
+        repo = RepoRef(ForgeKind.GITHUB, match["path"], web_url=f"{match['base']}/{match['path']}")
+        return IssueRef(repo, int(match["n"]), is_change_request=match["kind"] == "pull")
+    raise ValueError(f"not an issue, pull request or merge request URL: {url}")
+
+
+def _run(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        ref = parse_issue_url(args.issue_url)
+    except ValueError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run_now(settings, ref, dry_run=args.dry_run))
+
+
+async def _run_now(settings: Settings, ref: IssueRef, *, dry_run: bool) -> int:
+    from bot.oneshot import plan_once, run_once
+
+    runtime = Runtime.from_settings(settings, role="web")
+    forge = runtime.forge(ref.repo.forge)
+    if forge is None:
+        print(f"bot: {ref.repo.forge.value} is not configured (see bot doctor)", file=sys.stderr)
+        await runtime.stop()
+        return 2
+    try:
+        await runtime.store.open()
+        details = await forge.get_issue(ref.repo, ref.number, change_request=ref.is_change_request)
+        request = TaskRequest(issue=details.issue, requested_by="cli", mode=TaskMode.RUN)
+        if dry_run:
+            print(json.dumps(await plan_once(runtime, request), indent=2, ensure_ascii=False))
+            return 0
+        outcome = await run_once(runtime, request)
+        print(f"task finished: {outcome.state.value} {outcome.reason}".rstrip())
+        return 0 if outcome.state.value == "done" else 1
+    finally:
+        with contextlib.suppress(Exception):
+            await runtime.stop()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import time
 import uuid
@@ -24,9 +25,12 @@ from bot.agent.context import Outcome, TaskContext
 from bot.comments.replies import Replier
 from bot.comments.reporter import IssueReporter
 from bot.dispatcher import Dispatcher
-from bot.forges.base import ForgeError
+from bot.events import TaskMode
+from bot.forges.base import Forge, ForgeError
 from bot.llm.base import LLMError
 from bot.storage.base import ACTIVE_STATES, StoreError, Task, TaskState
+from bot.tools.factory import build_tools
+from bot.tools.repo_config import RepoConfigError, load_repo_config
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -179,8 +183,12 @@ class Worker:
         reporter = IssueReporter(self.runtime, task, forge)
         try:
             await reporter.begin()
-            ctx = await self._context(task, reporter)
-            outcome = await self.coordinator_factory().run(ctx)
+            async with contextlib.AsyncExitStack() as stack:
+                ctx = await self._context(task, forge, reporter, stack)
+                if isinstance(ctx, Outcome):
+                    outcome = ctx
+                else:
+                    outcome = await self.coordinator_factory().run(ctx)
         except ForgeError as exc:
             log.warning("task %s: forge error, will retry: %s", task.id, exc)
             return Outcome(
@@ -191,14 +199,43 @@ class Worker:
             outcome = Outcome(TaskState.FAILED, reason=f"internal error: {type(exc).__name__}")
         with contextlib.suppress(ForgeError):
             await reporter.end(outcome)
+        if outcome.state not in ACTIVE_STATES:
+            self._clean_workspace(task.id)
         return outcome
 
-    async def _context(self, task: Task, reporter: IssueReporter) -> TaskContext:
-        from bot.tools.registry import ToolRegistry
-
+    async def _context(
+        self,
+        task: Task,
+        forge: Forge,
+        reporter: IssueReporter,
+        stack: contextlib.AsyncExitStack,
+    ) -> TaskContext | Outcome:
+        """The task's context with its tools, or the Outcome that stops it before it starts."""
         issue = task.request.issue
-        forge = self.runtime.forge(issue.repo.forge)
-        assert forge is not None
+        info = await forge.get_repo_info(issue.repo)
+        try:
+            repo_config = await load_repo_config(forge, issue.repo, info.default_branch)
+        except RepoConfigError as exc:
+            return Outcome(
+                TaskState.NEEDS_HUMAN,
+                reason=f"the repository's .agent.yaml is invalid: {exc}",
+                summary={"recommendations": ["fix .agent.yaml on the default branch"]},
+            )
+        branch = None
+        if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
+            branch = issue.head_branch
+        built = await build_tools(
+            settings=self.settings,
+            forge=forge,
+            issue=issue,
+            task_id=task.id,
+            base_branch=info.default_branch,
+            repo_config=repo_config,
+            stack=stack,
+            branch=branch,
+        )
+        for note in built.notes:
+            log.info("task %s: %s", task.id, note)
         return TaskContext(
             task=task,
             issue=issue,
@@ -206,10 +243,16 @@ class Worker:
             store=self.store,
             forge=forge,
             llm=self.runtime.llm,
-            tools=ToolRegistry(),
+            tools=built.registry,
             emit=reporter.handle,
             data_dir=self.settings.data_dir,
+            workspace=built.workspace.path,
+            built=built,
         )
+
+    def _clean_workspace(self, task_id: str) -> None:
+        path = self.settings.data_dir / "workspaces" / task_id
+        shutil.rmtree(path, ignore_errors=True)
 
     async def _renew(self, task_id: str) -> None:
         lease = self.settings.worker.lease_seconds

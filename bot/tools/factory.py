@@ -71,8 +71,12 @@ async def build_tools(
     base_branch: str,
     repo_config: RepoConfig | None,
     stack: contextlib.AsyncExitStack,
+    branch: str | None = None,
 ) -> BuiltTools:
     """Build the task's tools; MCP sessions close when ``stack`` closes.
+
+    ``branch`` names an existing branch of the bot's own to continue on (a follow-up on
+    its change request); by default the branch is derived from the issue.
 
     Raises ``ValueError`` for a task id that cannot name a directory or a branch
     prefix that gives no valid branch name.
@@ -81,7 +85,10 @@ async def build_tools(
         raise ValueError(f"task id {task_id!r} may hold only letters, digits, '_' and '-'")
     repo = repo_config or RepoConfig()
     effective = apply_repo_config(settings, repo)
-    branch = branch_name(settings.workspace.branch_prefix, issue.number, issue.title)
+    if branch is None:
+        branch = branch_name(settings.workspace.branch_prefix, issue.number, issue.title)
+    elif not branch.startswith(settings.workspace.branch_prefix):
+        raise ValueError(f"{branch} is not one of the bot's branches")
     workspace = Workspace(
         settings.data_dir / "workspaces" / task_id,
         auth=functools.partial(forge.clone_auth, issue.repo),

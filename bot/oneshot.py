@@ -1,0 +1,79 @@
+"""``bot run ISSUE_URL``: one task now, without a webhook (``--dry-run``: plan only)."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bot.agent.context import Outcome, ProgressEvent, TaskContext
+from bot.events import TaskRequest
+from bot.runtime import Runtime
+from bot.storage.base import TaskState
+from bot.storage.sqlite import SqliteStore
+from bot.tools.factory import build_tools
+from bot.tools.repo_config import load_repo_config
+
+
+async def run_once(runtime: Runtime, request: TaskRequest) -> Outcome:
+    """Queue the task in the real store and run it in this process to its next rest."""
+    from bot.worker import Worker
+
+    task, created = await runtime.store.create_task(request)
+    if not created:
+        return Outcome(task.state, reason=f"task {task.id} is already active on this issue")
+    worker = Worker(runtime, owner="cli")
+    leased = await runtime.store.lease_task(worker.owner, runtime.settings.worker.lease_seconds)
+    if leased is None or leased.id != task.id:
+        return Outcome(TaskState.QUEUED, reason="another task was first in the queue; run a worker")
+    return await worker.run_task(leased)
+
+
+async def _ignore(event: ProgressEvent) -> None:
+    del event
+
+
+async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
+    """Plan and return the planning document: no comment, label, branch or store write
+    (a scratch store and data directory are thrown away afterwards)."""
+    from bot.agent.coordinator import ExecutionCoordinator
+
+    forge = runtime.forge(request.issue.repo.forge)
+    assert forge is not None
+    info = await forge.get_repo_info(request.issue.repo)
+    repo_config = await load_repo_config(forge, request.issue.repo, info.default_branch)
+    with tempfile.TemporaryDirectory(prefix="bot-dry-run-") as scratch:
+        settings = runtime.settings.model_copy(
+            update={"storage": runtime.settings.storage.model_copy(update={"data_dir": scratch})}
+        )
+        store = SqliteStore(Path(scratch) / "dry-run.sqlite3")
+        await store.open()
+        try:
+            task, _ = await store.create_task(request)
+            async with contextlib.AsyncExitStack() as stack:
+                built = await build_tools(
+                    settings=settings,
+                    forge=forge,
+                    issue=request.issue,
+                    task_id=task.id,
+                    base_branch=info.default_branch,
+                    repo_config=repo_config,
+                    stack=stack,
+                )
+                ctx = TaskContext(
+                    task=task,
+                    issue=request.issue,
+                    settings=settings,
+                    store=store,
+                    forge=forge,
+                    llm=runtime.llm,
+                    tools=built.registry,
+                    emit=_ignore,
+                    data_dir=Path(scratch),
+                    built=built,
+                )
+                plan = await ExecutionCoordinator().plan_only(ctx)
+        finally:
+            await store.close()
+    return plan.to_document()
