@@ -7,7 +7,10 @@ delivery + inbox write) at 1, 16 and 64 concurrent requests. Prints p50/p99
 latency, requests per second and the ratio to the bare app; then again with
 10,000 tasks already queued.
 
-    .venv/bin/python bench/webhook_ack.py [--requests N]
+    .venv/bin/python bench/webhook_ack.py [--seconds N]
+
+The load comes from wrk (Debian package ``wrk``) in its own process when it is
+installed, else from httpx in this process (slower: the client then dominates).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -102,6 +106,83 @@ def signed(body: bytes) -> str:
     return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
 
 
+WRK_SCRIPT = """
+local body = io.open(os.getenv("BENCH_BODY"), "rb"):read("*a")
+local signature = os.getenv("BENCH_SIGNATURE")
+local prefix = os.getenv("BENCH_PREFIX")
+local counter = 0
+local tid = 0
+local threads = 0
+
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+
+function request()
+  counter = counter + 1
+  local headers = {}
+  headers["Content-Type"] = "application/json"
+  headers["X-GitHub-Event"] = "issue_comment"
+  headers["X-Hub-Signature-256"] = signature
+  headers["X-GitHub-Delivery"] = prefix .. "-" .. tid .. "-" .. counter
+  return wrk.format("POST", "/webhooks/github", headers, body)
+end
+"""
+
+
+def _ms(value: str) -> float:
+    units = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+    for unit in ("us", "ms", "s"):
+        if value.endswith(unit):
+            return float(value[: -len(unit)]) * units[unit]
+    return float(value)
+
+
+def fire_wrk(
+    port: int, concurrency: int, seconds: int, body_path: Path, body: bytes
+) -> dict[str, float]:
+    """Load from a second process: wrk with unique delivery ids, latency percentiles."""
+    script = body_path.with_suffix(".lua")
+    script.write_text(WRK_SCRIPT)
+    env = dict(
+        os.environ,
+        BENCH_BODY=str(body_path),
+        BENCH_SIGNATURE=signed(body),
+        BENCH_PREFIX=f"wrk-{port}-{concurrency}-{time.time_ns()}",
+    )
+    threads = 1 if concurrency == 1 else 2
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            str(threads),
+            "-c",
+            str(concurrency),
+            "-d",
+            f"{seconds}s",
+            "--latency",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{port}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    if "Non-2xx" in out:
+        raise SystemExit(f"non-2xx answers during the run:\n{out}")
+    figures: dict[str, float] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("50%", "99%"):
+            figures["p" + parts[0].rstrip("%")] = _ms(parts[1])
+        if line.startswith("Requests/sec:"):
+            figures["rps"] = float(parts[1])
+    return figures
+
+
 async def fire(port: int, concurrency: int, total: int, body: bytes) -> dict[str, float]:
     signature = signed(body)
     latencies: list[float] = []
@@ -156,17 +237,30 @@ async def prefill(data_dir: Path, count: int) -> None:
     await store.close()
 
 
-def run_round(label: str, bot_port: int, bare_port: int, total: int, body: bytes) -> None:
-    print(f"\n{label}")
+def run_round(
+    label: str,
+    bot_port: int,
+    bare_port: int,
+    total: int,
+    body: bytes,
+    body_path: Path,
+    seconds: int,
+) -> None:
+    use_wrk = shutil.which("wrk") is not None
+    print(f"\n{label} (load from {'wrk' if use_wrk else 'httpx in this process'})")
     print(
         f"{'concurrency':>11} {'bot p50 ms':>10} {'bot p99 ms':>10} {'bot req/s':>9} "
         f"{'bare p50':>8} {'bare p99':>8} {'bare req/s':>10} {'throughput':>10}"
     )
     for level in LEVELS:
-        count = max(total // 4, 200) if level == 1 else total
-        asyncio.run(fire(bare_port, level, min(count, 100), body))  # warm-up
-        bare = asyncio.run(fire(bare_port, level, count, body))
-        bot = asyncio.run(fire(bot_port, level, count, body))
+        if use_wrk:
+            bare = fire_wrk(bare_port, level, seconds, body_path, body)
+            bot = fire_wrk(bot_port, level, seconds, body_path, body)
+        else:
+            count = max(total // 4, 200) if level == 1 else total
+            asyncio.run(fire(bare_port, level, min(count, 100), body))  # warm-up
+            bare = asyncio.run(fire(bare_port, level, count, body))
+            bot = asyncio.run(fire(bot_port, level, count, body))
         ratio = bot["rps"] / bare["rps"]
         print(
             f"{level:>11} {bot['p50']:>10.2f} {bot['p99']:>10.2f} {bot['rps']:>9.0f} "
@@ -176,11 +270,14 @@ def run_round(label: str, bot_port: int, bare_port: int, total: int, body: bytes
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=2000, help="deliveries per level")
+    parser.add_argument("--requests", type=int, default=2000, help="deliveries per level (httpx)")
+    parser.add_argument("--seconds", type=int, default=8, help="seconds per level (wrk)")
     args = parser.parse_args()
     body = payload()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
+        body_path = workdir / "body.json"
+        body_path.write_bytes(body)
         bare_port, bot_port = free_port(), free_port()
         bare = start_bare(workdir, bare_port)
         try:
@@ -191,7 +288,9 @@ def main() -> None:
                     asyncio.run(prefill(data_dir, queued))
                 bot = start_bot(data_dir, bot_port)
                 try:
-                    run_round(label, bot_port, bare_port, args.requests, body)
+                    run_round(
+                        label, bot_port, bare_port, args.requests, body, body_path, args.seconds
+                    )
                 finally:
                     bot.terminate()
                     bot.wait(10)

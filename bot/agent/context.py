@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
 from bot.events import IssueRef
@@ -21,6 +21,9 @@ from bot.forges.base import Forge
 from bot.llm.base import LLM
 from bot.storage.base import Store, Task, TaskState
 from bot.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from bot.tools.factory import BuiltTools
 
 
 class ProgressKind(StrEnum):
@@ -62,6 +65,9 @@ class TaskContext:
     emit: Emit
     data_dir: Path
     workspace: Path | None = None
+    # The parts behind ``tools`` (workspace clone, sandbox, the task's branch, the quality
+    # gate): the coordinator delivers through them. None: no workspace, no branch.
+    built: BuiltTools | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,238 @@
+"""Running planned actions: one at a time, or a parallel group at once.
+
+An action whose planned ``arguments`` are complete (valid for the tool's schema) is
+called directly; otherwise the ``execution`` phase gives the function call, seeing
+the results so far (compacted). Each action is checkpointed when it starts and when
+it ends, so a restarted worker never repeats a finished action, and never blindly
+repeats a write that was in flight. An invalid model answer is a failed action,
+never a crash. A call the policy wants approved comes back as ``approval``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+
+from bot.agent.budget import BudgetExceeded, compact_results
+from bot.agent.context import ProgressKind
+from bot.agent.context_builder import as_data
+from bot.agent.plan import PlannedAction
+from bot.agent.session import Session
+from bot.agent.state import ActionRecord, ActionStatus
+from bot.llm.base import LLMError
+from bot.llm.tokens import count_tokens
+from bot.tools.registry import ApprovalRequired, Tool
+
+MAX_OUTPUT_CHARS = 20_000
+SUMMARY_OVER_CHARS = 6_000
+SUMMARY_TOKENS = 300
+DATA_KEYS = ("web_url", "number", "sha", "paths", "path", "branch")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    action: PlannedAction
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOutcome:
+    record: ActionRecord | None = None
+    approval: PendingApproval | None = None
+    error: BaseException | None = None
+
+
+def complete_arguments(tool: Tool, arguments: dict[str, Any] | None) -> bool:
+    if arguments is None:
+        return False
+    return bool(jsonschema.Draft202012Validator(tool.schema).is_valid(arguments))
+
+
+def _data_subset(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: data[k] for k in DATA_KEYS if k in data and isinstance(data[k], str | int | list)}
+
+
+class ActionRunner:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.results_budget = max(300, session.ctx.settings.llm.max_tokens_per_call // 2 - 600)
+
+    async def run_batch(self, batch: list[PlannedAction]) -> list[ActionOutcome]:
+        """Run ``batch`` (concurrently, at most ``max_parallel`` at a time)."""
+        limit = asyncio.Semaphore(self.session.planning.execution.max_parallel)
+
+        async def guarded(action: PlannedAction) -> ActionOutcome:
+            async with limit:
+                try:
+                    return await self.run_one(action)
+                except (LLMError, BudgetExceeded) as exc:
+                    return ActionOutcome(error=exc)
+
+        return list(await asyncio.gather(*(guarded(a) for a in batch)))
+
+    def results_text(self, feedback_tokens: int = 0) -> str:
+        records = list(self.session.state.records.values())
+        budget = max(200, self.results_budget - feedback_tokens)
+        return as_data(compact_results(records, budget_tokens=budget, count=count_tokens))
+
+    async def function_call(
+        self, action: PlannedAction, *, feedback: str = "", choices: list[Tool] | None = None
+    ) -> tuple[str, dict[str, Any]] | str:
+        """(tool, arguments) for ``action``, or why there is none. ``choices``: the tools
+        the model may pick from (default: the action's own tool)."""
+        approved = self.session.state.approved_calls.get(action.key)
+        if approved is not None:
+            return str(approved["tool"]), dict(approved["arguments"])
+        tool = self.session.ctx.tools.get(action.tool)
+        if tool is None:
+            return f"the tool {action.tool} is not available"
+        if not feedback and complete_arguments(tool, action.arguments):
+            return tool.name, dict(action.arguments or {})
+        plan = self.session.plan
+        offered = choices or [tool]
+        answer = await self.session.caller.ask(
+            "execution",
+            "execution",
+            goal=plan.goal if plan else None,
+            action=action,
+            tools=[
+                {
+                    "name": t.name,
+                    "purpose": t.purpose,
+                    "schema": json.dumps(t.schema, separators=(",", ":")),
+                }
+                for t in offered
+            ],
+            known_arguments=json.dumps(action.arguments) if action.arguments else "",
+            results=self.results_text(count_tokens(feedback)),
+            feedback=feedback,
+        )
+        if answer.data is None:
+            return f"the model gave no valid execution document: {answer.error}"
+        call = answer.data["function_call"]
+        name = str(call["name"])
+        if name not in {t.name for t in offered}:
+            allowed = ", ".join(t.name for t in offered)
+            return f"the model called {name}, which this action does not use ({allowed})"
+        return name, dict(call["arguments"])
+
+    async def run_one(
+        self, action: PlannedAction, *, feedback: str = "", choices: list[Tool] | None = None
+    ) -> ActionOutcome:
+        session = self.session
+        state = session.state
+        existing = state.records.get(action.key)
+        if existing is not None and existing.finished:
+            return ActionOutcome(existing)
+        if existing is not None and existing.writes:
+            return ActionOutcome(await self._interrupted(existing))
+        call: tuple[str, dict[str, Any]] | str
+        if existing is not None:  # a read that was running when the worker stopped
+            call = (existing.tool, existing.arguments)
+        else:
+            call = await self.function_call(action, feedback=feedback, choices=choices)
+        if isinstance(call, str):
+            record = ActionRecord(action.key, action.task_id, action.tool, revision=self._rev())
+            return ActionOutcome(await self._finish(record, ok=False, output=call))
+        name, arguments = call
+        tool = session.ctx.tools.get(name)
+        record = ActionRecord(
+            action.key,
+            action.task_id,
+            name,
+            arguments=arguments,
+            writes=bool(tool and tool.writes),
+            revision=self._rev(),
+        )
+        state.records[action.key] = record
+        if record.writes:  # a write in flight is never repeated blindly after a restart
+            await session.checkpoint()
+        await session.emit(
+            ProgressKind.ACTION,
+            task_id=action.task_id,
+            key=action.key,
+            tool=name,
+            purpose=action.purpose,
+            status="running",
+        )
+        try:
+            result = await session.ctx.tools.call(
+                name,
+                arguments,
+                timeout=session.planning.execution.action_timeout,
+                approved=action.key in state.approved_calls,
+            )
+        except ApprovalRequired:
+            del state.records[action.key]
+            await session.checkpoint()
+            return ActionOutcome(approval=PendingApproval(action, name, arguments))
+        state.approved_calls.pop(action.key, None)
+        record.changed = result.changed
+        record.duration = result.duration
+        record.data = _data_subset(result.data)
+        await self._finish(record, ok=result.ok, output=result.output)
+        await self._summarise(record)
+        return ActionOutcome(record)
+
+    def _rev(self) -> int:
+        plan = self.session.plan
+        return plan.revision if plan else 0
+
+    async def _finish(self, record: ActionRecord, *, ok: bool, output: str) -> ActionRecord:
+        session = self.session
+        record.status = ActionStatus.DONE if ok else ActionStatus.FAILED
+        record.output = output[:MAX_OUTPUT_CHARS]
+        session.state.records[record.key] = record
+        await session.checkpoint()
+        session.record(
+            "action",
+            key=record.key,
+            task_id=record.task_id,
+            tool=record.tool,
+            arguments=record.arguments,
+            ok=ok,
+            changed=record.changed,
+            result=output[:300],
+            duration=round(record.duration, 3),
+        )
+        await session.emit(
+            ProgressKind.ACTION,
+            task_id=record.task_id,
+            key=record.key,
+            tool=record.tool,
+            status=record.status.value,
+            changed=record.changed,
+            result=output[:200],
+        )
+        return record
+
+    async def _interrupted(self, record: ActionRecord) -> ActionRecord:
+        """A write that was running when the worker stopped: its effect is unknown, so it
+        is not repeated blindly; reflection decides what to do."""
+        return await self._finish(
+            record,
+            ok=False,
+            output="interrupted by a worker restart while running; whether it changed "
+            "anything is unknown: check before writing again",
+        )
+
+    async def _summarise(self, record: ActionRecord) -> None:
+        if len(record.output) <= SUMMARY_OVER_CHARS:
+            return
+        plan = self.session.plan
+        try:
+            record.summary = await self.session.caller.text(
+                "summarise",
+                limit=SUMMARY_TOKENS,
+                goal=plan.goal if plan else None,
+                tool=record.tool,
+                output=as_data(record.output[: SUMMARY_OVER_CHARS * 2]),
+            )
+        except BudgetExceeded:
+            return
+        await self.session.checkpoint()

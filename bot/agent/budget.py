@@ -1,0 +1,185 @@
+"""Token and time budgets, usage accounting, and compact result histories.
+
+``Budget`` decides how many answer tokens a call may ask for (the prompt and the
+answer must fit ``llm.max_tokens_per_call``; every call must fit what is left of
+``llm.max_tokens_per_task``) and raises ``BudgetExceeded`` with an explanation
+when they do not, or when the task has used up ``planning.execution.total_timeout``.
+``compact_results`` renders executed actions for a prompt within a token budget,
+newest in full, older ones as one line; a call and its result are never separated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.agent.state import ActionRecord
+from bot.llm.base import Usage
+
+# A call whose answer could not hold this many tokens is not worth making.
+MIN_ANSWER_TOKENS = 256
+ONE_LINE_CHARS = 160
+
+
+_SETTINGS = {
+    "tokens": "llm.max_tokens_per_task",
+    "call_tokens": "llm.max_tokens_per_call",
+    "time": "planning.execution.total_timeout",
+}
+
+
+class BudgetExceeded(Exception):
+    """A budget ran out; ``kind`` is ``tokens``, ``call_tokens`` or ``time``."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+    @property
+    def setting(self) -> str:
+        """The configuration key that sets the budget that ran out."""
+        return _SETTINGS[self.kind]
+
+
+@dataclass
+class UsageLedger:
+    """Tokens and calls so far, in total and per phase (kept in the checkpoint)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    by_phase: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, phase: str, usage: Usage, calls: int) -> None:
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.calls += calls
+        entry = self.by_phase.setdefault(phase, {"prompt": 0, "completion": 0, "calls": 0})
+        entry["prompt"] += usage.prompt_tokens
+        entry["completion"] += usage.completion_tokens
+        entry["calls"] += calls
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "calls": self.calls,
+            "by_phase": {k: dict(v) for k, v in self.by_phase.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> UsageLedger:
+        data = data or {}
+        return cls(
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            calls=int(data.get("calls", 0)),
+            by_phase={k: dict(v) for k, v in data.get("by_phase", {}).items()},
+        )
+
+
+@dataclass
+class Budget:
+    max_tokens_per_task: int
+    max_tokens_per_call: int
+    total_timeout: float
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+
+    @property
+    def remaining(self) -> int:
+        return self.max_tokens_per_task - self.ledger.total
+
+    def answer_allowance(self, phase: str, prompt_tokens: int) -> int:
+        """How many answer tokens a ``phase`` call with this prompt may ask for."""
+        if self.remaining < prompt_tokens + MIN_ANSWER_TOKENS:
+            raise BudgetExceeded(
+                "tokens",
+                f"the task has used {self.ledger.total} of llm.max_tokens_per_task "
+                f"({self.max_tokens_per_task}); the next {phase} call needs about "
+                f"{prompt_tokens + MIN_ANSWER_TOKENS}",
+            )
+        room = self.max_tokens_per_call - prompt_tokens
+        if room < MIN_ANSWER_TOKENS:
+            raise BudgetExceeded(
+                "call_tokens",
+                f"a {phase} prompt needs {prompt_tokens} tokens, which leaves less than "
+                f"{MIN_ANSWER_TOKENS} for the answer within llm.max_tokens_per_call "
+                f"({self.max_tokens_per_call})",
+            )
+        return min(room, self.remaining - prompt_tokens)
+
+    def check_time(self, elapsed: float) -> None:
+        if elapsed > self.total_timeout:
+            raise BudgetExceeded(
+                "time",
+                f"the task has run for {elapsed:.0f} s, more than "
+                f"planning.execution.total_timeout ({self.total_timeout:g} s)",
+            )
+
+
+# --- compact histories of executed actions -------------------------------------------------
+
+
+def _arguments_brief(arguments: dict[str, Any]) -> str:
+    parts = []
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else repr(value)
+        text = text.replace("\n", " ")
+        parts.append(f"{key}={text[:40]}{'...' if len(text) > 40 else ''}")
+    return ", ".join(parts)
+
+
+def one_line(record: ActionRecord) -> str:
+    text = f"(summary) {record.summary}" if record.summary else record.output
+    text = text.strip().replace("\n", " ")
+    if len(text) > ONE_LINE_CHARS:
+        text = text[: ONE_LINE_CHARS - 3] + "..."
+    return (
+        f"- [{record.key}] {record.tool}({_arguments_brief(record.arguments)}) "
+        f"-> {record.status.value}: {text}"
+    )
+
+
+def full_entry(record: ActionRecord, max_chars: int) -> str:
+    output = record.output
+    if len(output) > max_chars:
+        output = output[:max_chars] + f"\n[... {len(record.output) - max_chars} more characters]"
+    if record.summary and len(record.output) > max_chars:
+        output = f"(summary) {record.summary}\n{output}"
+    return (
+        f"- [{record.key}] {record.tool}({_arguments_brief(record.arguments)}) "
+        f"-> {record.status.value}:\n{output}"
+    )
+
+
+def compact_results(
+    records: Sequence[ActionRecord],
+    *,
+    budget_tokens: int,
+    count: Callable[[str], int],
+    detail_chars: int = 6000,
+) -> str:
+    """Executed actions, oldest first, within ``budget_tokens``: the newest in full
+    while they fit, older ones as one line each, the oldest dropped last of all."""
+    entries: list[str] = []
+    used = 0
+    detailed = True
+    for record in reversed(records):
+        entry = full_entry(record, detail_chars) if detailed else one_line(record)
+        cost = count(entry)
+        if detailed and used + cost > budget_tokens:
+            detailed = False
+            entry = one_line(record)
+            cost = count(entry)
+        if used + cost > budget_tokens:
+            entries.append(f"- ({len(records) - len(entries)} earlier actions omitted)")
+            break
+        entries.append(entry)
+        used += cost
+    return "\n".join(reversed(entries)) if entries else "(no actions yet)"

@@ -1,0 +1,198 @@
+"""The planning stage of a run: context, cache, one planning call, validation, re-plan once.
+
+A rejected plan is re-planned once with the reasons in the prompt; a second
+rejection, or a ``decomposition_failed`` answer (seed 10.1.2), ends in human
+intervention with the partial plan. An ``unclear_goal`` answer (seed 10.1.1) posts
+the questions and waits for the author's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bot.agent.cache import PlanCache
+from bot.agent.context import Outcome, ProgressKind
+from bot.agent.context_builder import PlanningContext, build_context, tool_lines
+from bot.agent.finalise import Finisher
+from bot.agent.plan import PlanDocument, PlanFormatError
+from bot.agent.planning import PlanningAnswer, PlanningEngine, planning_level
+from bot.agent.session import Session
+from bot.agent.state import Phase, Waiting
+from bot.events import TaskMode
+from bot.storage.base import TaskState
+
+PLANNING_ATTEMPTS = 2
+
+
+class PlanningFailed(Exception):
+    """No acceptable plan: ``kind`` is ``unclear_goal`` or ``decomposition_failed``."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        questions: Sequence[str] = (),
+        partial_plan: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+        self.questions = tuple(questions)
+        self.partial_plan = partial_plan
+
+
+def _partial(answer: PlanningAnswer) -> dict[str, Any] | None:
+    if answer.partial_plan is not None:
+        return answer.partial_plan
+    if answer.document is None:
+        return None
+    decomposition = answer.document.get("task_decomposition") or {}
+    return {"feasible_subtasks": decomposition.get("subtasks") or [], "infeasible_subtasks": []}
+
+
+class PlanningStage:
+    def __init__(self, session: Session, cache: PlanCache) -> None:
+        self.session = session
+        self.cache = cache
+
+    def engine(self) -> PlanningEngine:
+        tools = self.session.ctx.tools
+        return PlanningEngine(
+            self.session.caller,
+            self.session.planning,
+            check_tool=tools.check,
+            tools=tool_lines(tools.usable()),
+        )
+
+    def _tool_names(self) -> list[str]:
+        return [t.name for t in self.session.ctx.tools.usable()]
+
+    async def _from_cache(
+        self, context: PlanningContext, engine: PlanningEngine
+    ) -> PlanDocument | None:
+        state = self.session.state
+        if state.answers or state.replan_reason:
+            return None
+        repo = self.session.ctx.issue.repo.key
+        hit = await self.cache.lookup(context.task_text, repo, self._tool_names())
+        if hit is None:
+            return None
+        plan, problems = engine.accept(hit.plan)
+        if plan is None:
+            self.session.record("plan_rejected", cached=True, problems=problems)
+            return None
+        state.cached_plan = True
+        return plan
+
+    async def _ask(self, context: PlanningContext, engine: PlanningEngine) -> PlanDocument:
+        session, state = self.session, self.session.state
+        while True:
+            await session.move(Phase.GOAL_UNDERSTANDING)
+            answer = await engine.understand_goal(
+                context, replan_reason=state.replan_reason, answers=state.answers
+            )
+            if answer.error_type in ("unclear_goal", "decomposition_failed"):
+                raise PlanningFailed(
+                    answer.error_type,
+                    answer.message,
+                    questions=answer.questions,
+                    partial_plan=_partial(answer),
+                )
+            problems: list[str] = []
+            plan = None
+            try:
+                await session.move(Phase.TASK_DECOMPOSITION)
+                engine.decompose_task(answer)
+                await session.move(Phase.ACTION_PLANNING)
+                plan, problems = engine.generate_action_plan(answer)
+            except PlanFormatError as exc:
+                problems = [str(exc)]
+            if plan is not None:
+                return plan
+            state.planning_attempts += 1
+            state.replan_reason = "; ".join(problems)
+            session.record("plan_rejected", problems=problems, attempt=state.planning_attempts)
+            await session.checkpoint()
+            if state.planning_attempts >= PLANNING_ATTEMPTS:
+                raise PlanningFailed(
+                    "decomposition_failed",
+                    "the plan was rejected twice: " + state.replan_reason,
+                    partial_plan=_partial(answer),
+                )
+
+    async def plan_for(self, context: PlanningContext, engine: PlanningEngine) -> PlanDocument:
+        """A validated plan for ``context`` (from the cache when one fits)."""
+        complexity, _level = planning_level(self.session.planning, context.task_text)
+        self.session.state.complexity = complexity
+        self.session.state.task_text = context.task_text
+        cached = await self._from_cache(context, engine)
+        if cached is not None:
+            for phase in (
+                Phase.GOAL_UNDERSTANDING,
+                Phase.TASK_DECOMPOSITION,
+                Phase.ACTION_PLANNING,
+            ):
+                await self.session.move(phase)
+            return cached
+        return await self._ask(context, engine)
+
+    async def run(self) -> Outcome | None:
+        """Plan the task; None when execution may start, else the outcome to return."""
+        session = self.session
+        ctx = session.ctx
+        context = await build_context(
+            ctx.forge,
+            ctx.issue,
+            ctx.settings,
+            ctx.tools.usable(),
+            instructions=ctx.task.request.instructions,
+        )
+        try:
+            plan = await self.plan_for(context, self.engine())
+        except PlanningFailed as failed:
+            if failed.kind == "unclear_goal":
+                return await self._clarify(failed)
+            reason = f"the task could not be decomposed: {failed.message}"
+            return await Finisher(session).intervene(reason, partial_plan=failed.partial_plan)
+        session.set_plan(plan)
+        session.state.replan_reason = ""
+        session.record("plan", plan=plan.to_document(), cached=session.state.cached_plan)
+        await session.emit(
+            ProgressKind.PLAN,
+            plan=plan.to_document(),
+            statuses=session.statuses(),
+            cached=session.state.cached_plan,
+            complexity=session.state.complexity,
+        )
+        await session.checkpoint()
+        return None
+
+    def needs_plan_approval(self) -> bool:
+        state = self.session.state
+        return self.session.ctx.task.request.mode is TaskMode.PLAN_ONLY and not state.plan_approved
+
+    async def _clarify(self, failed: PlanningFailed) -> Outcome:
+        session = self.session
+        questions = list(failed.questions) or [failed.message or "What exactly should be done?"]
+        session.state.waiting = Waiting(
+            "clarification", since=session.now(), details={"questions": questions}
+        )
+        session.record("clarification", reason=failed.message, questions=questions)
+        await session.milestone(
+            ProgressKind.CLARIFICATION,
+            questions=questions,
+            message=failed.message,
+            waiting="clarification",
+        )
+        await session.checkpoint()
+        return Outcome(TaskState.AWAITING_INPUT, reason="waiting for answers to questions")
+
+    async def remember(self) -> None:
+        """Cache the plan of a task that reached its goal without revisions."""
+        state = self.session.state
+        if state.cached_plan or state.plan_number or state.plan is None or not state.task_text:
+            return
+        repo = self.session.ctx.issue.repo.key
+        await self.cache.put(state.task_text, repo, self._tool_names(), state.plan)

@@ -1,0 +1,137 @@
+"""Plan revision within its limits (seed 004, 5 "計画修正プロセス" and 10.4).
+
+``Reviser.revise`` applies a reflection's suggestion: the reflection's own
+``updated_action_plan`` when it is valid, else a ``revision`` call. Revisions asked
+for by failures count against ``max_revisions`` (reaching it asks for a person);
+revisions asked for by people do not. With ``require_human_approval`` every
+revised plan waits for approval before it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from bot.agent.budget import compact_results
+from bot.agent.context import Outcome, ProgressKind
+from bot.agent.context_builder import tool_lines
+from bot.agent.finalise import Finisher
+from bot.agent.plan_rules import pending_actions
+from bot.agent.planning import RevisionRequest, RevisionResult
+from bot.agent.planning_stage import PlanningStage
+from bot.agent.reflection import RevisionSuggestion
+from bot.agent.session import Session
+from bot.agent.state import Phase
+from bot.llm.tokens import count_tokens
+
+RequestApproval = Callable[[str, str, str], Awaitable[Outcome]]
+REMAINING_LINES = 8
+
+
+class Reviser:
+    def __init__(
+        self,
+        session: Session,
+        stage: PlanningStage,
+        finisher: Finisher,
+        request_approval: RequestApproval,
+    ) -> None:
+        self.session = session
+        self.stage = stage
+        self.finisher = finisher
+        self.request_approval = request_approval
+
+    def remaining_text(self) -> str:
+        plan = self.session.plan
+        if plan is None:
+            return ""
+        pending = pending_actions(plan, self.session.state.finished_keys())
+        lines = [f"- [{a.key}] {a.tool}: {a.purpose}" for a in pending[:REMAINING_LINES]]
+        if len(pending) > REMAINING_LINES:
+            lines.append(f"- ... {len(pending) - REMAINING_LINES} more")
+        return "\n".join(lines) or "(nothing left)"
+
+    def tools_text(self) -> str:
+        return tool_lines(self.session.ctx.tools.usable())
+
+    def done_text(self) -> str:
+        records = list(self.session.state.records.values())
+        return compact_results(records, budget_tokens=500, count=count_tokens)
+
+    async def _new_plan(
+        self, suggestion: RevisionSuggestion, issues: Sequence[str], feedback: str, number: int
+    ) -> RevisionResult:
+        session = self.session
+        plan = session.plan
+        assert plan is not None
+        engine = self.stage.engine()
+        done = session.state.done_tasks()
+        if suggestion.updated_action_plan is not None:
+            offered = {
+                "reason": suggestion.reason,
+                "changes": list(suggestion.changes),
+                "updated_action_plan": suggestion.updated_action_plan,
+            }
+            result = engine.adopt(plan, offered, number=number, done=done)
+            if result.plan is not None:
+                return result
+            session.record("plan_rejected", revision=number, problems=list(result.problems))
+        request = RevisionRequest(
+            reason=suggestion.reason, issues=issues, done=self.done_text(), feedback=feedback
+        )
+        return await engine.revise_plan(
+            plan, request, number=number, done=done, remaining=self.remaining_text()
+        )
+
+    async def revise(
+        self,
+        suggestion: RevisionSuggestion,
+        *,
+        issues: Sequence[str] = (),
+        feedback: str = "",
+        counts: bool = True,
+    ) -> Outcome | None:
+        """Revise the plan; None to go on executing, else the outcome to return."""
+        session, state = self.session, self.session.state
+        limit = session.planning.revision.max_revisions
+        if counts and state.revisions >= limit:
+            return await self.finisher.intervene(
+                f"the plan was revised {state.revisions} times (planning.revision.max_revisions "
+                f"is {limit}) and still needs changes: {suggestion.reason}"
+            )
+        await session.move(Phase.REVISION)
+        number = state.plan_number + 1
+        result = await self._new_plan(suggestion, issues, feedback, number)
+        if result.plan is None:
+            return await self.finisher.intervene(
+                "the plan could not be revised: " + "; ".join(result.problems)
+            )
+        state.revisions += 1 if counts else 0
+        state.plan_number = number
+        state.consecutive_failures = 0
+        state.early_done = False
+        session.set_plan(result.plan)
+        reason = result.reason or suggestion.reason
+        changes = list(result.changes or suggestion.changes)
+        state.tried.append(f"revision {number}: {reason}")
+        document = result.plan.to_document()
+        session.record(
+            "revision", number=number, counted=counts, reason=reason, changes=changes, plan=document
+        )
+        await session.emit(
+            ProgressKind.REVISION,
+            seq=number,
+            number=state.revisions,
+            limit=limit,
+            reason=reason,
+            changes=changes,
+            requested_by_people=not counts,
+            plan=document,
+            statuses=session.statuses(),
+        )
+        if session.planning.revision.require_human_approval:
+            return await self.request_approval(
+                "revision", f"revision {number} of the plan", self.remaining_text()
+            )
+        await session.move(Phase.EXECUTION)
+        await session.checkpoint()
+        return None

@@ -1,0 +1,173 @@
+"""One run of one task: its context, state, history, budget, and the moves between phases.
+
+The coordinator and its helpers share a ``Session``: it owns the checkpoint
+(``checkpoint()`` after every action), the planning history, token accounting
+(a USAGE event and a history entry per model call), and the phase state machine
+(``move`` refuses transitions seed 7.3 does not have).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.agent.budget import Budget, UsageLedger
+from bot.agent.context import ProgressEvent, ProgressKind, TaskContext
+from bot.agent.history import PlanningHistory
+from bot.agent.llm_calls import PhaseCaller
+from bot.agent.plan import PlanDocument, parse_plan
+from bot.agent.prompts import PromptLibrary
+from bot.agent.state import ActionStatus, AgentState, Phase, can_transition
+from bot.config import PlanningSettings
+from bot.llm.base import Usage
+
+
+class InvalidTransition(RuntimeError):
+    """The coordinator tried a phase change the state machine does not allow (a bug)."""
+
+
+@dataclass
+class Session:
+    ctx: TaskContext
+    state: AgentState
+    prompts: PromptLibrary
+    clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    persist: bool = True
+    budget: Budget = field(init=False)
+    caller: PhaseCaller = field(init=False)
+    history: PlanningHistory = field(init=False)
+    _started: float = field(init=False)
+    _base_elapsed: float = field(init=False)
+    _plan: PlanDocument | None = field(init=False, default=None)
+    _lock: asyncio.Lock = field(init=False, default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        settings = self.ctx.settings
+        self.budget = Budget(
+            max_tokens_per_task=settings.llm.max_tokens_per_task,
+            max_tokens_per_call=settings.llm.max_tokens_per_call,
+            total_timeout=settings.planning.execution.total_timeout,
+            ledger=UsageLedger.from_dict(self.state.usage),
+        )
+        self.caller = PhaseCaller(
+            self.ctx.llm,
+            self.prompts,
+            self.budget,
+            temperature=settings.llm.temperature,
+            on_usage=self._on_usage,
+        )
+        self.history = PlanningHistory(self.ctx.data_dir, self.ctx.task.id, clock=self.clock)
+        self._started = self.monotonic()
+        self._base_elapsed = self.state.elapsed
+        if self.state.plan is not None:
+            self._plan = _plan_from(self.state.plan)
+
+    # --- shortcuts ---------------------------------------------------------------------------
+
+    @property
+    def planning(self) -> PlanningSettings:
+        return self.ctx.settings.planning
+
+    @property
+    def plan(self) -> PlanDocument | None:
+        return self._plan
+
+    def set_plan(self, plan: PlanDocument | None) -> None:
+        self._plan = plan
+        self.state.plan = plan.to_document() if plan is not None else None
+
+    def now(self) -> float:
+        return self.clock()
+
+    def elapsed(self) -> float:
+        return self._base_elapsed + (self.monotonic() - self._started)
+
+    def next_seq(self, kind: ProgressKind) -> int:
+        seq = self.state.milestones.get(kind.value, 0) + 1
+        self.state.milestones[kind.value] = seq
+        return seq
+
+    # --- effects -----------------------------------------------------------------------------
+
+    async def checkpoint(self) -> None:
+        """Save the state; parallel actions take turns."""
+        if not self.persist:
+            return
+        async with self._lock:
+            self.state.elapsed = self.elapsed()
+            self.state.usage = self.budget.ledger.to_dict()
+            await self.ctx.store.save_checkpoint(self.ctx.task.id, self.state.to_dict())
+
+    async def emit(self, kind: ProgressKind, **data: Any) -> None:
+        if self.persist:
+            await self.ctx.emit(ProgressEvent(kind, data))
+
+    async def milestone(self, kind: ProgressKind, **data: Any) -> None:
+        """A milestone event with a stable sequence number (a re-run replaces, not repeats)."""
+        await self.emit(kind, seq=self.next_seq(kind), **data)
+
+    def record(self, entry_type: str, **fields: Any) -> None:
+        if self.persist:
+            self.history.append(entry_type, **fields)
+
+    async def move(self, target: Phase) -> None:
+        current = self.state.phase
+        if current is target and target in (Phase.EXECUTION, Phase.COMPLETION):
+            return
+        if not can_transition(current, target):
+            raise InvalidTransition(f"{current.value} -> {target.value} is not a transition")
+        self.state.phase = target
+        await self.emit(ProgressKind.PHASE, phase=target.value)
+
+    async def _on_usage(self, template: str, usage: Usage, calls: int) -> None:
+        self.state.llm_pause_notified = False
+        ledger = self.budget.ledger
+        self.record(
+            "usage",
+            phase=template,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            calls=calls,
+            total_tokens=ledger.total,
+        )
+        await self.emit(
+            ProgressKind.USAGE,
+            phase=template,
+            total_tokens=ledger.total,
+            prompt_tokens=ledger.prompt_tokens,
+            completion_tokens=ledger.completion_tokens,
+            calls=ledger.calls,
+            by_phase=ledger.to_dict()["by_phase"],
+            budget=self.budget.max_tokens_per_task,
+        )
+
+    # --- views ---------------------------------------------------------------------------------
+
+    def statuses(self) -> dict[str, str]:
+        """Subtask id -> pending / running / done / failed, for the plan checklist."""
+        out: dict[str, str] = {}
+        for record in self.state.records.values():
+            out[record.task_id] = {
+                ActionStatus.RUNNING: "running",
+                ActionStatus.DONE: "done",
+                ActionStatus.FAILED: "failed",
+            }[record.status]
+        plan = self._plan
+        if plan is not None:
+            finished = self.state.finished_keys()
+            for action in plan.actions:
+                if action.key not in finished and action.key not in self.state.records:
+                    out[action.task_id] = "pending"
+        return out
+
+
+def _plan_from(document: dict[str, Any]) -> PlanDocument:
+    return parse_plan(
+        document,
+        revision=int(document.get("revision", 0)),
+        done_tasks=document.get("done_tasks", ()),
+    )

@@ -1,0 +1,92 @@
+"""Pure decisions: planning granularity, when to reflect, what the inbox says."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.agent.control import Decision, read_inbox
+from bot.agent.plan import PlannedAction
+from bot.agent.planning import classify_complexity, planning_level
+from bot.agent.reflection import differs_from_expected, should_reflect
+from bot.agent.state import ActionRecord, ActionStatus
+from bot.config import ComplexityThreshold, ReflectionSettings
+from bot.storage.base import TaskMessage
+from tests.agent.conftest import planning_settings
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"), [(1, "simple"), (100, "simple"), (101, "moderate"), (501, "complex")]
+)
+def test_complexity_follows_the_thresholds(tokens: int, expected: str) -> None:
+    assert classify_complexity(tokens, ComplexityThreshold()) == expected
+
+
+def test_the_level_follows_complexity_only_when_auto_adjusting() -> None:
+    long_text = "word " * 800
+    assert planning_level(planning_settings(), "Fix a typo") == ("simple", "minimal")
+    assert planning_level(planning_settings(), long_text) == ("complex", "detailed")
+    fixed = planning_settings(auto_adjust_level=False, decomposition_level="detailed")
+    assert planning_level(fixed, "Fix a typo") == ("simple", "detailed")
+
+
+def _record(ok: bool, *, changed: bool = False, output: str = "text") -> ActionRecord:
+    status = ActionStatus.DONE if ok else ActionStatus.FAILED
+    return ActionRecord("k", "t", "tool", status=status, output=output, changed=changed)
+
+
+def test_reflection_triggers() -> None:
+    settings = ReflectionSettings(trigger_interval=3)
+    assert should_reflect(settings, _record(False), differs=False, since_last=0) == "error"
+    assert should_reflect(settings, _record(True), differs=True, since_last=0) == "unexpected"
+    assert should_reflect(settings, _record(True), differs=False, since_last=3) == "periodic"
+    assert should_reflect(settings, _record(True), differs=False, since_last=2) is None
+    assert (
+        should_reflect(settings, _record(True), differs=False, since_last=9, periodic=False) is None
+    )
+    quiet = ReflectionSettings(trigger_on_error=False, trigger_interval=0)
+    assert should_reflect(quiet, _record(False), differs=False, since_last=99) is None
+    off = ReflectionSettings(enabled=False)
+    assert should_reflect(off, _record(False), differs=True, since_last=99) is None
+
+
+def test_a_result_differs_from_the_plan_when_a_write_changed_nothing_or_nothing_came_back() -> None:
+    action = PlannedAction("k", "t", "tool", expected_outcome="the file text")
+    assert differs_from_expected(action, _record(True, changed=False), writes=True)
+    assert not differs_from_expected(action, _record(True, changed=True), writes=True)
+    assert differs_from_expected(action, _record(True, output="  "), writes=False)
+    assert not differs_from_expected(action, _record(False, output=""), writes=False)
+    assert not differs_from_expected(None, _record(True, output=""), writes=False)
+
+
+def _message(seq: int, kind: str, **payload: object) -> TaskMessage:
+    return TaskMessage(seq, "task", kind, dict(payload))
+
+
+def test_the_inbox_folds_commands_and_feedback() -> None:
+    inbox = read_inbox(
+        [
+            _message(7, "feedback", author="bob", body="  also docs "),
+            _message(5, "command", name="approve", author="amy"),
+            _message(6, "command", name="reject", args="too broad", author="cy"),
+            _message(8, "feedback", author="bob", body="   "),
+            _message(9, "note", text="ignored"),
+        ],
+        last_seq=4,
+    )
+
+    assert inbox.last_seq == 9
+    assert inbox.decision == Decision(False, "cy", "too broad")  # the latest decides
+    assert inbox.feedback == [{"author": "bob", "body": "also docs", "seq": 7}]
+    assert not inbox.stop and not inbox.pause and not inbox.empty
+
+
+def test_stop_pause_and_resume() -> None:
+    assert read_inbox([_message(1, "command", name="STOP", author="a")], 0).stop == "a"
+    paused = read_inbox([_message(1, "command", name="pause", author="a")], 0)
+    assert paused.pause == "a"
+    resumed = read_inbox(
+        [_message(1, "command", name="pause", author="a"), _message(2, "command", name="resume")],
+        0,
+    )
+    assert resumed.pause is None and resumed.resume
+    assert read_inbox([], 3).empty and read_inbox([], 3).last_seq == 3

@@ -1,0 +1,115 @@
+"""Delivery through a real clone: quality gate, fixes fed back, push, change request, report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.agent.context import ProgressKind
+from bot.agent.history import format_timeline, history_path
+from bot.llm.scripted import ScriptedLLM
+from bot.storage.base import TaskState
+from tests.agent import docs
+from tests.agent.conftest import make_harness
+
+pytestmark = pytest.mark.sandbox
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test",
+    "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "Test",
+    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+MAKEFILE = "lint:\n\tgrep -q DONE notes.txt\n"
+
+
+def git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def bare_remote(base: Path, files: dict[str, str]) -> Path:
+    seed = base / "seed"
+    seed.mkdir(parents=True)
+    git("init", "--quiet", "--initial-branch=main", cwd=seed)
+    for rel, text in files.items():
+        (seed / rel).write_text(text)
+    git("add", "--all", cwd=seed)
+    git("commit", "--quiet", "-m", "initial", cwd=seed)
+    bare = base / "remote.git"
+    git("clone", "--quiet", "--bare", str(seed), str(bare), cwd=base)
+    return bare
+
+
+async def test_workspace_changes_pass_the_quality_gate_after_a_fix_and_are_delivered(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    files = {"README.md": "# Widgets\n", "Makefile": MAKEFILE}
+    bare = bare_remote(tmp_path / "origin", files)
+    harness = await make_harness(
+        tmp_path, stack, files=files, clone_url=f"file://{bare}", title="Write the notes"
+    )
+    write = docs.action(
+        "task_1", "write_file", arguments={"path": "notes.txt", "content": "TODO\n"}
+    )
+    fix = docs.execution("quality_gate", "write_file", {"path": "notes.txt", "content": "DONE\n"})
+    llm = ScriptedLLM([docs.plan([write]), fix, docs.completion(done=2)])
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.DONE, outcome
+    fix_prompt = llm.requests[1].messages[-1].content
+    assert "Lint failed" in fix_prompt and "make lint" in fix_prompt
+    assert "replace_in_file" in fix_prompt and "write_file" in fix_prompt
+    branch = harness.built.branch
+    assert git("show", f"{branch}:notes.txt", cwd=bare) == "DONE"
+    assert git("show", "main:README.md", cwd=bare) == "# Widgets"
+    [links] = harness.of(ProgressKind.LINKS)
+    assert links["branch"] == branch and links["quality_passed"] is True
+    [change] = harness.forge.repo(harness.repo).change_requests
+    _title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert "**Quality gate:** passed" in body
+    run_dir = Path(links["report_path"]).parent
+    quality = json.loads((run_dir / "quality.json").read_text())
+    assert quality["passed"] is True and quality["lint"]["command"] == ["make", "lint"]
+    report = (run_dir / "report.md").read_text()
+    assert "**Outcome:** goal achieved" in report and "`notes.txt`" in report
+    assert (run_dir / "artifacts" / "notes.txt").read_text() == "DONE\n"
+    timeline = format_timeline(history_path(harness.settings.data_dir, harness.task.id))
+    assert "quality gate run 1: failed" in timeline and "quality gate run 2: passed" in timeline
+
+
+async def test_quality_gate_that_keeps_failing_is_reported_after_three_runs(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    files = {"README.md": "# Widgets\n", "Makefile": MAKEFILE}
+    bare = bare_remote(tmp_path / "origin", files)
+    harness = await make_harness(tmp_path, stack, files=files, clone_url=f"file://{bare}")
+    write = docs.action(
+        "task_1", "write_file", arguments={"path": "notes.txt", "content": "TODO\n"}
+    )
+    still = docs.execution("quality_gate", "write_file", {"path": "notes.txt", "content": "NOPE\n"})
+    llm = ScriptedLLM([docs.plan([write]), still, still, docs.completion(achieved=True, done=3)])
+
+    outcome = await harness.run(llm)
+
+    # the model called it a success; a failing gate says otherwise
+    assert outcome.state is TaskState.NEEDS_HUMAN and outcome.summary["goal_achieved"] is False
+    assert [r.phase for r in llm.requests].count("execution") == 2  # three gate runs
+    [change] = harness.forge.repo(harness.repo).change_requests
+    _title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert "**Quality gate:** failed" in body and "Lint failed" in body
