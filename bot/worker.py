@@ -212,6 +212,12 @@ class Worker:
     ) -> TaskContext | Outcome:
         """The task's context with its tools, or the Outcome that stops it before it starts."""
         issue = task.request.issue
+        if not self.settings.planning.enabled:
+            return Outcome(
+                TaskState.FAILED,
+                reason="planning is switched off on this bot (planning.enabled: false, or "
+                "PLANNING_ENABLED=false); its administrator has to switch it on",
+            )
         info = await forge.get_repo_info(issue.repo)
         try:
             repo_config = await load_repo_config(forge, issue.repo, info.default_branch)

@@ -52,6 +52,16 @@ class Tool:
         return {"name": self.name, "purpose": self.purpose, "parameters": self.schema}
 
 
+def _validator(schema: dict[str, Any]) -> Any:
+    """A compiled validator for a tool's schema (checked once), or the schema's error."""
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return exc.message
+    return cls(schema)
+
+
 class ApprovalRequired(Exception):
     """The policy wants a human to approve this call before it runs."""
 
@@ -64,6 +74,7 @@ class ApprovalRequired(Exception):
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = (), *, policy: ToolPolicy | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self._validators: dict[str, Any] = {}
         self.policy = policy or ToolPolicy()
         for tool in tools:
             self.add(tool)
@@ -72,6 +83,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name} is registered twice")
         self._tools[tool.name] = tool
+        self._validators[tool.name] = _validator(tool.schema)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -104,12 +116,12 @@ class ToolRegistry:
         if decision.needs_approval and not approved:
             raise ApprovalRequired(name, arguments)
         tool = self._tools[name]
-        try:
-            jsonschema.validate(arguments, tool.schema)
-        except jsonschema.ValidationError as exc:
-            return ToolResult.fail(f"invalid arguments for {name}: {exc.message}")
-        except jsonschema.SchemaError as exc:
-            return ToolResult.fail(f"{name} has an invalid argument schema: {exc.message}")
+        validator = self._validators[name]
+        if isinstance(validator, str):
+            return ToolResult.fail(f"{name} has an invalid argument schema: {validator}")
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        if error is not None:
+            return ToolResult.fail(f"invalid arguments for {name}: {error.message}")
         try:
             result = await asyncio.wait_for(tool.handler(arguments), timeout=timeout)
         except TimeoutError:

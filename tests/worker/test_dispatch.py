@@ -158,3 +158,19 @@ async def test_gitlab_developer_can_start_a_task(bot: Harness) -> None:
     await bot.run_queued()
     issue = bot.gitlab.issues[("gitlab-org/gitlab-test", 17)]
     assert "coding agent done" in issue.labels
+
+
+async def test_planning_switched_off_fails_the_task_with_a_clear_reason(tmp_path: Path) -> None:
+    async with Harness(
+        tmp_path, coordinator_factory=DoneCoordinator, overrides={"planning": {"enabled": False}}
+    ) as bot:
+        repo = bot.github.add_repo("Codertocat/Hello-World", writers=(OWNER,))
+        bot.github.add_issue(repo, 1, title="Spelling error in the README file")
+        await bot.send_github("issues", labeled())
+        await bot.dispatch_all()
+        await bot.run_queued()
+        [task] = await bot.tasks()
+        assert task.state is TaskState.FAILED
+        issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+        assert any("planning.enabled: false" in c.body for c in issue.comments)
+        assert "coding agent help needed" in issue.labels
