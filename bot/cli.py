@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -90,6 +91,12 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         server = settings.server.model_copy(update=updates)
         settings = settings.model_copy(update={"server": server})
     role = cast(Role, args.role)
+    # The store's writer thread needs the GIL briefly and often; the default 5 ms switch
+    # interval makes it wait behind request handling under load.
+    sys.setswitchinterval(0.0005)
+    # Request handling allocates many short-lived objects that reference counting frees;
+    # collect cycles less often so the collector does not stall requests under load.
+    gc.set_threshold(20_000, 20, 20)
     runtime = Runtime.from_settings(settings, role=role)
     if role == "worker":
         return asyncio.run(_worker_only(runtime))

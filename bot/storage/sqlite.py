@@ -20,9 +20,17 @@ from typing import Any, TypeVar
 
 from bot.storage import scripts
 from bot.storage.base import StoreError
-from bot.storage.schema import SQLITE, render
-from bot.storage.scripts import Query, Rows, Script
+from bot.storage.schema import SQLITE, dump_json
+from bot.storage.scripts import Script
 from bot.storage.sql_store import Clock, SqlStore
+from bot.storage.sqlite_batch import (
+    Batch,
+    Delivery,
+    DeliveryBatcher,
+    Results,
+    execute,
+    record_many,
+)
 
 T = TypeVar("T")
 
@@ -38,8 +46,9 @@ class SqliteStore(SqlStore):
         self._busy_timeout = busy_timeout
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
-        self._batch: list[tuple[Script[bool], asyncio.Future[bool]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._deliveries = DeliveryBatcher(
+            self.path, in_thread=self._deliveries_in_thread, checkpoint=self._checkpoint
+        )
 
     async def open(self) -> None:
         if self._executor is not None:
@@ -48,6 +57,10 @@ class SqliteStore(SqlStore):
         self._executor = executor
         try:
             await self._call(self._connect)
+            self._deliveries.open()
+        except sqlite3.Error as exc:
+            await self.close()
+            raise StoreError(f"cannot open the SQLite database {self.path}: {exc}") from exc
         except BaseException:
             self._executor = None
             executor.shutdown(wait=False)
@@ -57,6 +70,7 @@ class SqliteStore(SqlStore):
         executor = self._executor
         if executor is None:
             return
+        self._deliveries.close()
         try:
             await self._call(self._disconnect)
         finally:
@@ -66,32 +80,17 @@ class SqliteStore(SqlStore):
     async def record_delivery(
         self, delivery_key: str, forge: str, payload: dict[str, Any] | None
     ) -> bool:
-        """Group commit: deliveries that arrive while a commit is under way share the next
-        one (each in its own savepoint), so the webhook path pays one thread hop and one
-        commit per batch instead of per request. Each caller still returns only after
-        its delivery is committed."""
-        script = scripts.record_delivery(delivery_key, forge, payload, self._clock())
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._batch.append((script, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_deliveries())
-        return await future
+        """Group commit on the event loop's own connection (see ``sqlite_batch``)."""
+        if self._executor is None:
+            raise StoreError(f"SQLite store {self.path} is not open")
+        text = None if payload is None else dump_json(payload)
+        return await self._deliveries.record(Delivery(delivery_key, forge, text, self._clock()))
 
-    async def _flush_deliveries(self) -> None:
-        while self._batch:
-            batch, self._batch = self._batch, []
-            try:
-                results = await self._call(self._transact_many, [s for s, _ in batch])
-            except Exception as exc:
-                error = exc if isinstance(exc, StoreError) else StoreError(str(exc))
-                results = [error] * len(batch)
-            for (_, future), result in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
+    async def _deliveries_in_thread(self, batch: Batch) -> Results:
+        return await self._call(self._transact_many, batch)
+
+    async def _checkpoint(self) -> None:
+        await self._call(self._wal_checkpoint)
 
     async def _run(self, script: Script[T], *, write: bool) -> T:
         return await self._call(self._transact, script, write)
@@ -149,7 +148,7 @@ class SqliteStore(SqlStore):
             raise StoreError(f"SQLite store {self.path} is not open")
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            result = scripts.run_sync(script, lambda query: _execute(conn, query))
+            result = scripts.run_sync(script, lambda query: execute(conn, query))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -157,33 +156,12 @@ class SqliteStore(SqlStore):
             raise
         return result
 
-    def _transact_many(self, batch: list[Script[bool]]) -> list[bool | Exception]:
-        """One write transaction, one savepoint per script: a failing script rolls back
-        alone and reports its error; the others commit together."""
+    def _transact_many(self, batch: Batch) -> Results:
         conn = self._conn
         if conn is None:
             raise StoreError(f"SQLite store {self.path} is not open")
-        results: list[bool | Exception] = []
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for script in batch:
-                conn.execute("SAVEPOINT delivery")
-                try:
-                    results.append(scripts.run_sync(script, lambda q: _execute(conn, q)))
-                except (sqlite3.Error, StoreError, ValueError, TypeError) as exc:
-                    conn.execute("ROLLBACK TO delivery")
-                    results.append(
-                        exc if isinstance(exc, StoreError) else StoreError(f"{self.path}: {exc}")
-                    )
-                conn.execute("RELEASE delivery")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return results
+        return record_many(conn, batch)
 
-
-def _execute(conn: sqlite3.Connection, query: Query) -> Rows:
-    cursor = conn.execute(render(SQLITE, query.sql), query.params or {})
-    return [dict(row) for row in cursor.fetchall()]
+    def _wal_checkpoint(self) -> None:
+        if self._conn is not None:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
