@@ -1,0 +1,157 @@
+"""The ``bot`` command, run as a real process (``python -m bot``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.cli import parse_issue_url
+from bot.events import ForgeKind
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def bot(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB_", "LLM_"))}
+    env.update(BOT_DATA_DIR=str(tmp_path / "data"), BOT_CONFIG=str(ROOT / "config.yaml"))
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_config_show_masks_secrets(tmp_path: Path) -> None:
+    env = base_env(tmp_path, GITHUB_WEBHOOK_SECRET="s3cret-hook", LLM_API_KEY="sk-live-xyz")
+    result = bot("config", "show", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "s3cret-hook" not in result.stdout and "sk-live-xyz" not in result.stdout
+    assert "webhook_secret: '***'" in result.stdout
+    assert "max_revisions: 3" in result.stdout
+
+
+def test_config_error_exits_2_naming_key_and_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("planning:\n  max_subtask: 5\n")
+    result = bot("--config", str(bad), "status", env=base_env(tmp_path))
+    assert result.returncode == 2
+    assert str(bad) in result.stderr and "planning.max_subtask: unknown key" in result.stderr
+
+
+def test_doctor_reports_problems_with_fixes_and_fails(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    env = base_env(tmp_path, LLM_BASE_URL=f"http://127.0.0.1:{port}/v1")
+    result = bot("doctor", env=env)
+    assert result.returncode == 1
+    out = result.stdout
+    assert "[ok  ] configuration" in out
+    assert "[ok  ] store: sqlite" in out
+    assert "[warn] forge: GitHub is disabled" in out
+    assert "[FAIL] llm:" in out and "ollama serve" in out
+
+
+def test_status_lists_tasks_as_text_and_json(tmp_path: Path) -> None:
+    import asyncio
+
+    from bot.events import IssueRef, RepoRef, TaskRequest
+    from bot.storage.sqlite import SqliteStore
+
+    async def seed() -> None:
+        store = SqliteStore(tmp_path / "data" / "bot.sqlite3")
+        await store.open()
+        repo = RepoRef(ForgeKind.GITHUB, "octo/hello")
+        await store.create_task(TaskRequest(issue=IssueRef(repo, 42), requested_by="alice"))
+        await store.close()
+
+    asyncio.run(seed())
+    text = bot("status", env=base_env(tmp_path))
+    assert text.returncode == 0 and "octo/hello#42" in text.stdout and "queued" in text.stdout
+    rows = json.loads(bot("status", "--json", env=base_env(tmp_path)).stdout)
+    assert rows[0]["repository"] == "octo/hello" and rows[0]["issue"] == 42
+    assert rows[0]["state"] == "queued" and rows[0]["forge"] == "github"
+
+
+def test_history_of_an_unknown_task(tmp_path: Path) -> None:
+    result = bot("history", "nope", env=base_env(tmp_path))
+    assert result.returncode == 1 and "no planning history" in result.stderr
+
+
+def test_serve_starts_on_defaults_and_says_once_which_forges_are_disabled(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=base_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "bot serve did not become ready"
+            time.sleep(0.2)
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").text == "ok"
+        assert (tmp_path / "data" / "bot.sqlite3").exists()
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=20)
+    assert output.count("GitHub is disabled") == 1
+    assert output.count("GitLab is disabled") == 1
+    assert "GITHUB_WEBHOOK_SECRET" in output
+
+
+@pytest.mark.parametrize(
+    ("url", "forge", "name", "number", "change"),
+    [
+        ("https://github.com/octo/hello/issues/7", ForgeKind.GITHUB, "octo/hello", 7, False),
+        ("https://ghe.example/octo/hello/pull/8", ForgeKind.GITHUB, "octo/hello", 8, True),
+        ("https://gitlab.com/g/sub/p/-/issues/9", ForgeKind.GITLAB, "g/sub/p", 9, False),
+        ("https://git.example/g/p/-/merge_requests/3", ForgeKind.GITLAB, "g/p", 3, True),
+    ],
+)
+def test_issue_urls(url: str, forge: ForgeKind, name: str, number: int, change: bool) -> None:
+    ref = parse_issue_url(url)
+    assert (ref.repo.forge, ref.repo.full_name, ref.number, ref.is_change_request) == (
+        forge,
+        name,
+        number,
+        change,
+    )
+
+
+def test_bad_issue_url(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not an issue"):
+        parse_issue_url("https://example.com/nothing")
+    result = bot("run", "https://example.com/x", env=base_env(tmp_path))
+    assert result.returncode == 2 and "not an issue" in result.stderr
