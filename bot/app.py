@@ -8,6 +8,7 @@ worker's dispatcher does the rest, so no forge or LLM call ever happens here.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -172,6 +173,7 @@ def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if manage_runtime:
             await runtime.start()
+            runtime.watch_reload_signal(os.environ)
         try:
             yield
         finally:

@@ -117,6 +117,7 @@ async def _worker_only(runtime: Runtime) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await runtime.start()
+    runtime.watch_reload_signal(os.environ)
     logging.getLogger("bot").info("worker running; Ctrl-C to stop")
     try:
         await stop.wait()

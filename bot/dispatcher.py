@@ -148,6 +148,6 @@ class Dispatcher:
             await store.finish_event(event_id)
         for action, task in replies:
             try:
-                await self.replier.reply(event.issue, action, task)
+                await self.replier.reply(event.issue, action, task, seq=item.id)
             except ForgeError as exc:  # the store change is done; a lost reply is logged
                 log.warning("could not reply on %s: %s", event.issue.key, exc)

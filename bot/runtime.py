@@ -6,13 +6,16 @@ FakeForge and the scripted LLM directly. Nothing connects until ``start()``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+import signal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from bot.config import Settings, disabled_forges
+from bot.config import ConfigError, Settings, disabled_forges, load_settings
 from bot.events import ForgeKind
 from bot.forges.base import Forge
 from bot.llm.base import LLM, HealthReport
@@ -24,6 +27,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.runtime")
 
 Role = Literal["all", "web", "worker"]
+
+# Sections whose objects are built at start-up (the listening socket, the store, the
+# forge and LLM clients). Everything else is read when it is used, so a reload applies
+# it to the next webhook, task or action (``worker.max_workers`` only at start-up).
+RESTART_SECTIONS = ("server", "storage", "github", "gitlab", "llm")
 
 
 class Runtime:
@@ -74,6 +82,17 @@ class Runtime:
     def forge(self, kind: ForgeKind) -> Forge | None:
         return self.forges.get(kind)
 
+    def watch_reload_signal(self, environ: Mapping[str, str]) -> None:
+        """Reload the configuration on SIGHUP (``kill -HUP <pid>``)."""
+        loop = asyncio.get_running_loop()
+
+        def reload() -> None:
+            for line in self.reload(environ):
+                log.warning("reload: %s", line)
+
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGHUP, reload)
+
     async def start(self) -> None:
         await self.store.open()
         for line in disabled_forges(self.settings):
@@ -94,6 +113,28 @@ class Runtime:
         if self._http is not None:
             await self._http.aclose()
         await self.store.close()
+
+    def reload(self, environ: Mapping[str, str]) -> list[str]:
+        """Re-read the configuration file and the environment; apply what can change
+        while running. Returns what happened, one line each. An invalid file changes
+        nothing (the error is returned); sections whose change needs a restart keep
+        their running values."""
+        try:
+            fresh = load_settings(environ, self.settings.source_path)
+        except ConfigError as exc:
+            return [f"configuration not reloaded: {exc}"]
+        lines = []
+        kept: dict[str, Any] = {}
+        for section in RESTART_SECTIONS:
+            if getattr(fresh, section) != getattr(self.settings, section):
+                kept[section] = getattr(self.settings, section)
+                lines.append(f"{section}: changed, but takes effect only after a restart")
+        for section in type(fresh).model_fields:
+            live = section not in RESTART_SECTIONS and section != "source_path"
+            if live and getattr(fresh, section) != getattr(self.settings, section):
+                lines.append(f"{section}: reloaded")
+        self.settings = fresh.model_copy(update=kept)
+        return lines or ["configuration unchanged"]
 
     async def llm_health(self) -> HealthReport:
         return await self.llm.health()

@@ -24,6 +24,7 @@ from bot import metrics
 from bot.agent.context import Outcome, TaskContext
 from bot.comments.replies import Replier
 from bot.comments.reporter import IssueReporter
+from bot.config import Settings
 from bot.dispatcher import Dispatcher
 from bot.events import TaskMode
 from bot.forges.base import Forge, ForgeError
@@ -57,7 +58,6 @@ class Worker:
         owner: str | None = None,
     ) -> None:
         self.runtime = runtime
-        self.settings = runtime.settings
         self.store = runtime.store
         self.coordinator_factory = coordinator_factory
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -67,6 +67,11 @@ class Worker:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+
+    @property
+    def settings(self) -> Settings:
+        """The runtime's current settings (they may be reloaded while running)."""
+        return self.runtime.settings
 
     def _now(self) -> float:
         return self.runtime.clock() if self.runtime.clock else time.time()

@@ -89,6 +89,7 @@ class PlanningContext:
     comments_block: str
     repo: RepoFacts
     tools: str
+    previous_block: str = ""  # a retry: what the previous attempt did (fenced)
 
     def prompt_vars(self) -> dict[str, object]:
         return {
@@ -96,6 +97,7 @@ class PlanningContext:
             "comments_block": self.comments_block,
             "repo": self.repo,
             "tools": self.tools,
+            "previous_block": self.previous_block,
         }
 
 
@@ -173,8 +175,10 @@ async def build_context(
     tools: Iterable[Tool],
     *,
     instructions: str = "",
+    previous: str = "",
 ) -> PlanningContext:
-    """Read the issue (fresh, with comments) and the repository facts for the planner."""
+    """Read the issue (fresh, with comments) and the repository facts for the planner;
+    ``previous`` is the summary of the previous attempt's history (a retry)."""
     comments: tuple[Comment, ...] = ()
     try:
         details = await forge.get_issue(
@@ -191,4 +195,5 @@ async def build_context(
         comments_block=comments_block(comments, bot_logins=bots),
         repo=await repo_facts(forge, issue),
         tools=tool_lines(tools),
+        previous_block=fence(previous, "the previous attempt's history") if previous else "",
     )

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from bot.agent.budget import BudgetExceeded
 from bot.agent.cache import PlanCache
 from bot.agent.context import Outcome, ProgressKind, TaskContext
-from bot.agent.context_builder import build_context
 from bot.agent.execution import ExecutionLoop
 from bot.agent.finalise import Finisher, announce
 from bot.agent.plan import PlanDocument
@@ -123,14 +122,7 @@ class ExecutionCoordinator:
         the task cannot be decomposed, or the plan is rejected twice)."""
         session = await self._load(ctx, persist=False)
         stage = self._stage(session)
-        context = await build_context(
-            ctx.forge,
-            ctx.issue,
-            ctx.settings,
-            ctx.tools.usable(),
-            instructions=ctx.task.request.instructions,
-        )
-        return await stage.plan_for(context, stage.engine())
+        return await stage.plan_for(await stage.context(), stage.engine())
 
 
 def _stored_outcome(data: dict[str, object]) -> Outcome:

@@ -112,6 +112,11 @@ class Delivery:
     def __init__(self, session: Session) -> None:
         self.session = session
 
+    def _works_on_change_request(self, branch: str) -> bool:
+        """A follow-up on the bot's own change request: its branch is this branch."""
+        issue = self.session.ctx.issue
+        return issue.is_change_request and issue.head_branch == branch
+
     def _existing_change_request(self) -> str | None:
         for record in self.session.state.records.values():
             if (
@@ -150,7 +155,10 @@ class Delivery:
                 await built.workspace.commit_and_push(self._commit_message())
             if changed or self._forge_writes():
                 links["branch"] = built.branch
-                url = self._existing_change_request() or await self._open(built, quality)
+                if self._works_on_change_request(built.branch):
+                    url = self.session.ctx.issue.web_url or None
+                else:
+                    url = self._existing_change_request() or await self._open(built, quality)
                 if url:
                     links["change_request_url"] = url
         if run_dir is not None:

@@ -128,3 +128,82 @@ def format_timeline(path: Path) -> str:
         raise HistoryError(f"{path}: no planning history for this task")
     lines = [f"{entry.get('timestamp', '?')}  {_describe(entry)}" for entry in read_entries(path)]
     return "\n".join(lines) if lines else "(empty history)"
+
+
+# --- a retry knows the last attempt ----------------------------------------------------------
+
+SUMMARY_LINES = 24
+SUMMARY_TEXT = 200
+
+
+def _short(value: object, limit: int = SUMMARY_TEXT) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _attempt_line(entry: dict[str, Any]) -> str | None:
+    """One line of a previous attempt worth a new planner's attention, or None."""
+    kind = entry["type"]
+    if kind == "plan":
+        return _describe(entry)
+    if kind == "action" and not entry.get("ok"):
+        return f"failed: {entry.get('tool', '')}({_short(entry.get('arguments', ''), 80)}) -> " + (
+            _short(entry.get("result", ""))
+        )
+    if kind == "revision":
+        return f"revision {entry.get('number', '')}: {_short(entry.get('reason', ''))}"
+    if kind == "reflection" and entry.get("evaluation", {}).get("status") != "success":
+        evaluation = entry.get("evaluation", {})
+        issues = "; ".join(map(str, evaluation.get("issues") or [])) or evaluation.get(
+            "evaluation", ""
+        )
+        return f"reflection on {entry.get('action', '')}: {_short(issues)}"
+    if kind == "human_feedback":
+        return f"feedback from {entry.get('author', '')}: {_short(entry.get('body', ''))}"
+    if kind == "approval" and entry.get("decision") == "rejected":
+        return f"{entry.get('subject', '')} rejected by {entry.get('author', '')}: " + _short(
+            entry.get("reason", "")
+        )
+    if kind == "command" and entry.get("name") in ("stop", "pause"):
+        return f"{entry['name']} by {entry.get('author', '')}"
+    if kind == "quality" and not entry.get("passed"):
+        return f"quality gate failed: {_short(entry.get('feedback', ''))}"
+    return None
+
+
+def _ending(entries: list[dict[str, Any]]) -> str:
+    ends = [e for e in entries if e["type"] == "completion" and e.get("summary")]
+    if not ends:
+        return "It ended without a completion report (stopped, paused or interrupted)."
+    summary = ends[-1]["summary"]
+    achieved = "the goal was achieved" if summary.get("goal_achieved") else "goal not achieved"
+    text = f"It ended: {ends[-1].get('status', '')}, {achieved}"
+    if summary.get("reason"):
+        text += f"; reason: {_short(summary['reason'])}"
+    recommendations = summary.get("recommendations") or []
+    if recommendations:
+        text += "; recommended: " + "; ".join(_short(r, 120) for r in recommendations[:3])
+    return text + "."
+
+
+def summarise_attempt(entries: list[dict[str, Any]]) -> str:
+    """A short account of an attempt's planning history: its plans, failures, revisions,
+    what people said, and how it ended. Pure."""
+    if not entries:
+        return ""
+    lines = [line for e in entries if (line := _attempt_line(e)) is not None]
+    if len(lines) > SUMMARY_LINES:
+        skipped = len(lines) - SUMMARY_LINES
+        lines = lines[:4] + [f"... {skipped} more entries"] + lines[-(SUMMARY_LINES - 4) :]
+    return "\n".join([*(f"- {line}" for line in lines), _ending(entries)])
+
+
+def previous_attempt(data_dir: Path, task_id: str) -> str:
+    """The summary of an earlier task's history ("" when it left none or is unreadable)."""
+    try:
+        path = history_path(data_dir, task_id)
+        if not path.exists():
+            return ""
+        return summarise_attempt(list(read_entries(path)))
+    except (ValueError, HistoryError):
+        return ""

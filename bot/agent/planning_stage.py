@@ -15,6 +15,7 @@ from bot.agent.cache import PlanCache
 from bot.agent.context import Outcome, ProgressKind
 from bot.agent.context_builder import PlanningContext, build_context, tool_lines
 from bot.agent.finalise import Finisher
+from bot.agent.history import previous_attempt
 from bot.agent.plan import PlanDocument, PlanFormatError
 from bot.agent.planning import PlanningAnswer, PlanningEngine, planning_level
 from bot.agent.session import Session
@@ -69,12 +70,26 @@ class PlanningStage:
     def _tool_names(self) -> list[str]:
         return [t.name for t in self.session.ctx.tools.usable()]
 
+    async def context(self) -> PlanningContext:
+        """What the planner is told; a retry also gets the previous attempt's history."""
+        ctx = self.session.ctx
+        previous_id = ctx.task.request.previous_task_id
+        previous = previous_attempt(ctx.data_dir, previous_id) if previous_id else ""
+        return await build_context(
+            ctx.forge,
+            ctx.issue,
+            ctx.settings,
+            ctx.tools.usable(),
+            instructions=ctx.task.request.instructions,
+            previous=previous,
+        )
+
     async def _from_cache(
         self, context: PlanningContext, engine: PlanningEngine
     ) -> PlanDocument | None:
         state = self.session.state
-        if state.answers or state.replan_reason:
-            return None
+        if state.answers or state.replan_reason or context.previous_block:
+            return None  # a retry wants a new plan, not the one that was tried
         repo = self.session.ctx.issue.repo.key
         hit = await self.cache.lookup(context.task_text, repo, self._tool_names())
         if hit is None:
@@ -141,14 +156,7 @@ class PlanningStage:
     async def run(self) -> Outcome | None:
         """Plan the task; None when execution may start, else the outcome to return."""
         session = self.session
-        ctx = session.ctx
-        context = await build_context(
-            ctx.forge,
-            ctx.issue,
-            ctx.settings,
-            ctx.tools.usable(),
-            instructions=ctx.task.request.instructions,
-        )
+        context = await self.context()
         try:
             plan = await self.plan_for(context, self.engine())
         except PlanningFailed as failed:

@@ -18,9 +18,10 @@ from bot.agent.budget import Budget, UsageLedger
 from bot.agent.context import ProgressEvent, ProgressKind, TaskContext
 from bot.agent.history import PlanningHistory
 from bot.agent.llm_calls import PhaseCaller
-from bot.agent.plan import PlanDocument, parse_plan
+from bot.agent.plan import PlanDocument
 from bot.agent.prompts import PromptLibrary
-from bot.agent.state import ActionStatus, AgentState, Phase, can_transition
+from bot.agent.snapshot import plan_of, subtask_statuses
+from bot.agent.state import AgentState, Phase, can_transition
 from bot.config import PlanningSettings
 from bot.llm.base import Usage
 
@@ -64,7 +65,7 @@ class Session:
         self._started = self.monotonic()
         self._base_elapsed = self.state.elapsed
         if self.state.plan is not None:
-            self._plan = _plan_from(self.state.plan)
+            self._plan = plan_of(self.state.plan)
 
     # --- shortcuts ---------------------------------------------------------------------------
 
@@ -149,25 +150,4 @@ class Session:
 
     def statuses(self) -> dict[str, str]:
         """Subtask id -> pending / running / done / failed, for the plan checklist."""
-        out: dict[str, str] = {}
-        for record in self.state.records.values():
-            out[record.task_id] = {
-                ActionStatus.RUNNING: "running",
-                ActionStatus.DONE: "done",
-                ActionStatus.FAILED: "failed",
-            }[record.status]
-        plan = self._plan
-        if plan is not None:
-            finished = self.state.finished_keys()
-            for action in plan.actions:
-                if action.key not in finished and action.key not in self.state.records:
-                    out[action.task_id] = "pending"
-        return out
-
-
-def _plan_from(document: dict[str, Any]) -> PlanDocument:
-    return parse_plan(
-        document,
-        revision=int(document.get("revision", 0)),
-        done_tasks=document.get("done_tasks", ()),
-    )
+        return subtask_statuses(self.state, self._plan)

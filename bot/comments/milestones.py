@@ -50,13 +50,14 @@ def milestone_body(
             changes=_strings(d.get("changes")),
         )
     if kind is ProgressKind.REFLECTION:
+        evaluation = str(d.get("evaluation", ""))
         return render(
             "reflection",
             language,
             action=d.get("action", ""),
             status=d.get("status", ""),
-            evaluation=d.get("evaluation", ""),
-            issues=_strings(d.get("issues")),
+            evaluation=evaluation,
+            issues=[i for i in _strings(d.get("issues")) if i.strip() != evaluation.strip()],
         )
     if kind is ProgressKind.CLARIFICATION:
         return render("clarification", language, questions=_strings(d.get("questions")))

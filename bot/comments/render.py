@@ -82,6 +82,11 @@ def quote(text: str) -> str:
     return "\n".join(f"> {line}" for line in lines[:5]) + "\n\n"
 
 
+def fits(text: str, *, marker: Marker, max_length: int) -> bool:
+    """Whether ``text`` and its marker fit in one comment of ``max_length`` characters."""
+    return len(text) + 2 + len(marker.render()) <= max_length
+
+
 def finish(
     body: str,
     *,
@@ -94,18 +99,24 @@ def finish(
     """Redact, cut to ``max_length`` with a pointer to the run report, append the marker."""
     text = redact(body, known=secrets)
     tail = "\n\n" + marker.render()
-    if len(text) + len(tail) > max_length:
+    if not fits(text, marker=marker, max_length=max_length):
         note = render("truncated", language, report_path=report_path)
-        keep = max(0, max_length - len(tail) - len(note) - 1)
-        text = _cut(text, keep) + note
+        keep = max(0, max_length - len(tail) - len(note) - 2)
+        text = _cut(text, keep) + "\n\n" + note
     return text + tail
 
 
 def _cut(text: str, limit: int) -> str:
-    """Cut at a line boundary, closing an open code fence or details block."""
-    cut = text[:limit]
-    if "\n" in cut:
-        cut = cut[: cut.rfind("\n")]
+    """Cut at a line boundary (or a word boundary, when the last line is very long),
+    closing an open code fence or details block (room for those is kept)."""
+    room = max(0, limit - len("\n```\n</details>"))
+    cut = text[:room]
+    keep = int(room * 0.8)
+    for boundary in ("\n", " "):
+        at = cut.rfind(boundary)
+        if at >= keep:
+            cut = cut[:at]
+            break
     if cut.count("```") % 2 == 1:
         cut += "\n```"
     if cut.count("<details>") > cut.count("</details>"):

@@ -6,8 +6,7 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from bot.comments.language import choose_language
-from bot.comments.redact import redact
-from bot.comments.render import quote, render
+from bot.comments.render import Marker, finish, quote, render
 from bot.events import ForgeKind, IssueRef
 from bot.storage.base import Task
 from bot.triggers import Action, ActionKind
@@ -72,7 +71,11 @@ class Replier:
             return render("denied", lang, quote=q, who=render(who, lang))
         return render(key, lang, quote=q, prefix=prefix)
 
-    async def reply(self, issue: IssueRef, action: Action, task: Task | None) -> None:
+    async def reply(
+        self, issue: IssueRef, action: Action, task: Task | None, *, seq: int = 0
+    ) -> None:
+        """Post the reply for ``action`` (if it needs one): redacted, cut to fit, and
+        marked with the task, the kind of reply and ``seq`` (the inbox event it answers)."""
         text = self.text_for(issue, action, task)
         if text is None:
             return
@@ -81,4 +84,22 @@ class Replier:
             return
         from bot.comments.reporter import secrets_of
 
-        await forge.create_comment(issue, redact(text, known=secrets_of(self.runtime.settings)))
+        settings = self.runtime.settings
+        marker = Marker(task.id if task else "none", reply_kind(action), seq)
+        body = finish(
+            text,
+            marker=marker,
+            language=choose_language(settings, f"{issue.title}\n{issue.body}"),
+            max_length=settings.comments.max_length,
+            secrets=secrets_of(settings),
+        )
+        await forge.create_comment(issue, body)
+
+
+def reply_kind(action: Action) -> str:
+    """The marker kind of a reply: ``reply-<template or command>``."""
+    if action.kind is ActionKind.STATUS:
+        return "reply-status"
+    if action.kind is ActionKind.MESSAGE:
+        return f"reply-{action.payload.get('name', 'message')}"
+    return f"reply-{action.text or 'text'}"

@@ -13,17 +13,22 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 from bot.agent.context import Outcome, ProgressEvent, ProgressKind
+from bot.agent.snapshot import status_snapshot
 from bot.comments.labels import managed, transition
 from bot.comments.language import choose_language
 from bot.comments.milestones import milestone_body
-from bot.comments.render import Marker, find_markers, finish, render
+from bot.comments.redact import redact
+from bot.comments.render import Marker, find_markers, finish, fits, render
 from bot.comments.status import StatusView
 from bot.config import Settings
 from bot.forges.base import Forge, ForgeError
 from bot.storage.base import Task, TaskState
+from bot.storage.runs import RunDirectory
+from bot.triggers import bot_names
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -37,7 +42,24 @@ _ENDINGS: dict[TaskState, ProgressKind | None] = {
     TaskState.NEEDS_HUMAN: ProgressKind.HUMAN_INTERVENTION,
     TaskState.PAUSED: ProgressKind.PAUSED,
 }
-_ensured_labels: set[tuple[int, str]] = set()
+# Repositories whose labels exist, per forge object (weakly: a forge that is gone, or a
+# new one at the same address, starts afresh).
+_ensured_labels: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+
+
+def save_full_text(settings: Settings, marker: Marker, text: str) -> str:
+    """Keep the whole (redacted) text of a comment cut to fit in the task's run
+    directory; its path, or "" when it cannot be written."""
+    try:
+        run_dir = RunDirectory(settings.data_dir, marker.task_id)
+        folder = run_dir.path / "comments"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{marker.kind}-{marker.seq}.md"
+        path.write_text(text, encoding="utf-8")
+    except (ValueError, OSError) as exc:
+        log.warning("could not keep the full text of comment %s: %s", marker.key, exc)
+        return ""
+    return str(path)
 
 
 def secrets_of(settings: Settings) -> tuple[str, ...]:
@@ -68,8 +90,12 @@ class IssueReporter:
         return self.settings.commands.prefix
 
     async def begin(self) -> None:
-        """Labels to processing, recover comment ids, post or refresh the status comment."""
+        """Labels to processing, recover comment ids and the status view, post or refresh
+        the status comment."""
         await self._recover_markers()
+        snapshot = status_snapshot(await self.runtime.store.load_checkpoint(self.task.id))
+        if snapshot is not None:
+            self.view.restore(snapshot)
         await self._ensure_labels()
         await self._set_labels(TaskState.RUNNING)
         await self._write_status()
@@ -81,7 +107,9 @@ class IssueReporter:
         body = milestone_body(event, self.language, prefix=self.prefix, links=self.view.links)
         if body is not None:
             seq = int(event.data.get("seq", self._next_seq(event.kind.value)))
-            await self._upsert(Marker(self.task.id, event.kind.value, seq), body)
+            kind = event.kind.value
+            self._counts[kind] = max(self._counts.get(kind, 0), seq + 1)
+            await self._upsert(Marker(self.task.id, kind, seq), body)
             await self._write_status()
         else:
             self._schedule_status()
@@ -95,12 +123,21 @@ class IssueReporter:
         self.view.state = outcome.state
         if outcome.state in (TaskState.DONE, TaskState.QUEUED, TaskState.RUNNING):
             self.view.waiting = ""
-        if outcome.state in _ENDINGS and _ENDINGS[outcome.state] not in self.emitted:
+        if outcome.state in _ENDINGS and not self._closed(outcome.state):
             await self._post_closing(outcome)
         await self._write_status()
         await self._set_labels(outcome.state)
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _closed(self, state: TaskState) -> bool:
+        """Whether the issue already shows why the task is in ``state``: the coordinator
+        said so (in this run or an earlier one: a model that is still down is announced
+        once), or an earlier run posted the closing comment."""
+        kind = _ENDINGS[state]
+        if self._counts.get(f"end-{state.value}", 0) > 0:
+            return True
+        return kind is not None and (kind in self.emitted or self._counts.get(kind.value, 0) > 0)
 
     async def _post_closing(self, outcome: Outcome) -> None:
         reason = outcome.reason or ""
@@ -134,7 +171,13 @@ class IssueReporter:
         details = await self.forge.get_issue(
             self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
         )
+        own = {
+            name.lower().removesuffix("[bot]")
+            for name in bot_names(self.settings, self.issue.repo.forge)
+        }
         for comment in details.comments:
+            if comment.author.lower().removesuffix("[bot]") not in own:
+                continue  # a marker in someone else's comment is not ours to edit
             for marker in find_markers(comment.body):
                 if marker.task_id != self.task.id:
                     continue
@@ -144,13 +187,18 @@ class IssueReporter:
                 self._counts[marker.kind] = max(count, marker.seq + 1)
 
     async def _upsert(self, marker: Marker, body: str) -> None:
+        clean = redact(body, known=self._secrets)
+        max_length = self.settings.comments.max_length
+        full_text = ""
+        if not fits(clean, marker=marker, max_length=max_length):
+            full_text = await asyncio.to_thread(save_full_text, self.settings, marker, clean)
         text = finish(
-            body,
+            clean,
             marker=marker,
             language=self.language,
-            max_length=self.settings.comments.max_length,
+            max_length=max_length,
             secrets=self._secrets,
-            report_path=self.view.links.get("report_path", ""),
+            report_path=full_text or self.view.links.get("report_path", ""),
         )
         store = self.runtime.store
         existing = await store.get_comment_id(self.task.id, marker.key)
@@ -181,14 +229,17 @@ class IssueReporter:
             log.warning("status comment update failed: %s", exc)
 
     async def _ensure_labels(self) -> None:
-        repo_key = (id(self.forge), self.issue.repo.key)
-        if repo_key in _ensured_labels:
+        try:
+            ensured = _ensured_labels.setdefault(self.forge, set())
+        except TypeError:  # a forge object that cannot be weakly referenced: no memory
+            ensured = set()
+        if self.issue.repo.key in ensured:
             return
         for name, color, description in managed(self.settings.labels):
             await self.forge.ensure_label(
                 self.issue.repo, name, color=color, description=description
             )
-        _ensured_labels.add(repo_key)
+        ensured.add(self.issue.repo.key)
 
     async def _set_labels(self, state: TaskState) -> None:
         details = await self.forge.get_issue(

@@ -10,6 +10,9 @@ from bot.agent.context import ProgressEvent, ProgressKind
 from bot.comments.render import render
 from bot.storage.base import TaskState
 
+WAITING_STATES = frozenset(
+    {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
+)
 ICONS = {"pending": "⬜", "running": "🔄", "done": "✅", "failed": "❌", "skipped": "⏭️"}
 
 
@@ -47,6 +50,18 @@ class StatusView:
         elif kind in (ProgressKind.ACTION, ProgressKind.PHASE):
             self.waiting = ""
 
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Take over what a checkpoint says (``bot.agent.snapshot``): a restarted worker's
+        status comment keeps its plan, progress, tokens, revisions, waiting and links."""
+        self.phase = str(snapshot.get("phase") or self.phase)
+        if isinstance(snapshot.get("plan"), dict):
+            self.plan = snapshot["plan"]
+        self.statuses.update(snapshot.get("statuses") or {})
+        self.tokens = int(snapshot.get("total_tokens", self.tokens))
+        self.revisions = int(snapshot.get("revisions", self.revisions))
+        self.waiting = str(snapshot.get("waiting") or "")
+        self.links.update(snapshot.get("links") or {})
+
     def subtasks(self) -> list[dict[str, Any]]:
         decomposition = self.plan.get("task_decomposition") or {}
         items = decomposition.get("subtasks") if isinstance(decomposition, dict) else None
@@ -68,7 +83,7 @@ class StatusView:
             "status",
             language,
             state=render(f"state_{self.state.value}", language),
-            waiting=self.waiting,
+            waiting=self.waiting if self.state in WAITING_STATES else "",
             phase=self.phase,
             done=done,
             total=len(checklist),

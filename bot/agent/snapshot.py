@@ -1,0 +1,77 @@
+"""What the status comment shows of a task, read from its checkpoint. Pure: no I/O.
+
+A restarted (or re-queued, or resumed) worker starts a fresh reporter; the
+coordinator does not re-announce the plan it already has. ``status_snapshot``
+gives the reporter the plan, each subtask's status, the tokens used, the
+revisions, what the task waits for and the delivery links, so the status comment
+it edits keeps showing them instead of an empty checklist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.agent.plan import PlanDocument, PlanFormatError, parse_plan
+from bot.agent.state import ActionStatus, AgentState
+
+_SHOWN_STATUS = {
+    ActionStatus.RUNNING: "running",
+    ActionStatus.DONE: "done",
+    ActionStatus.FAILED: "failed",
+}
+_LINK_KEYS = ("branch", "change_request_url", "report_path")
+
+
+def plan_of(document: dict[str, Any] | None) -> PlanDocument | None:
+    """The checkpoint's plan document, typed (None when there is none)."""
+    if document is None:
+        return None
+    return parse_plan(
+        document,
+        revision=int(document.get("revision", 0)),
+        done_tasks=document.get("done_tasks", ()),
+    )
+
+
+def subtask_statuses(state: AgentState, plan: PlanDocument | None) -> dict[str, str]:
+    """Subtask id -> pending / running / done / failed, for the plan checklist."""
+    out = {record.task_id: _SHOWN_STATUS[record.status] for record in state.records.values()}
+    if plan is not None:
+        finished = state.finished_keys()
+        for action in plan.actions:
+            if action.key not in finished and action.key not in state.records:
+                out[action.task_id] = "pending"
+    return out
+
+
+def waiting_text(state: AgentState) -> str:
+    """What the task waits on people for ("" when it waits for nothing)."""
+    waiting = state.waiting
+    if waiting is None:
+        return ""
+    if waiting.kind == "clarification":
+        return "clarification"
+    return str(waiting.details.get("what") or waiting.subject or waiting.kind)
+
+
+def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The status view's data in a checkpoint, or None when it holds nothing to show
+    (no checkpoint yet, or one this version cannot read)."""
+    if not checkpoint:
+        return None
+    try:
+        state = AgentState.from_dict(checkpoint)
+        plan = plan_of(state.plan)
+    except (ValueError, TypeError, KeyError, PlanFormatError):
+        return None
+    usage = state.usage or {}
+    delivery = state.delivery or {}
+    return {
+        "phase": state.phase.value,
+        "plan": plan.to_document() if plan is not None else {},
+        "statuses": subtask_statuses(state, plan),
+        "total_tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
+        "revisions": state.revisions,
+        "waiting": waiting_text(state),
+        "links": {k: str(delivery[k]) for k in _LINK_KEYS if delivery.get(k)},
+    }
