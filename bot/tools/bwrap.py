@@ -115,9 +115,9 @@ def bwrap_argv(
         argv += ["--tmpfs", str(directory)]
     for file in mounts.hide_files:
         argv += ["--ro-bind", "/dev/null", str(file)]
-    for path in mounts.expose:
-        argv += ["--ro-bind", str(path), str(path)]
     argv += ["--tmpfs", SANDBOX_TMP, "--proc", "/proc", "--dev", "/dev"]
+    for path in mounts.expose:  # after every tmpfs, so a path under /tmp shows too
+        argv += ["--ro-bind", str(path), str(path)]
     argv += ["--bind", str(mounts.writable), str(mounts.writable)]
     for path in mounts.readonly_inside:
         argv += ["--ro-bind", str(path), str(path)]

@@ -24,8 +24,9 @@ from bot.tools.sandbox import Sandbox
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
 VENV_BIN = Path(sys.executable).parent
-# The test venv's interpreter is installed under /root, which the sandbox hides.
-EXPOSE = [Path(sys.base_prefix)]
+# The test venv's interpreter is installed under /root, and a clone's venv may sit
+# under /tmp: the sandbox hides both, so show them read-only.
+EXPOSE = [Path(sys.base_prefix), Path(sys.prefix)]
 GATE_ENV = {"PATH": f"{VENV_BIN}:{DEFAULT_PATH}"}
 
 
