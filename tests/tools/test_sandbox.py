@@ -235,7 +235,8 @@ async def test_network_is_blocked_unless_allowed(ws: Path) -> None:
     def accept_two() -> None:
         with contextlib.suppress(OSError):  # the socket closes under a waiting accept()
             for _ in range(2):
-                server.accept()
+                conn, _ = server.accept()
+                conn.close()
 
     threading.Thread(target=accept_two, daemon=True).start()
     code = (
