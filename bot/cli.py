@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import glob
 import json
 import logging
 import os
@@ -192,16 +193,24 @@ def _time(epoch: float) -> str:
 
 
 def _history(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.agent.history import format_timeline
+    from bot.agent.history import HistoryError, format_timeline, history_path
 
-    path = settings.data_dir / "planning_history" / f"{args.task_id}.jsonl"
-    if not path.exists():
-        matches = sorted(path.parent.glob(f"{args.task_id}*.jsonl"))
+    try:
+        path = history_path(settings.data_dir, args.task_id)
+    except ValueError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return 2
+    if not path.exists():  # a unique prefix of the id is enough, as `bot status` shows it
+        matches = sorted(path.parent.glob(f"{glob.escape(args.task_id)}*.jsonl"))
         if len(matches) != 1:
             print(f"bot: no planning history for task {args.task_id}", file=sys.stderr)
             return 1
         path = matches[0]
-    print(format_timeline(path))
+    try:
+        print(format_timeline(path))
+    except HistoryError as exc:
+        print(f"bot: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

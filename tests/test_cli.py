@@ -94,6 +94,28 @@ def test_status_lists_tasks_as_text_and_json(tmp_path: Path) -> None:
     assert rows[0]["state"] == "queued" and rows[0]["forge"] == "github"
 
 
+def test_history_prints_a_timeline_by_id_prefix(tmp_path: Path) -> None:
+    from bot.agent.history import PlanningHistory
+
+    task_id = "3f2a9c1e-0000-4000-8000-000000000000"
+    history = PlanningHistory(tmp_path / "data", task_id, clock=lambda: 1_700_000_000.0)
+    history.append("plan", plan={"task_decomposition": {"subtasks": [{"id": "task_1"}]}})
+    history.append(
+        "action",
+        tool="read_file",
+        arguments={"path": "README.md"},
+        result="ok",
+        duration=0.01,
+        ok=True,
+    )
+    history.append("completion", summary={"goal_achieved": True})
+    result = bot("history", task_id[:8], env=base_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "2023-11-14T22:13:20" in result.stdout
+    assert "read_file" in result.stdout
+    assert result.stdout.index("plan") < result.stdout.index("read_file")
+
+
 def test_history_of_an_unknown_task(tmp_path: Path) -> None:
     result = bot("history", "nope", env=base_env(tmp_path))
     assert result.returncode == 1 and "no planning history" in result.stderr
