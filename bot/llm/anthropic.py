@@ -25,16 +25,15 @@ from bot.llm.base import (
     LLMResponse,
     Message,
     OutputMode,
-    Usage,
 )
 from bot.llm.health import health_report
-from bot.llm.tokens import count_messages, count_tokens
 from bot.llm.transport import (
     Call,
     Sleep,
     error_message,
     fetch_model_ids,
     send,
+    usage_from,
     with_json_instructions,
 )
 
@@ -81,13 +80,6 @@ def _text(data: Any, phase: str) -> str:
         if block.get("type") == "tool_use" and block.get("name") == tool_name(phase):
             return json.dumps(block.get("input"), ensure_ascii=False)
     return "".join(str(b["text"]) for b in blocks if b.get("type") == "text")
-
-
-def _usage(data: Any, request: LLMRequest, text: str) -> Usage:
-    usage = data.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("input_tokens"), int):
-        return Usage(int(usage["input_tokens"]), int(usage.get("output_tokens") or 0))
-    return Usage(count_messages(request.messages), count_tokens(text))
 
 
 class AnthropicLLM:
@@ -181,7 +173,7 @@ class AnthropicLLM:
             ) from exc
         return LLMResponse(
             text=text,
-            usage=_usage(data, request, text),
+            usage=usage_from(data, request, text, prompt="input_tokens", answer="output_tokens"),
             model=str(data.get("model") or self.model),
             mode=mode,
         )

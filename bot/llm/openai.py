@@ -26,16 +26,15 @@ from bot.llm.base import (
     LLMRequest,
     LLMResponse,
     OutputMode,
-    Usage,
 )
 from bot.llm.health import health_report
-from bot.llm.tokens import count_messages, count_tokens
 from bot.llm.transport import (
     Call,
     Sleep,
     error_message,
     fetch_model_ids,
     send,
+    usage_from,
     with_json_instructions,
 )
 
@@ -90,13 +89,6 @@ def _content(data: Any) -> str:
     if not isinstance(content, str):
         raise TypeError("message.content is not a string")
     return content
-
-
-def _usage(data: Any, request: LLMRequest, text: str) -> Usage:
-    usage = data.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-        return Usage(int(usage["prompt_tokens"]), int(usage.get("completion_tokens") or 0))
-    return Usage(count_messages(request.messages), count_tokens(text))
 
 
 class OpenAICompatibleLLM:
@@ -186,7 +178,9 @@ class OpenAICompatibleLLM:
             ) from exc
         return LLMResponse(
             text=text,
-            usage=_usage(data, request, text),
+            usage=usage_from(
+                data, request, text, prompt="prompt_tokens", answer="completion_tokens"
+            ),
             model=str(data.get("model") or self.model),
             mode=mode,
         )

@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from bot.llm.base import LLMBadRequest, LLMUnavailable, Message
+from bot.llm.base import LLMBadRequest, LLMRequest, LLMUnavailable, Message, Usage
+from bot.llm.tokens import count_messages, count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -187,3 +188,11 @@ def with_json_instructions(
             out[index] = Message("system", f"{message.content}\n\n{note}")
             return tuple(out)
     return (Message("system", note), *out)
+
+
+def usage_from(data: Any, request: LLMRequest, text: str, *, prompt: str, answer: str) -> Usage:
+    """The token usage the endpoint reported (under its own key names), else a local count."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if isinstance(usage, dict) and isinstance(usage.get(prompt), int):
+        return Usage(int(usage[prompt]), int(usage.get(answer) or 0))
+    return Usage(count_messages(request.messages), count_tokens(text))
