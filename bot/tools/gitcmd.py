@@ -56,6 +56,11 @@ def git_config_env(identity: Identity) -> dict[str, str]:
         "credential.helper": "",
         "core.hooksPath": "/dev/null",
         "core.fsmonitor": "false",
+        # Never step into a nested repository the sandboxed agent may have made: its own
+        # config (filters, textconv, fsmonitor) would run on the host, outside the sandbox.
+        "diff.ignoreSubmodules": "all",
+        "status.submoduleSummary": "false",
+        "submodule.recurse": "false",
         "commit.gpgSign": "false",
         "advice.detachedHead": "false",
         "user.name": identity.name,

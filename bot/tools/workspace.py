@@ -10,8 +10,10 @@ to the git process that needs them and nowhere else (see ``gitcmd``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
+import shutil
 import unicodedata
 import weakref
 from collections.abc import Awaitable, Callable
@@ -20,6 +22,8 @@ from pathlib import Path
 from bot.forges.base import CloneAuth
 from bot.tools.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
 from bot.tools.paths import resolve_inside
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Workspace", "WorkspaceError", "branch_name", "valid_branch"]
 
@@ -164,7 +168,29 @@ class Workspace:
                                      *mode, "HEAD")  # fmt: skip
         return result.stdout
 
+    def _remove_nested_repositories(self) -> list[str]:
+        """Delete every ``.git`` below the top level before git runs on the host: a nested
+        repository is the one way a sandboxed command could hand git a config of its own."""
+        removed = []
+        for folder, dirs, files in os.walk(self.path):
+            here = Path(folder)
+            if here == self.path:
+                dirs[:] = [d for d in dirs if d != ".git"]
+                continue
+            if ".git" in dirs or ".git" in files:
+                nested = here / ".git"
+                if nested.is_dir() and not nested.is_symlink():
+                    shutil.rmtree(nested, ignore_errors=True)
+                else:
+                    nested.unlink(missing_ok=True)
+                removed.append(str(nested.relative_to(self.path)))
+                dirs[:] = [d for d in dirs if d != ".git"]
+        if removed:
+            log.warning("removed nested git repositories from the workspace: %s", removed)
+        return removed
+
     async def _mark_untracked(self) -> None:
+        self._remove_nested_repositories()
         listed = await self._git("ls-files", "--others", "--exclude-standard", "-z")
         if listed.stdout:
             await self._git("add", "--intent-to-add", "--pathspec-from-file=-",
@@ -175,6 +201,7 @@ class Workspace:
         as its old path deleted and its new path added)."""
         await self.ensure()
         async with self._lock:
+            self._remove_nested_repositories()
             result = await self._git(
                 "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
             )
@@ -193,6 +220,7 @@ class Workspace:
                     f"refusing to push: the checked-out branch is {current or 'detached'}, "
                     f"not the bot's branch {self.branch}"
                 )
+            self._remove_nested_repositories()
             await self._git("add", "--all")
             staged = await self._git("diff", "--cached", "--quiet", check=False)
             if staged.code == 1:

@@ -295,3 +295,38 @@ async def test_a_wrong_token_fails_without_prompting_or_leaking(
         await ws.ensure()
     assert secret not in str(caught.value)
     assert http_remote.authorized == []
+
+
+# --- nested repositories (a sandbox escape through host-side git) -------------------------------
+
+
+def _plant_nested_repo(root: Path, marker: Path) -> None:
+    """What a sandboxed command could do: a nested repo whose own config runs a filter."""
+    sub = root / "sub"
+    sub.mkdir()
+    git("init", "--quiet", cwd=sub)
+    git("config", "filter.x.clean", f"touch {marker}; cat", cwd=sub)
+    (sub / ".gitattributes").write_text("* filter=x\n")
+    (sub / "f.txt").write_text("one\n")
+    git("add", ".", cwd=sub)
+    git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "--quiet", "-m", "x", cwd=sub)
+    (sub / "f.txt").write_text("two\n")
+    marker.unlink()  # the planting itself ran the filter once
+
+
+async def test_host_side_git_never_runs_a_nested_repositorys_config(
+    make_workspace: MakeWorkspace, tmp_path: Path
+) -> None:
+    ws = make_workspace()
+    await ws.ensure()
+    marker = tmp_path / "escaped"
+    _plant_nested_repo(ws.path, marker)
+    diff = await ws.diff()
+    await ws.changed_files()
+    head = await ws.commit_and_push("add sub")
+    assert not marker.exists(), "a nested repository's filter ran outside the sandbox"
+    assert not (ws.path / "sub" / ".git").exists()
+    assert "sub/f.txt" in diff
+    tree = git("ls-tree", "-r", "HEAD", cwd=ws.path)
+    assert "160000" not in tree  # no gitlink: the files were committed as files
+    assert head is not None
