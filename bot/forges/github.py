@@ -37,6 +37,7 @@ from bot.forges.base import (
 from bot.forges.github_auth import GitHubSession, reading, repo_url, split_path
 from bot.forges.retry import WritePacer
 
+_SCOPE_QUALIFIER = re.compile(r"(?i)(?<!\S)-?(repo|org|user|owner|fork|is):\S*")
 TEXT_MATCH = "application/vnd.github.text-match+json"
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 REACTION_ALIASES = {"thumbsup": "+1", "thumbsdown": "-1", "tada": "hooray"}
@@ -288,7 +289,9 @@ class GitHubForge:
         if not query.strip():
             raise ValueError("search_code needs a non-empty query")
         what = f"code search {query!r} in {repo.full_name}"
-        variables = {"q": f"{query} repo:{repo.full_name}", "per_page": 50}
+        # Qualifiers naming other repositories would widen the search past this one.
+        scoped = _SCOPE_QUALIFIER.sub(" ", query).strip()
+        variables = {"q": f"{scoped} repo:{repo.full_name}", "per_page": 50}
         url = "/search/code{?q,per_page}"
         data = await self._gh.request(
             repo, "GET", url, what=what, url_vars=variables, accept=TEXT_MATCH

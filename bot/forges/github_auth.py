@@ -301,8 +301,15 @@ def repo_url(repo: RepoRef, *parts: str, query: Mapping[str, Any] | None = None)
 
 
 def split_path(path: str) -> list[str]:
-    """A file path or ref name as URL segments (its slashes become separators)."""
-    return [part for part in path.strip("/").split("/") if part]
+    """A file path or ref name as URL segments (its slashes become separators).
+
+    ``.`` and ``..`` segments are refused: the URL they make would be normalised into
+    another endpoint (``contents/../../other-repo/...`` reads another repository with
+    the installation's token)."""
+    parts = [part for part in path.strip("/").split("/") if part]
+    if any(part in (".", "..") for part in parts):
+        raise ValueError(f"refusing a path with '.' or '..' segments: {path!r}")
+    return parts
 
 
 @contextmanager
