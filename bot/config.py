@@ -446,6 +446,17 @@ def disabled_forges(settings: Settings) -> list[str]:
     return lines
 
 
+def secret_values(settings: Settings) -> tuple[str, ...]:
+    """Every configured secret value (and MCP env / header values), for redaction."""
+    s = settings
+    secrets = [s.github.private_key, s.github.webhook_secret, s.github.token, s.gitlab.token]
+    secrets += [s.gitlab.webhook_secret, s.llm.api_key, s.storage.postgres_dsn]
+    values = [v.get_secret_value() for v in secrets if v is not None]
+    for server in s.mcp_servers:
+        values += [*server.env.values(), *server.headers.values()]
+    return tuple(v for v in values if v)
+
+
 def masked(settings: Settings) -> dict[str, Any]:
     """The effective configuration as plain data, secrets shown as ``***``."""
     data = settings.model_dump(mode="json")

@@ -15,7 +15,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from bot.config import Settings
+from bot.config import Settings, secret_values
 from bot.events import IssueRef
 from bot.forges.base import Forge
 from bot.tools.forge_tools import forge_tools
@@ -104,7 +104,7 @@ async def build_tools(
     )
     gate = repo.quality_gate
     quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
-    builtin = _builtin_tools(settings, forge, issue, workspace, sandbox, quality)
+    builtin = _builtin_tools(settings, forge, issue, task_id, workspace, sandbox, quality)
     mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
     await stack.enter_async_context(mcp)
     tools, skipped = combine(builtin, mcp.tools)
@@ -114,7 +114,7 @@ async def build_tools(
         f"MCP server {name} is unavailable: {why}" for name, why in mcp.unavailable.items()
     ]
     return BuiltTools(
-        registry=ToolRegistry(tools, policy=effective.policy),
+        registry=ToolRegistry(tools, policy=effective.policy, secrets=secret_values(settings)),
         workspace=workspace,
         sandbox=sandbox,
         branch=branch,
@@ -131,6 +131,7 @@ def _builtin_tools(
     settings: Settings,
     forge: Forge,
     issue: IssueRef,
+    task_id: str,
     workspace: Workspace,
     sandbox: Sandbox,
     quality: QualityCommands | None,
@@ -144,6 +145,8 @@ def _builtin_tools(
         max_file_bytes=settings.workspace.max_file_bytes,
         max_output_chars=max_chars,
         draft=settings.workspace.draft_change_requests,
+        task_id=task_id,
+        secrets=secret_values(settings),
     )
     return tools + workspace_tools(
         workspace, sandbox, max_output_chars=max_chars, quality_commands=quality

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.comments.redact import redact
+from bot.comments.render import Marker, finish
 from bot.events import ForgeKind, IssueRef
 from bot.forges.base import (
     AccessDenied,
@@ -85,6 +87,9 @@ class ForgeToolkit:
     max_output_chars: int = 20_000
     draft: bool = True
     branch_ready: bool = False
+    task_id: str = "task"
+    secrets: tuple[str, ...] = ()
+    comments_posted: int = 0
 
     @property
     def prefix(self) -> str:
@@ -231,8 +236,8 @@ class ForgeToolkit:
             self.issue.repo,
             head=self.branch,
             base=self.base_branch,
-            title=args["title"],
-            body=args.get("body", ""),
+            title=redact(args["title"], known=self.secrets),
+            body=redact(args.get("body", ""), known=self.secrets),
             draft=bool(args.get("draft", self.draft)),
         )
         return ToolResult.success(
@@ -250,7 +255,13 @@ class ForgeToolkit:
                 f"refused: comments go only on this task's issue #{self.issue.number}, "
                 f"not #{number}"
             )
-        comment = await self.forge.create_comment(self.issue, args["body"])
+        # Redacted, and marked as the bot's own so it can never trigger the bot.
+        marker = Marker(self.task_id, "agent-comment", self.comments_posted)
+        self.comments_posted += 1
+        body = finish(
+            args["body"], marker=marker, language="en", max_length=65_000, secrets=self.secrets
+        )
+        comment = await self.forge.create_comment(self.issue, body)
         return ToolResult.success(f"commented: {comment.web_url or comment.id}", id=comment.id)
 
     # --- the tools -----------------------------------------------------------------------
@@ -303,6 +314,8 @@ def forge_tools(
     max_file_bytes: int = 10 * 1024 * 1024,
     max_output_chars: int = 20_000,
     draft: bool = True,
+    task_id: str = "task",
+    secrets: tuple[str, ...] = (),
 ) -> list[Tool]:
     """The forge API tools of one task; writes go only to ``branch``.
 
@@ -320,5 +333,7 @@ def forge_tools(
         max_file_bytes=max_file_bytes,
         max_output_chars=max_output_chars,
         draft=draft,
+        task_id=task_id,
+        secrets=secrets,
     )
     return toolkit.tools()

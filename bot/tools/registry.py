@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonschema
 
+from bot.comments.redact import redact
 from bot.tools.policy import PolicyDecision, ToolPolicy
 
 
@@ -72,7 +73,14 @@ class ApprovalRequired(Exception):
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool] = (), *, policy: ToolPolicy | None = None) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        policy: ToolPolicy | None = None,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
+        self._secrets = secrets
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Any] = {}
         self.policy = policy or ToolPolicy()
@@ -130,7 +138,8 @@ class ToolRegistry:
             result = ToolResult.fail(f"{name} failed: {type(exc).__name__}: {exc}")
         return ToolResult(
             ok=result.ok,
-            output=result.output,
+            # What a tool returns reaches prompts, history, checkpoints and comments.
+            output=redact(result.output, known=self._secrets),
             data=result.data,
             changed=result.changed,
             duration=time.monotonic() - started,

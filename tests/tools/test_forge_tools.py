@@ -276,9 +276,12 @@ async def test_change_request_with_other_head_or_base_is_refused(env: Setup) -> 
 
 
 async def test_comment_only_on_the_task_issue(env: Setup) -> None:
-    ok = await env.call("add_issue_comment", body="Working on it")
+    ok = await env.call("add_issue_comment", body="Working on it, token ghp_" + "x" * 36)
     assert ok.ok
-    assert env.forge.issue(env.repo, 7).comments[-1].body == "Working on it"
+    body = env.forge.issue(env.repo, 7).comments[-1].body
+    assert body.startswith("Working on it, token [REDACTED]")
+    assert "ghp_" not in body
+    assert "<!-- coding-agent:task=" in body  # marked: the bot never reacts to its own comment
     other = await env.call("add_issue_comment", body="spam", number=3)
     assert other.output == "refused: comments go only on this task's issue #7, not #3"
 

@@ -263,3 +263,14 @@ def test_usable_lists_only_allowed_tools_sorted() -> None:
     assert [t.name for t in registry.usable()] == ["a_tool", "b_tool"]
     assert registry.names() == ["a_tool", "b_tool", "x_delete_y"]
     assert registry.usable()[0].describe()["purpose"] == "a_tool purpose"
+
+
+async def test_tool_output_is_redacted_before_anyone_sees_it() -> None:
+    async def leak(args: dict) -> ToolResult:  # type: ignore[type-arg]
+        return ToolResult.success("env: GITHUB_TOKEN=ghs_" + "a" * 36 + " and s3cr3t-value")
+
+    tool = Tool("leak", "leaks", {"type": "object"}, leak)
+    registry = ToolRegistry([tool], secrets=("s3cr3t-value",))
+    result = await registry.call("leak", {}, timeout=5)
+    assert "ghs_" not in result.output and "s3cr3t-value" not in result.output
+    assert result.output.count("[REDACTED]") == 2
