@@ -27,8 +27,7 @@ from bot.comments.reporter import IssueReporter
 from bot.config import Settings
 from bot.dispatcher import Dispatcher
 from bot.events import TaskMode
-from bot.forges.base import Forge, ForgeError
-from bot.llm.base import LLMError
+from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.storage.base import ACTIVE_STATES, StoreError, Task, TaskState
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import RepoConfigError, load_repo_config
@@ -37,6 +36,11 @@ if TYPE_CHECKING:
     from bot.runtime import Runtime
 
 log = logging.getLogger("bot.worker")
+
+EVENT_LEASE_SECONDS = 600.0  # longer than any forge wait an event's handling may sit out
+MAX_EVENT_ATTEMPTS = 6
+MAX_TASK_ATTEMPTS = 6
+RETENTION_SECONDS = 14 * 86400  # handled webhook events and the dedup window
 
 
 class Coordinator(Protocol):
@@ -66,6 +70,7 @@ class Worker:
         self._loops: list[asyncio.Task[None]] = []
         self._running: dict[str, asyncio.Task[None]] = {}
         self._stopping = asyncio.Event()
+        self._next_prune = 0.0
         self._wake = asyncio.Event()
 
     @property
@@ -110,8 +115,8 @@ class Worker:
         while not self._stopping.is_set():
             try:
                 handled = await self.dispatch_once()
-            except StoreError as exc:
-                log.error("dispatcher: store error: %s", exc)
+            except Exception:  # a loop that dies silently would strand every webhook
+                log.exception("dispatcher: unexpected error; continuing")
                 handled = False
             if not handled:
                 await self._idle()
@@ -120,34 +125,43 @@ class Worker:
         while not self._stopping.is_set():
             try:
                 task = await self.store.lease_task(self.owner, self.settings.worker.lease_seconds)
-            except StoreError as exc:
-                log.error("worker: store error: %s", exc)
+                if task is not None:
+                    await self.run_task(task)
+            except Exception:  # the lease expires and another slot takes the task again
+                log.exception("worker slot: unexpected error; continuing")
                 task = None
             if task is None:
                 await self._idle()
-                continue
-            await self.run_task(task)
 
     async def _maintenance_loop(self) -> None:
         while not self._stopping.is_set():
             try:
                 await self.maintain()
-            except (StoreError, LLMError) as exc:
-                log.error("maintenance: %s", exc)
+            except Exception:
+                log.exception("maintenance: unexpected error; continuing")
             await asyncio.sleep(max(self.settings.worker.poll_interval * 10, 1.0))
 
     # --- units of work (tests call these directly) -----------------------------------------------
 
     async def dispatch_once(self) -> bool:
-        item = await self.store.lease_event(self.owner, 60.0)
+        # The lease outlasts the longest forge wait (rate limits are waited out inline).
+        item = await self.store.lease_event(self.owner, EVENT_LEASE_SECONDS)
         if item is None:
             return False
-        await self.dispatcher.handle(item)
+        try:
+            await self.dispatcher.handle(item)
+        except Exception as exc:
+            log.exception("event %s could not be handled", item.id)
+            if item.attempts >= MAX_EVENT_ATTEMPTS:
+                await self.store.finish_event(item.id, error=f"gave up: {exc!r}")
+            else:
+                delay = min(2.0**item.attempts, 300.0)
+                await self.store.retry_event(item.id, error=repr(exc), delay_seconds=delay)
         self._wake.set()
         return True
 
     async def maintain(self) -> None:
-        """Re-queue expired leases, and waiting tasks whose time has come."""
+        """Re-queue expired leases and waiting tasks whose time has come; prune old records."""
         await self.store.requeue_expired()
         due = await self.store.due_tasks(self._now())
         llm_ok: bool | None = None
@@ -158,24 +172,49 @@ class Worker:
                 if not llm_ok:
                     retry = self._now() + self.settings.llm.health_interval
                     await self.store.set_state(
-                        task.id, TaskState.PAUSED, error="llm_unavailable", wake_at=retry
+                        task.id,
+                        TaskState.PAUSED,
+                        error="llm_unavailable",
+                        wake_at=retry,
+                        expect_state=task.state,
                     )
                     continue
-            await self.store.set_state(task.id, TaskState.QUEUED, error=task.error)
-            self._wake.set()
+            woke = await self.store.set_state(
+                task.id, TaskState.QUEUED, error=task.error, expect_state=task.state
+            )
+            if woke:
+                self._wake.set()
+        if self._now() >= self._next_prune:
+            self._next_prune = self._now() + 3600
+            await self.store.prune(older_than=self._now() - RETENTION_SECONDS)
 
     async def run_task(self, task: Task) -> Outcome:
-        """Run one leased task to its next resting state."""
-        renewer = asyncio.create_task(self._renew(task.id))
+        """Run one leased task to its next resting state.
+
+        If the lease is lost (another worker took the task after this one stopped
+        renewing in time), the run is cancelled at once and nothing more is stored."""
+        work = asyncio.create_task(self._run(task))
+        renewer = asyncio.create_task(self._renew(task.id, work))
         try:
-            outcome = await self._run(task)
+            outcome = await work
+        except asyncio.CancelledError:
+            if not renewer.done() or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise
+            log.error("task %s: lease lost; this worker stopped working on it", task.id)
+            return Outcome(TaskState.RUNNING, reason="lease lost")
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-        await self.store.set_state(
-            task.id, outcome.state, error=outcome.reason or None, wake_at=outcome.wake_at
+        stored = await self.store.set_state(
+            task.id,
+            outcome.state,
+            error=outcome.reason or None,
+            wake_at=outcome.wake_at,
+            expect_owner=self.owner,
         )
+        if not stored:
+            log.error("task %s: lease lost before its outcome could be stored", task.id)
         if outcome.state not in ACTIVE_STATES:
             metrics.TASKS.labels(outcome.state.value).inc()
         return outcome
@@ -194,10 +233,16 @@ class Worker:
                     outcome = ctx
                 else:
                     outcome = await self.coordinator_factory().run(ctx)
+        except (NotFound, AccessDenied) as exc:
+            log.warning("task %s: the forge refuses: %s", task.id, exc)
+            return Outcome(TaskState.FAILED, reason=f"the forge refused: {exc}")
         except ForgeError as exc:
+            if task.attempts >= MAX_TASK_ATTEMPTS:
+                return Outcome(TaskState.FAILED, reason=f"forge error, gave up: {exc}")
             log.warning("task %s: forge error, will retry: %s", task.id, exc)
+            wait = min(30.0 * 2 ** (task.attempts - 1), 900.0)
             return Outcome(
-                TaskState.QUEUED, reason=f"forge error: {exc}", wake_at=self._now() + 30.0
+                TaskState.QUEUED, reason=f"forge error: {exc}", wake_at=self._now() + wait
             )
         except Exception as exc:
             log.exception("task %s crashed", task.id)
@@ -265,13 +310,15 @@ class Worker:
         path = self.settings.data_dir / "workspaces" / task_id
         shutil.rmtree(path, ignore_errors=True)
 
-    async def _renew(self, task_id: str) -> None:
+    async def _renew(self, task_id: str, work: asyncio.Task[Outcome]) -> None:
         lease = self.settings.worker.lease_seconds
         while True:
             await asyncio.sleep(lease / 3)
             try:
-                if not await self.store.renew_lease(task_id, self.owner, lease):
-                    log.error("task %s: lease lost to another worker", task_id)
-                    return
+                kept = await self.store.renew_lease(task_id, self.owner, lease)
             except StoreError as exc:
                 log.error("task %s: could not renew lease: %s", task_id, exc)
+                continue
+            if not kept:
+                work.cancel()  # another worker owns the task now: stop before it acts twice
+                return

@@ -124,6 +124,11 @@ class Store(Protocol):
 
     async def pending_events(self) -> int: ...
 
+    async def prune(self, *, older_than: float) -> int:
+        """Delete handled inbox events and delivery records received before ``older_than``
+        (epoch seconds); returns how many rows went. Pending events are kept."""
+        ...
+
     # --- tasks ---------------------------------------------------------------------------------
 
     async def create_task(
@@ -167,8 +172,15 @@ class Store(Protocol):
         error: str | None = None,
         wake_at: float | None = None,
         release: bool = True,
-    ) -> None:
-        """Move a task to ``state``; ``release`` drops the lease."""
+        expect_owner: str | None = None,
+        expect_state: TaskState | None = None,
+    ) -> bool:
+        """Move a task to ``state``; ``release`` drops the lease.
+
+        With ``expect_owner`` or ``expect_state`` the change is made only while the task
+        still has that lease owner or state (False when it did not happen); without
+        them an unknown task raises ``StoreError``.
+        """
         ...
 
     async def requeue_expired(self) -> int:

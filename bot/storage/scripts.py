@@ -140,6 +140,22 @@ def pending_events() -> Script[int]:
     return int(rows[0]["n"])
 
 
+def prune_deliveries(before: float) -> Script[int]:
+    """Forget handled inbox events, and delivery records (the dedup window), older than
+    ``before``. Pending and leased events are never touched."""
+    events = yield Query(
+        "DELETE FROM inbox WHERE state = 'done' AND received_at < %(before)s RETURNING id",
+        {"before": before},
+    )
+    deliveries = yield Query(
+        """DELETE FROM deliveries WHERE received_at < %(before)s
+        AND NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.delivery_key = deliveries.key)
+        RETURNING key""",
+        {"before": before},
+    )
+    return len(events) + len(deliveries)
+
+
 # --- checkpoints, messages, comment ids, plan cache ----------------------------------------
 
 

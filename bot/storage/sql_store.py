@@ -68,6 +68,9 @@ class SqlStore(ABC):
     async def pending_events(self) -> int:
         return await self._run(scripts.pending_events(), write=False)
 
+    async def prune(self, *, older_than: float) -> int:
+        return await self._run(scripts.prune_deliveries(older_than), write=True)
+
     # --- tasks ---------------------------------------------------------------------------------
 
     async def create_task(
@@ -114,11 +117,15 @@ class SqlStore(ABC):
         error: str | None = None,
         wake_at: float | None = None,
         release: bool = True,
-    ) -> None:
+        expect_owner: str | None = None,
+        expect_state: TaskState | None = None,
+    ) -> bool:
         """Move a task to ``state``.
 
         ``phase`` None keeps the phase; ``error`` and ``wake_at`` are set as given (None
-        clears them); ``release`` drops the lease.
+        clears them); ``release`` drops the lease. With ``expect_owner`` / ``expect_state``
+        the change happens only while the task still has that lease owner / state, and
+        the result says whether it did.
         """
         script = task_scripts.set_state(
             task_id,
@@ -128,8 +135,10 @@ class SqlStore(ABC):
             wake_at=wake_at,
             release=release,
             now=self._clock(),
+            expect_owner=expect_owner,
+            expect_state=expect_state,
         )
-        await self._run(script, write=True)
+        return await self._run(script, write=True)
 
     async def requeue_expired(self) -> int:
         return await self._run(task_scripts.requeue_expired(self._clock()), write=True)

@@ -118,25 +118,38 @@ def set_state(
     wake_at: float | None,
     release: bool,
     now: float,
-) -> Script[None]:
+    expect_owner: str | None = None,
+    expect_state: TaskState | None = None,
+) -> Script[bool]:
+    guards = ""
+    params: dict[str, object] = {
+        "id": task_id,
+        "state": state.value,
+        "phase": phase,
+        "error": error,
+        "wake_at": wake_at,
+        "release": release,
+        "now": now,
+    }
+    if expect_owner is not None:
+        guards += " AND lease_owner = %(owner)s"
+        params["owner"] = expect_owner
+    if expect_state is not None:
+        guards += " AND state = %(expected)s"
+        params["expected"] = expect_state.value
     rows = yield Query(
         """UPDATE tasks SET state = %(state)s, phase = COALESCE(%(phase)s, phase),
             error = %(error)s, wake_at = %(wake_at)s, updated_at = %(now)s,
             lease_owner = CASE WHEN %(release)s THEN NULL ELSE lease_owner END,
             lease_expires = CASE WHEN %(release)s THEN NULL ELSE lease_expires END
-        WHERE id = %(id)s RETURNING id""",
-        {
-            "id": task_id,
-            "state": state.value,
-            "phase": phase,
-            "error": error,
-            "wake_at": wake_at,
-            "release": release,
-            "now": now,
-        },
+        WHERE id = %(id)s"""  # noqa: S608 - the guards are fixed text; values are parameters
+        + guards
+        + " RETURNING id",
+        params,
     )
-    if not rows:
+    if not rows and expect_owner is None and expect_state is None:
         raise StoreError(f"no task {task_id}")
+    return bool(rows)
 
 
 def requeue_expired(now: float) -> Script[int]:

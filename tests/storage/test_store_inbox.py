@@ -145,3 +145,21 @@ async def test_a_payload_that_is_not_json_is_refused_and_nothing_recorded(
 async def test_a_lease_must_last_a_positive_time(store: SqlStore) -> None:
     with pytest.raises(ValueError, match="lease_seconds must be positive"):
         await store.lease_event("dispatcher", 0)
+
+
+async def test_prune_forgets_old_handled_events_and_keeps_pending_ones(
+    store: SqlStore, clock: Clock
+) -> None:
+    assert await store.record_delivery("old-done", "github", {"n": 1})
+    assert await store.record_delivery("old-pending", "github", {"n": 2})
+    assert await store.record_delivery("old-ignored", "github", None)
+    event = await store.lease_event("w", 30)
+    assert event is not None and event.delivery_key == "old-done"
+    await store.finish_event(event.id)
+    clock.advance(8 * 86400)
+    assert await store.record_delivery("new", "github", {"n": 3})
+    removed = await store.prune(older_than=clock() - 7 * 86400)
+    assert removed == 3  # the done event, its delivery, the ignored delivery
+    assert await store.pending_events() == 2  # old-pending and new stay
+    assert not await store.record_delivery("old-pending", "github", {"n": 2})  # still deduped
+    assert await store.record_delivery("old-done", "github", {"n": 1})  # window passed
