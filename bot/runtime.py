@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,6 +32,8 @@ Role = Literal["all", "web", "worker"]
 # Sections whose objects are built at start-up (the listening socket, the store, the
 # forge and LLM clients). Everything else is read when it is used, so a reload applies
 # it to the next webhook, task or action (``worker.max_workers`` only at start-up).
+HEALTH_CACHE_SECONDS = 5.0
+
 RESTART_SECTIONS = ("server", "storage", "github", "gitlab", "llm")
 
 
@@ -54,6 +57,7 @@ class Runtime:
         self.clock = clock
         self._http = http
         self.worker: Worker | None = None
+        self._health: tuple[float, HealthReport] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, role: Role = "all") -> Runtime:
@@ -137,4 +141,12 @@ class Runtime:
         return lines or ["configuration unchanged"]
 
     async def llm_health(self) -> HealthReport:
-        return await self.llm.health()
+        """The LLM endpoint's health, cached briefly: ``/health/ai`` is public and every
+        probe is a request to the provider."""
+        now = (self.clock or time.monotonic)()
+        cached = self._health
+        if cached is not None and now - cached[0] < HEALTH_CACHE_SECONDS:
+            return cached[1]
+        report = await self.llm.health()
+        self._health = (now, report)
+        return report
