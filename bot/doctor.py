@@ -6,6 +6,7 @@ import shutil
 from dataclasses import dataclass
 
 from bot.config import Settings, disabled_forges
+from bot.events import ForgeKind
 from bot.forges.base import ForgeError
 from bot.runtime import Runtime
 from bot.storage.base import StoreError
@@ -68,6 +69,21 @@ async def _forge_checks(settings: Settings, runtime: Runtime) -> list[Check]:
                     False,
                     f"credentials rejected: {exc}",
                     fix="check the app id / private key or token, and the API URL",
+                )
+            )
+            continue
+        configured = (
+            settings.bot.github_login if kind is ForgeKind.GITHUB else settings.bot.gitlab_username
+        )
+        if who.lower() != configured.lower():
+            key = "bot.github_login" if kind is ForgeKind.GITHUB else "bot.gitlab_username"
+            checks.append(
+                Check(
+                    kind.value,
+                    False,
+                    f"authenticated as {who}, but {key} is {configured!r}: the bot would not "
+                    "recognise its own comments",
+                    fix=f"set {key}: {who!r} in the configuration",
                 )
             )
             continue
