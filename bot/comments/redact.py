@@ -28,7 +28,8 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@")
 _BEARER = re.compile(r"(?i)\b(authorization:\s*(?:bearer|token|basic)\s+)[^\s\"']+")
 _ASSIGNMENT = re.compile(
-    r"(?i)\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|PRIVATE_KEY)[A-Z0-9_]*)"
+    # A key name standing alone (not a path such as /etc/passwd or a.token attribute).
+    r"(?i)(?<![\w/.\-])([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|PRIVATE_KEY)[A-Z0-9_]*)"
     r"(\s*[=:]\s*)(['\"]?)([^\s'\"]{6,})\3"
 )
 

@@ -38,8 +38,15 @@ def test_credentials_in_urls_and_headers_and_assignments() -> None:
     assert redact('api_key: "zzzzzzzz"') == f'api_key: "{REDACTED}"'
 
 
-def test_plain_text_is_untouched() -> None:
-    text = "Fixed the README; see https://github.com/o/r/pull/1 and task_1."
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Fixed the README; see https://github.com/o/r/pull/1 and task_1.",
+        "/etc/passwd: absolute paths outside the workspace are not allowed",
+        "settings.webhook_secret: SecretStr is used for the header check",
+    ],
+)
+def test_plain_text_is_untouched(text: str) -> None:
     assert redact(text) == text
 
 

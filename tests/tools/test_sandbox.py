@@ -232,6 +232,7 @@ async def _gone(marker: str, within: float = 2.0) -> bool:
 async def test_network_is_blocked_unless_allowed(ws: Path) -> None:
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
+
     def accept_two() -> None:
         with contextlib.suppress(OSError):  # the socket closes under a waiting accept()
             for _ in range(2):
