@@ -29,6 +29,14 @@ log = logging.getLogger("bot.dispatcher")
 MAX_EVENT_ATTEMPTS = 6
 
 
+def reaction_target(event: ForgeEvent) -> int | None:
+    """The comment to react on (None: the issue itself). A review, or a comment on a
+    line of a change request, is not an issue comment; the eyes go on the change request."""
+    if event.comment is None or event.comment.is_review_comment:
+        return None
+    return event.comment.id
+
+
 class PermissionCache:
     """Permission look-ups, cached for ``ttl`` seconds per (forge, repository, user)."""
 
@@ -115,7 +123,7 @@ class Dispatcher:
         store = self.runtime.store
         event_id: int | None = item.id
         if any(a.kind is ActionKind.REACT for a in actions):
-            comment_id = event.comment.id if event.comment else None
+            comment_id = reaction_target(event)
             try:
                 await forge.add_reaction(event.issue, comment_id, "eyes")
             except ForgeError as exc:  # a missing reaction is not worth losing the event

@@ -8,6 +8,7 @@ what a maintainer would see. Failures can be injected per method.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -60,7 +61,8 @@ class FakeForge:
         self.repos: dict[str, FakeRepo] = {}
         self.issues: dict[tuple[str, int], FakeIssue] = {}
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
-        self.failures: dict[str, list[Exception]] = {}
+        self.failures: dict[str, list[BaseException]] = {}
+        self.conditions: dict[str, Callable[[tuple[Any, ...]], bool]] = {}
         self.edits: list[tuple[int, str]] = []
         self._ids = itertools.count(1000)
         self._numbers = itertools.count(100)
@@ -116,9 +118,19 @@ class FakeForge:
         self.issues[(repo.full_name, number)] = FakeIssue(ref=ref, labels=list(labels))
         return ref
 
-    def fail(self, method: str, *errors: Exception) -> None:
-        """The next calls of ``method`` raise these errors, in order."""
+    def fail(
+        self,
+        method: str,
+        *errors: BaseException,
+        when: Callable[[tuple[Any, ...]], bool] | None = None,
+    ) -> None:
+        """The next calls of ``method`` raise these errors, in order; with ``when``, only
+        the calls whose arguments (as recorded in ``calls``) it accepts. A
+        ``BaseException`` that is not an ``Exception`` stands for the worker being killed
+        in the middle of the call."""
         self.failures.setdefault(method, []).extend(errors)
+        if when is not None:
+            self.conditions[method] = when
 
     # --- inspection --------------------------------------------------------------------------
 
@@ -136,7 +148,8 @@ class FakeForge:
     def _enter(self, method: str, *args: Any) -> None:
         self.calls.append((method, args))
         queue = self.failures.get(method)
-        if queue:
+        condition = self.conditions.get(method)
+        if queue and (condition is None or condition(args)):
             raise queue.pop(0)
 
     def _issue(self, issue: IssueRef) -> FakeIssue:
@@ -296,6 +309,17 @@ class FakeForge:
         )
         fake.change_requests.append(change)
         fake.change_request_bodies[number] = (title, body)
+        ref = IssueRef(
+            repo=fake.ref,
+            number=number,
+            is_change_request=True,
+            title=title,
+            body=body,
+            web_url=change.web_url,
+            author=self.bot_login,
+            head_branch=head,
+        )
+        self.issues[(repo.full_name, number)] = FakeIssue(ref=ref)  # comments, labels
         return change
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:

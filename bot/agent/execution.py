@@ -71,6 +71,11 @@ class ExecutionLoop:
                 if outcome is not None:
                     return outcome
                 continue
+            if session.state.unreflected:
+                outcome = await self.resume_reflection()
+                if outcome is not None:
+                    return outcome
+                continue
             plan = session.plan
             assert plan is not None
             batch = next_batch(
@@ -85,6 +90,7 @@ class ExecutionLoop:
                 return outcome
 
     async def run_batch(self, batch: list[PlannedAction]) -> Outcome | None:
+        self.session.state.unreflected = [action.key for action in batch]
         outcomes = await self.runner.run_batch(batch)
         errors = [o.error for o in outcomes if o.error is not None]
         if errors:
@@ -191,8 +197,20 @@ class ExecutionLoop:
                 return record, trigger
         return None
 
+    async def resume_reflection(self) -> Outcome | None:
+        """The results of a batch a stopped worker finished but did not reflect on."""
+        state = self.session.state
+        keys, state.unreflected = state.unreflected, []
+        records = [state.records[k] for k in keys if k in state.records]
+        finished = [record for record in records if record.finished]
+        if not finished:
+            await self.session.checkpoint()
+            return None
+        return await self.after_batch(finished)
+
     async def after_batch(self, records: list[ActionRecord]) -> Outcome | None:
         session = self.session
+        session.state.unreflected = []  # saved with the next checkpoint, once acted on
         stop = self._account(records)
         if stop is not None:
             return await self.finisher.intervene(stop)

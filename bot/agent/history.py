@@ -194,7 +194,7 @@ def summarise_attempt(entries: list[dict[str, Any]]) -> str:
     lines = [line for e in entries if (line := _attempt_line(e)) is not None]
     if len(lines) > SUMMARY_LINES:
         skipped = len(lines) - SUMMARY_LINES
-        lines = lines[:4] + [f"... {skipped} more entries"] + lines[-(SUMMARY_LINES - 4) :]
+        lines = [*lines[:4], f"... {skipped} more entries", *lines[-(SUMMARY_LINES - 4) :]]
     return "\n".join([*(f"- {line}" for line in lines), _ending(entries)])
 
 

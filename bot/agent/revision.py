@@ -10,6 +10,7 @@ revised plan waits for approval before it runs.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from bot.agent.budget import compact_results
 from bot.agent.context import Outcome, ProgressKind
@@ -23,7 +24,7 @@ from bot.agent.session import Session
 from bot.agent.state import Phase
 from bot.llm.tokens import count_tokens
 
-RequestApproval = Callable[[str, str, str], Awaitable[Outcome]]
+RequestApproval = Callable[[str, str, str, dict[str, Any]], Awaitable[Outcome]]
 REMAINING_LINES = 8
 
 
@@ -130,7 +131,10 @@ class Reviser:
         )
         if session.planning.revision.require_human_approval:
             return await self.request_approval(
-                "revision", f"revision {number} of the plan", self.remaining_text()
+                "revision",
+                f"revision {number} of the plan",
+                self.remaining_text(),
+                {"number": number},
             )
         await session.move(Phase.EXECUTION)
         await session.checkpoint()

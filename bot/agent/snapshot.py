@@ -44,14 +44,18 @@ def subtask_statuses(state: AgentState, plan: PlanDocument | None) -> dict[str, 
     return out
 
 
-def waiting_text(state: AgentState) -> str:
-    """What the task waits on people for ("" when it waits for nothing)."""
+def waiting_of(state: AgentState) -> dict[str, Any]:
+    """What the task waits on people for, as the APPROVAL_REQUEST / CLARIFICATION events
+    say it ({} when it waits for nothing)."""
     waiting = state.waiting
     if waiting is None:
-        return ""
+        return {}
     if waiting.kind == "clarification":
-        return "clarification"
-    return str(waiting.details.get("what") or waiting.subject or waiting.kind)
+        return {"subject": "clarification"}
+    details = waiting.details
+    shown = {"subject": waiting.subject, "what": details.get("what"), "tool": details.get("tool"),
+             "number": details.get("number")}  # fmt: skip
+    return {k: v for k, v in shown.items() if v}
 
 
 def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -72,6 +76,6 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         "statuses": subtask_statuses(state, plan),
         "total_tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
         "revisions": state.revisions,
-        "waiting": waiting_text(state),
+        "waiting": waiting_of(state),
         "links": {k: str(delivery[k]) for k in _LINK_KEYS if delivery.get(k)},
     }

@@ -146,6 +146,9 @@ class AgentState:
     complexity: str = ""
     task_text: str = ""
     early_done: bool = False
+    # Keys of the batch whose results are not yet accounted for and reflected on: a worker
+    # that died in between picks up the reflection instead of skipping it.
+    unreflected: list[str] = field(default_factory=list)
     milestones: dict[str, int] = field(default_factory=dict)
     delivery: dict[str, Any] = field(default_factory=dict)
     outcome: dict[str, Any] | None = None

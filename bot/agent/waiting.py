@@ -170,6 +170,8 @@ class Waits:
             details=text,
             timeout=timeout,
             waiting=what,
+            tool=str(info.get("tool", "")),
+            number=int(info.get("number", 0)),
         )
         await session.checkpoint()
         return Outcome(

@@ -7,6 +7,7 @@ from typing import Any
 from bot.agent.context import ProgressEvent, ProgressKind
 from bot.comments.render import render
 from bot.comments.status import render_links
+from bot.comments.wording import approval_subject, verdict_label
 
 
 def _strings(items: object) -> list[str]:
@@ -55,7 +56,7 @@ def milestone_body(
             "reflection",
             language,
             action=d.get("action", ""),
-            status=d.get("status", ""),
+            status=verdict_label(str(d.get("status", "")), language),
             evaluation=evaluation,
             issues=[i for i in _strings(d.get("issues")) if i.strip() != evaluation.strip()],
         )
@@ -65,7 +66,7 @@ def milestone_body(
         return render(
             "approval_request",
             language,
-            what=d.get("what", ""),
+            what=approval_subject(d, language),
             details=d.get("details", ""),
             prefix=prefix,
             timeout=_duration(d.get("timeout", 0), language),

@@ -1,10 +1,13 @@
 """IssueReporter: progress events -> the issue (status comment, milestones, labels).
 
 One status comment per task, edited in place and coalesced to at most one edit
-per ``comments.edit_interval`` seconds; a separate comment per milestone. Every
-comment carries a marker; the comment ids live in the store, and ``begin()``
-also scans the issue for markers, so a restarted worker edits what it already
-posted instead of posting again.
+per ``comments.edit_interval`` seconds (milestones too), plus the final edit in
+``end()``; a separate comment per milestone. Every comment carries a marker; the
+comment ids live in the store, and ``begin()`` also scans the bot's own comments
+on the issue for markers, so a restarted worker edits what it already posted
+instead of posting again. ``begin()`` takes the status view (plan, progress,
+tokens, waiting, links) from the task's checkpoint, so a resumed task's status
+comment never falls back to an empty checklist.
 """
 
 from __future__ import annotations
@@ -110,23 +113,27 @@ class IssueReporter:
             kind = event.kind.value
             self._counts[kind] = max(self._counts.get(kind, 0), seq + 1)
             await self._upsert(Marker(self.task.id, kind, seq), body)
-            await self._write_status()
-        else:
-            self._schedule_status()
+        self._schedule_status()
 
     async def end(self, outcome: Outcome) -> None:
         """Final status edit, the closing comment if the coordinator did not post one, labels."""
-        if self._flush is not None:
-            self._flush.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flush
+        await self.aclose()
         self.view.state = outcome.state
         if outcome.state in (TaskState.DONE, TaskState.QUEUED, TaskState.RUNNING):
-            self.view.waiting = ""
+            self.view.waiting = {}
         if outcome.state in _ENDINGS and not self._closed(outcome.state):
             await self._post_closing(outcome)
         await self._write_status()
         await self._set_labels(outcome.state)
+
+    async def aclose(self) -> None:
+        """Drop a pending coalesced status edit (``end`` does; so should a run that is
+        cancelled, so no stale view is written after it)."""
+        if self._flush is not None:
+            self._flush.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flush
+            self._flush = None
 
     # --- internals ------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.agent.context import ProgressEvent, ProgressKind
 from bot.comments.render import render
+from bot.comments.wording import phase_label, waiting_label
 from bot.storage.base import TaskState
 
 WAITING_STATES = frozenset(
@@ -24,7 +25,7 @@ class StatusView:
     statuses: dict[str, str] = field(default_factory=dict)
     tokens: int = 0
     revisions: int = 0
-    waiting: str = ""
+    waiting: dict[str, Any] = field(default_factory=dict)  # subject, what, tool, number
     links: dict[str, str] = field(default_factory=dict)
 
     def apply(self, event: ProgressEvent) -> None:
@@ -45,10 +46,13 @@ class StatusView:
             self.tokens = int(data.get("total_tokens", self.tokens))
         elif kind is ProgressKind.LINKS:
             self.links.update({k: str(v) for k, v in data.items() if v})
-        if kind in (ProgressKind.CLARIFICATION, ProgressKind.APPROVAL_REQUEST):
-            self.waiting = str(data.get("waiting") or data.get("what") or "")
+        if kind is ProgressKind.CLARIFICATION:
+            self.waiting = {"subject": "clarification"}
+        elif kind is ProgressKind.APPROVAL_REQUEST:
+            keys = ("subject", "what", "tool", "number")
+            self.waiting = {k: data[k] for k in keys if data.get(k)}
         elif kind in (ProgressKind.ACTION, ProgressKind.PHASE):
-            self.waiting = ""
+            self.waiting = {}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Take over what a checkpoint says (``bot.agent.snapshot``): a restarted worker's
@@ -59,7 +63,8 @@ class StatusView:
         self.statuses.update(snapshot.get("statuses") or {})
         self.tokens = int(snapshot.get("total_tokens", self.tokens))
         self.revisions = int(snapshot.get("revisions", self.revisions))
-        self.waiting = str(snapshot.get("waiting") or "")
+        waiting = snapshot.get("waiting")
+        self.waiting = dict(waiting) if isinstance(waiting, dict) else {}
         self.links.update(snapshot.get("links") or {})
 
     def subtasks(self) -> list[dict[str, Any]]:
@@ -83,8 +88,8 @@ class StatusView:
             "status",
             language,
             state=render(f"state_{self.state.value}", language),
-            waiting=self.waiting if self.state in WAITING_STATES else "",
-            phase=self.phase,
+            waiting=waiting_label(self.waiting, language) if self.state in WAITING_STATES else "",
+            phase=phase_label(self.phase, language),
             done=done,
             total=len(checklist),
             tokens=f"{self.tokens:,}",

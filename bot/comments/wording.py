@@ -1,0 +1,52 @@
+"""Words the agent hands over as data, said in the comment's language. Pure.
+
+The coordinator names what a task waits for (``subject``: plan, revision, tool,
+clarification), its phase and a reflection's verdict as plain identifiers; these
+helpers turn them into the template language's words, and fall back to the text
+given when a name has no template (so nothing is ever lost).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.comments.render import render, template_keys
+
+SUBJECTS = ("plan", "revision", "tool", "clarification")
+
+
+def _known(key: str, language: str) -> bool:
+    return key in template_keys(language)
+
+
+def _values(waiting: dict[str, Any]) -> dict[str, Any]:
+    number = waiting.get("number") or 0
+    return {"tool": str(waiting.get("tool") or ""), "number": int(number)}
+
+
+def waiting_label(waiting: dict[str, Any], language: str) -> str:
+    """What the task waits on people for, for the status comment ("" when nothing)."""
+    subject = str(waiting.get("subject") or "")
+    if subject in SUBJECTS and (subject != "tool" or waiting.get("tool")):
+        return render(f"waiting_{subject}", language, **_values(waiting))
+    return str(waiting.get("what") or subject)
+
+
+def approval_subject(data: dict[str, Any], language: str) -> str:
+    """The first line of an approval request: what is to be approved."""
+    subject = str(data.get("subject") or "")
+    if subject in ("plan", "revision") or (subject == "tool" and data.get("tool")):
+        return render(f"approve_{subject}", language, **_values(data))
+    what = str(data.get("what") or "")
+    return what[:1].upper() + what[1:]
+
+
+def phase_label(phase: str, language: str) -> str:
+    key = f"phase_{phase}"
+    return render(key, language) if phase and _known(key, language) else phase
+
+
+def verdict_label(status: str, language: str) -> str:
+    """A reflection's status (success / partial / failure)."""
+    key = f"verdict_{status}"
+    return render(key, language) if status and _known(key, language) else status

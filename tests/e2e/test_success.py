@@ -1,0 +1,217 @@
+"""A labelled GitHub issue becomes a pushed branch and a pull request, seen from the issue."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.events import IssueRef
+from bot.storage.base import TaskState
+from tests.agent import docs
+from tests.e2e.support import (
+    GH_REPO,
+    SteeredLLM,
+    assert_no_duplicates,
+    bodies,
+    gh_labeled,
+    github_repo,
+    of_kind,
+    settle,
+    status_comment,
+    status_edits,
+    use_llm,
+    wait_until,
+)
+from tests.harness import Harness
+from tests.tools.conftest import Remote
+
+pytestmark = pytest.mark.sandbox  # the quality gate runs `make lint` in bubblewrap
+
+BRANCH = "agent/1-spelling-error-in-the-readme-file"
+NEW_README = "# Hello-World\n\nMy first repository.\n\n## Installation\n\n    make install\n"
+MANAGED = [
+    "coding agent",
+    "coding agent processing",
+    "coding agent done",
+    "coding agent help needed",
+    "coding agent paused",
+    "coding agent stopped",
+    "coding agent waiting",
+]
+
+
+def subtask(task_id: str, description: str, tool: str, *after: str) -> dict[str, object]:
+    return {
+        "id": task_id,
+        "description": description,
+        "dependencies": list(after),
+        "estimated_complexity": "low",
+        "required_tools": [tool],
+    }
+
+
+def readme_script() -> list[object]:
+    plan = docs.plan(
+        [
+            docs.action("task_1", "read_file", arguments={"path": "README.md"}, expected="text"),
+            docs.action("task_2", "write_file", purpose="Add an Installation section"),
+        ],
+        dependencies={"task_2": ["task_1"]},
+        subtasks=[
+            subtask("task_1", "Read README.md", "read_file"),
+            subtask("task_2", "Add an Installation section", "write_file", "task_1"),
+        ],
+    )
+    write = docs.execution("task_2", "write_file", {"path": "README.md", "content": NEW_README})
+    return [plan, write, docs.completion()]
+
+
+async def test_labelled_issue_ends_in_a_pushed_branch_and_a_pull_request(
+    tmp_path: Path, remote: Remote
+) -> None:
+    async with Harness(tmp_path, script=readme_script()) as bot:
+        issue = github_repo(bot, remote, labels=("bug", "coding agent"))
+        response = await bot.send_github("issues", gh_labeled())
+        assert response.status_code == 202 and response.json()["message"] == "queued"
+
+        await settle(bot)
+
+        [task] = await bot.tasks()
+        assert task.state is TaskState.DONE
+        assert issue.reactions == [(None, "eyes")]
+        # missing labels were created; only the bot's labels moved, "bug" stayed
+        assert [args[1] for args in bot.github.calls_of("ensure_label")] == MANAGED
+        assert issue.labels == ["bug", "coding agent done"]
+        assert ("remove_label", (1, "coding agent")) in bot.github.calls
+        assert bot.github.calls_of("add_labels") == [
+            (1, ("coding agent processing",)),
+            (1, ("coding agent done",)),
+        ]
+        # the branch is on the remote, the default branch is untouched
+        assert remote.show(BRANCH, "README.md").decode() == NEW_README
+        assert remote.show("main", "README.md") == b"# Hello-World\n\nMy first repository.\n"
+        [change] = bot.github.repos[GH_REPO].change_requests
+        assert (change.head_branch, change.base_branch, change.draft) == (BRANCH, "main", True)
+        title, body = bot.github.repos[GH_REPO].change_request_bodies[change.number]
+        assert title == "Spelling error in the README file (#1)"
+        assert body.startswith("Closes #1 (https://github.com/Codertocat/Hello-World/issues/1)")
+        assert "- [x] Read README.md\n- [x] Add an Installation section" in body
+        assert "**Quality gate:** passed" in body
+
+        # exactly two comments: the status comment and the completion summary
+        assert len(bodies(issue)) == 2
+        status = status_comment(issue)
+        checkpoint = await bot.store.load_checkpoint(task.id)
+        assert checkpoint is not None
+        tokens = checkpoint["usage"]["prompt_tokens"] + checkpoint["usage"]["completion_tokens"]
+        report = bot.settings.data_dir / "runs" / task.id / "report.md"
+        assert status.startswith("### Coding agent — ✅ Done\n")
+        assert f"Progress: **2/2** · Tokens: {tokens:,}" in status
+        assert "- [x] ✅ Read README.md\n- [x] ✅ Add an Installation section" in status
+        links = f"Branch: `{BRANCH}` · Change request: {change.web_url} · Run report: `{report}`"
+        assert links in status
+        assert '<details><summary>Plan (JSON)</summary>\n\n```json\n{\n  "goal_understanding"' in (
+            status
+        )
+        assert "Waiting on you" not in status
+        assert status.endswith(f"<!-- coding-agent:task={task.id} kind=status seq=0 -->")
+        [done] = of_kind(issue, "completion")
+        assert done.startswith("### ✅ Done\nSubtasks completed: **2**, failed: **0**.")
+        assert "**Key outcomes:**\n- README.md updated" in done and links in done
+        assert report.is_file() and "goal achieved" in report.read_text()
+        assert_no_duplicates(issue)
+
+
+def busy_script(reads: int) -> list[object]:
+    actions = [
+        docs.action(f"task_{n}", "read_file", arguments={"path": "README.md"}, expected="text")
+        for n in range(1, reads + 1)
+    ]
+    return [docs.plan(actions), docs.completion(done=reads)]
+
+
+@pytest.mark.parametrize(("interval", "exactly"), [(3.0, 1), (0.0, None)])
+async def test_status_edits_are_coalesced_by_edit_interval(
+    tmp_path: Path, remote: Remote, interval: float, exactly: int | None
+) -> None:
+    overrides = {"comments": {"edit_interval": interval}}
+    async with Harness(tmp_path, script=busy_script(6), overrides=overrides) as bot:
+        issue = github_repo(bot, remote)
+        await bot.send_github("issues", gh_labeled())
+        await settle(bot)
+        [task] = await bot.tasks()
+        assert task.state is TaskState.DONE
+        edits = status_edits(bot.github, issue)
+        if exactly is not None:
+            assert edits == exactly  # instant actions: only the final state is written
+        else:
+            assert edits >= 8  # every event that yields shows up at once
+        assert "Progress: **6/6**" in status_comment(issue)
+        assert len(of_kind(issue, "completion")) == 1
+
+
+async def test_status_edits_of_a_slow_task_keep_the_interval(
+    tmp_path: Path, remote: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    interval = 0.3
+    writes = [docs.action(f"task_{n}", "write_file", purpose=f"Write {n}.txt") for n in range(1, 5)]
+    calls = [
+        docs.execution(f"task_{n}", "write_file", {"path": f"{n}.txt", "content": f"{n}\n"})
+        for n in range(1, 5)
+    ]
+    script = [docs.plan(writes), *calls, docs.completion(done=4)]
+
+    async def slow() -> None:
+        await asyncio.sleep(0.2)  # the model takes its time
+
+    overrides = {"comments": {"edit_interval": interval}}
+    async with Harness(tmp_path, overrides=overrides) as bot:
+        use_llm(bot, SteeredLLM(script, before={n: slow for n in range(1, 7)}))
+        issue = github_repo(bot, remote)
+        edited_at: list[float] = []
+        edit = bot.github.edit_comment
+
+        async def timed(issue_ref: IssueRef, comment_id: int, body: str) -> None:
+            if "kind=status" in body:
+                edited_at.append(time.monotonic())
+            await edit(issue_ref, comment_id, body)
+
+        monkeypatch.setattr(bot.github, "edit_comment", timed)
+        await bot.send_github("issues", gh_labeled())
+        await settle(bot)
+
+        assert (await bot.tasks())[0].state is TaskState.DONE
+        gaps = [b - a for a, b in itertools.pairwise(edited_at[:-1])]  # the last: the end
+        assert len(edited_at) >= 3, edited_at
+        assert min(gaps) >= interval - 0.02, gaps
+        assert "Progress: **4/4**" in status_comment(issue)
+
+
+async def test_a_live_worker_reacts_within_a_second_and_finishes(
+    tmp_path: Path, remote: Remote
+) -> None:
+    async with Harness(tmp_path, script=readme_script()) as bot:
+        issue = github_repo(bot, remote)
+        await bot.worker.start()
+
+        async def reacted() -> bool:
+            return bool(issue.reactions)
+
+        async def finished() -> bool:
+            tasks = await bot.tasks()
+            return bool(tasks) and tasks[0].state is TaskState.DONE
+
+        try:
+            assert (await bot.send_github("issues", gh_labeled())).status_code == 202
+            assert await wait_until(reacted, 1.0), "no eyes reaction within a second"
+            assert issue.reactions == [(None, "eyes")]
+            assert await wait_until(finished, 30.0)
+        finally:
+            await bot.worker.stop()
+        [task] = await bot.tasks()
+        assert task.state is TaskState.DONE
+        assert "coding agent done" in issue.labels
