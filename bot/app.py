@@ -79,6 +79,8 @@ async def _accept(runtime: Runtime, key: str, event: ForgeEvent) -> Response:
         metrics.WEBHOOKS.labels(event.forge.value, "duplicate").inc()
         return _json(202, "duplicate delivery: already queued")
     metrics.WEBHOOKS.labels(event.forge.value, "queued").inc()
+    if runtime.worker is not None:
+        runtime.worker.poke()  # a worker in this process looks at the inbox now
     return _json(202, "queued")
 
 

@@ -226,6 +226,12 @@ class Worker:
             return Outcome(TaskState.FAILED, reason=f"{issue.repo.forge.value} is not configured")
         reporter = IssueReporter(self.runtime, task, forge)
         try:
+            return await self._run_reported(task, forge, reporter)
+        finally:  # also on cancellation: no coalesced status edit may land afterwards
+            await reporter.aclose()
+
+    async def _run_reported(self, task: Task, forge: Forge, reporter: IssueReporter) -> Outcome:
+        try:
             await reporter.begin()
             async with contextlib.AsyncExitStack() as stack:
                 ctx = await self._context(task, forge, reporter, stack)
