@@ -1,14 +1,17 @@
 """The dispatcher: inbox event -> permission look-up -> decision -> store + replies.
 
 Runs in the worker role. For each leased inbox event it re-classifies the event
-(pure), looks up the issue's tasks and, when needed, the actor's permission
-(cached briefly), then carries out the decision: an eyes reaction first, then
-the store change (which finishes the event in the same transaction), then replies.
+(pure; a change request's author is looked up when only that decides), looks up
+the issue's tasks and, when needed, the actor's permission (cached briefly), then
+carries out the decision: an eyes reaction first (a label start's once its task
+exists), then the store change (which finishes the event in the same transaction),
+then replies.
 A forge failure gives the event back to be retried later; nothing is lost.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -26,6 +29,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bot.dispatcher")
 
+# bot/worker.py keeps a copy of this for unexpected errors. It can import this one
+# (bot.dispatcher never imports bot.worker, so there is no cycle); until it does, keep
+# the two equal.
 MAX_EVENT_ATTEMPTS = 6
 
 
@@ -89,15 +95,34 @@ class Dispatcher:
         await store.retry_event(item.id, error=str(exc), delay_seconds=delay)
         metrics.EVENTS.labels("retried").inc()
 
+    async def _verdict(self, event: ForgeEvent, forge: Forge | None) -> Intent | Ignore:
+        """``classify``, with the change request's author looked up when it decides."""
+        verdict = classify(event, self.runtime.settings)
+        if isinstance(verdict, Ignore):
+            return verdict
+        if forge is None:
+            return Ignore("forge not configured")
+        if not verdict.author_unknown:
+            return verdict
+        issue = verdict.event.issue
+        assert issue is not None
+        details = await forge.get_issue(issue.repo, issue.number, change_request=True)
+        if not details.issue.author:
+            return Ignore(f"the author of {issue.key} is unknown")
+        issue = dataclasses.replace(issue, author=details.issue.author)
+        return classify(dataclasses.replace(event, issue=issue), self.runtime.settings)
+
     async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:
         store = self.runtime.store
-        verdict = classify(event, self.runtime.settings)
         forge = self.runtime.forge(event.forge)
-        if isinstance(verdict, Ignore) or forge is None or event.issue is None:
+        verdict = await self._verdict(event, forge)
+        if isinstance(verdict, Ignore) or forge is None:
             reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
             await store.finish_event(item.id, error=f"ignored: {reason}")
             metrics.EVENTS.labels("ignored").inc()
             return
+        event = verdict.event
+        assert event.issue is not None
         active = await store.active_task_for(event.issue.key)
         latest = active or await store.latest_task_for(event.issue.key)
         if not needs_permission(verdict, active=active):
@@ -122,12 +147,11 @@ class Dispatcher:
         assert event.issue is not None
         store = self.runtime.store
         event_id: int | None = item.id
-        if any(a.kind is ActionKind.REACT for a in actions):
-            comment_id = reaction_target(event)
-            try:
-                await forge.add_reaction(event.issue, comment_id, "eyes")
-            except ForgeError as exc:  # a missing reaction is not worth losing the event
-                log.warning("could not react to %s: %s", event.issue.key, exc)
+        # A label start reacts once its task exists: GitHub sends "opened" and "labeled"
+        # for one new issue, and the second finds the task the first just created.
+        react_later = intent.from_label and any(a.kind is ActionKind.REACT for a in actions)
+        if any(a.kind is ActionKind.REACT for a in actions) and not react_later:
+            await self._react(forge, event)
         replies: list[tuple[Action, Task | None]] = []
         task: Task | None
         for action in actions:
@@ -135,7 +159,8 @@ class Dispatcher:
                 assert action.request is not None
                 task, created = await store.create_task(action.request, event_id=event_id)
                 event_id = None
-                if not created:
+                react_later = react_later and created
+                if not created and not intent.from_label:
                     replies.append((Action(ActionKind.REPLY, text="already_running"), task))
             elif action.kind is ActionKind.MESSAGE:
                 assert action.task_id is not None
@@ -154,8 +179,17 @@ class Dispatcher:
                 replies.append((action, task))
         if event_id is not None:
             await store.finish_event(event_id)
+        if react_later:
+            await self._react(forge, event)
         for action, task in replies:
             try:
                 await self.replier.reply(event.issue, action, task, seq=item.id)
             except ForgeError as exc:  # the store change is done; a lost reply is logged
                 log.warning("could not reply on %s: %s", event.issue.key, exc)
+
+    async def _react(self, forge: Forge, event: ForgeEvent) -> None:
+        assert event.issue is not None
+        try:
+            await forge.add_reaction(event.issue, reaction_target(event), "eyes")
+        except ForgeError as exc:  # a missing reaction is not worth losing the event
+            log.warning("could not react to %s: %s", event.issue.key, exc)

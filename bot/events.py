@@ -75,6 +75,9 @@ class IssueRef:
     state: str = "open"
     labels: tuple[str, ...] = ()
     head_branch: str | None = None
+    # The repository the head branch lives in (``owner/name``): the same as ``repo``
+    # unless the change request comes from a fork; None when the payload does not say.
+    head_repo: str | None = None
 
     @property
     def key(self) -> str:
@@ -189,6 +192,7 @@ def _issue_dict(issue: IssueRef | None) -> dict[str, Any] | None:
         "state": issue.state,
         "labels": list(issue.labels),
         "head_branch": issue.head_branch,
+        "head_repo": issue.head_repo,
     }
 
 

@@ -15,12 +15,23 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from bot.config import Settings
-from bot.events import Command, CommandName, EventKind, ForgeEvent, ForgeKind, TaskMode, TaskRequest
+from bot.events import (
+    Command,
+    CommandName,
+    EventKind,
+    ForgeEvent,
+    ForgeKind,
+    IssueRef,
+    TaskMode,
+    TaskRequest,
+)
 from bot.forges.base import Permission
 from bot.storage.base import Task, TaskState
 from bot.webhooks.commands import mention_text, parse_commands
 
 MARKER_PREFIX = "<!-- coding-agent:"
+# Review states (GitHub's ``review.state``) that ask for changes; an approval does not.
+FEEDBACK_REVIEW_STATES = frozenset({"changes_requested", "commented"})
 
 
 class IntentKind(StrEnum):
@@ -37,6 +48,17 @@ class Intent:
     commands: tuple[Command, ...] = ()
     text: str = ""
     on_bot_branch: bool = False
+    # A REVIEW on a change request whose author the payload does not name (GitLab gives
+    # only an id): look the author up and classify again before deciding.
+    author_unknown: bool = False
+
+    @property
+    def from_label(self) -> bool:
+        """A start by the trigger label (not by a comment)."""
+        return self.kind is IntentKind.START and self.event.kind in (
+            EventKind.ISSUE_LABELED,
+            EventKind.ISSUE_OPENED,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +104,22 @@ def is_own_or_bot(event: ForgeEvent, settings: Settings) -> bool:
     return event.actor.is_bot or login in own
 
 
+def owns_change_request(issue: IssueRef, settings: Settings) -> bool | None:
+    """Whether ``issue`` is a change request the bot opened: its head is a bot branch of the
+    same repository (not a fork's) and its author is the bot. None when only the author
+    is unknown."""
+    head = issue.head_branch or ""
+    if not (issue.is_change_request and head.startswith(settings.workspace.branch_prefix)):
+        return False
+    if (issue.head_repo or "").lower() != issue.repo.full_name.lower():
+        return False
+    if not issue.author:
+        return None
+    author = issue.author.lower()
+    names = [name.lower() for name in bot_names(settings, issue.repo.forge)]
+    return any(author in (name, f"{name}[bot]") for name in names)  # an App signs as <slug>[bot]
+
+
 def classify(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
     """First, I/O-free look at an event."""
     if event.issue is None or event.repo is None:
@@ -116,24 +154,31 @@ def _classify_comment(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
     commands = parse_commands(body, prefix=settings.commands.prefix)
     if commands:
         return Intent(IntentKind.COMMANDS, event, commands=tuple(commands))
-    head = event.issue.head_branch or ""
-    on_bot_branch = event.issue.is_change_request and head.startswith(
-        settings.workspace.branch_prefix
-    )
-    if event.kind in (EventKind.REVIEW_COMMENT, EventKind.REVIEW_SUBMITTED) or (
-        on_bot_branch and body.strip()
-    ):
-        if not on_bot_branch:
+    own = owns_change_request(event.issue, settings)
+    if event.kind in (EventKind.REVIEW_COMMENT, EventKind.REVIEW_SUBMITTED):
+        if own is False:
             return Ignore("a review on a change request the bot did not open")
         if not body.strip():
             return Ignore("an empty review")
-        return Intent(IntentKind.REVIEW, event, text=body.strip(), on_bot_branch=True)
     mention = mention_text(body, bot_names=bot_names(settings, event.forge))
+    if own is not False and (mention is not None or _asks_for_changes(event)):
+        text = mention or body.strip()
+        return Intent(
+            IntentKind.REVIEW, event, text=text, on_bot_branch=True, author_unknown=own is None
+        )
     if mention is not None:
         return Intent(IntentKind.START, event, text=mention)
     if not body.strip():
         return Ignore("an empty comment")
     return Intent(IntentKind.COMMENT, event, text=body.strip())
+
+
+def _asks_for_changes(event: ForgeEvent) -> bool:
+    """A line comment, or a review that comments or requests changes (not an approval)."""
+    if event.kind is EventKind.REVIEW_COMMENT:
+        return True
+    state = str(event.extra.get("review_state") or "").lower()
+    return event.kind is EventKind.REVIEW_SUBMITTED and state in FEEDBACK_REVIEW_STATES
 
 
 def needs_permission(intent: Intent, *, active: Task | None) -> bool:
@@ -156,6 +201,10 @@ def decide(
     """The actions for an intent (a REACT action first whenever the bot will act)."""
     event = intent.event
     assert event.issue is not None
+    if intent.author_unknown:
+        raise ValueError("look up the change request's author and classify again first")
+    if intent.from_label and active is not None:
+        return []  # GitHub sends "opened" and "labeled" for one new issue: no news twice
     if not may_steer(permission):
         if intent.kind is IntentKind.COMMENT:
             return []

@@ -68,6 +68,17 @@ def test_mentions() -> None:
     assert mention_text("@coding-agent-fan hi", bot_names=names_) is None
 
 
+def test_mentions_in_quotes_and_code_blocks_do_not_count() -> None:
+    names_ = ("coding-agent[bot]",)
+    assert mention_text("> @coding-agent fix the typo\nI agree", bot_names=names_) is None
+    fenced = "Log:\n```\nping @coding-agent\n```\n~~~\n@coding-agent\n~~~"
+    assert mention_text(fenced, bot_names=names_) is None
+    body = "> @coding-agent earlier\n@coding-agent use this:\n```\nx = 1\n```"
+    assert mention_text(body, bot_names=names_) == (
+        "> @coding-agent earlier\n use this:\n```\nx = 1\n```"
+    )
+
+
 def test_help_lists_every_command() -> None:
     text = help_text("/agent")
     for name in CommandName:

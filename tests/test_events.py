@@ -15,7 +15,14 @@ from bot.events import (
 
 REPO = RepoRef(ForgeKind.GITLAB, "g/sub/p", project_id=9, default_branch="main", web_url="u")
 ISSUE = IssueRef(
-    REPO, 3, is_change_request=True, title="t", body="b", labels=("x", "y"), head_branch="agent/3-t"
+    REPO,
+    3,
+    is_change_request=True,
+    title="t",
+    body="b",
+    labels=("x", "y"),
+    head_branch="agent/3-t",
+    head_repo="g/sub/p",
 )
 
 
@@ -52,3 +59,9 @@ def test_task_request_round_trips() -> None:
     data = json.loads(json.dumps(request.to_dict()))
     assert TaskRequest.from_dict(data) == request
     assert data == json.loads(json.dumps(dataclasses.asdict(request)))
+
+
+def test_a_request_stored_before_head_repo_existed_still_loads() -> None:
+    data = json.loads(json.dumps(TaskRequest(issue=ISSUE, requested_by="bob").to_dict()))
+    assert data["issue"].pop("head_repo") == "g/sub/p"
+    assert TaskRequest.from_dict(data).issue == dataclasses.replace(ISSUE, head_repo=None)

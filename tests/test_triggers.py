@@ -17,7 +17,16 @@ from bot.events import (
 )
 from bot.forges.base import Permission
 from bot.storage.base import Task, TaskState
-from bot.triggers import ActionKind, Ignore, Intent, IntentKind, classify, decide, needs_permission
+from bot.triggers import (
+    ActionKind,
+    Ignore,
+    Intent,
+    IntentKind,
+    classify,
+    decide,
+    needs_permission,
+    owns_change_request,
+)
 
 SETTINGS = Settings()
 REPO = RepoRef(ForgeKind.GITHUB, "octo/hello", scope_id="1")
@@ -32,6 +41,7 @@ def event(
     is_bot: bool = False,
     label: str | None = None,
     issue: IssueRef = ISSUE,
+    review_state: str | None = None,
 ) -> ForgeEvent:
     return ForgeEvent(
         forge=ForgeKind.GITHUB,
@@ -45,6 +55,7 @@ def event(
         comment=CommentRef(55, body, actor) if body else None,
         label_added=label,
         labels_added=(label,) if label else (),
+        extra={} if review_state is None else {"review_state": review_state},
     )
 
 
@@ -140,10 +151,29 @@ def test_feedback_wakes_a_task_waiting_for_an_answer() -> None:
     assert actions[1].requeue is True
 
 
-def test_second_trigger_while_running_gets_a_polite_reply() -> None:
-    intent = intent_of(event(EventKind.ISSUE_LABELED, label="coding agent"))
+@pytest.mark.parametrize("kind", [EventKind.ISSUE_LABELED, EventKind.ISSUE_OPENED])
+def test_trigger_label_while_running_is_silent(kind: EventKind) -> None:
+    # GitHub sends "opened" (with the label) and "labeled" for one new issue
+    intent = intent_of(event(kind, label="coding agent"))
+    assert intent.from_label
+    for permission in (Permission.WRITE, Permission.TRIAGE):
+        actions = decide(
+            intent, permission=permission, active=task(), latest=None, settings=SETTINGS
+        )
+        assert actions == []
+
+
+def test_second_trigger_by_comment_while_running_gets_a_polite_reply() -> None:
+    intent = intent_of(event(EventKind.COMMENT_CREATED, body="/agent run"))
+    assert not intent.from_label
     actions = decide(
         intent, permission=Permission.WRITE, active=task(), latest=None, settings=SETTINGS
+    )
+    assert kinds(actions) == [ActionKind.REACT, ActionKind.REPLY]
+    assert actions[1].text == "already_running"
+    mention = intent_of(event(EventKind.COMMENT_CREATED, body="@coding-agent"))
+    actions = decide(
+        mention, permission=Permission.WRITE, active=task(), latest=None, settings=SETTINGS
     )
     assert kinds(actions) == [ActionKind.REPLY] and actions[0].text == "already_running"
     intent = intent_of(event(EventKind.COMMENT_CREATED, body="/agent run also add docs"))
@@ -230,16 +260,137 @@ def test_plan_retry_status_help_and_unknown() -> None:
     assert actions[1].text == "retry_while_active"
 
 
-def test_review_on_the_bots_change_request_starts_a_follow_up() -> None:
-    pr = IssueRef(REPO, 12, is_change_request=True, head_branch="agent/7-fix-the-readme")
-    intent = intent_of(event(EventKind.REVIEW_COMMENT, body="rename this variable", issue=pr))
-    assert intent.kind is IntentKind.REVIEW
-    actions = decide(
-        intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS
+BOT_PR = IssueRef(
+    REPO,
+    12,
+    is_change_request=True,
+    author="coding-agent[bot]",
+    head_branch="agent/7-fix-the-readme",
+    head_repo="octo/hello",
+)
+
+
+def follow_up_of(e: ForgeEvent, active: Task | None = None) -> list:
+    intent = intent_of(e)
+    assert intent.kind is IntentKind.REVIEW, intent
+    return decide(
+        intent, permission=Permission.WRITE, active=active, latest=None, settings=SETTINGS
     )
+
+
+def test_review_on_the_bots_change_request_starts_a_follow_up() -> None:
+    actions = follow_up_of(
+        event(EventKind.REVIEW_COMMENT, body="rename this variable", issue=BOT_PR)
+    )
+    assert kinds(actions) == [ActionKind.REACT, ActionKind.CREATE_TASK]
     assert actions[1].request is not None
     assert actions[1].request.mode is TaskMode.FOLLOW_UP
     assert actions[1].request.instructions == "rename this variable"
-    other = IssueRef(REPO, 13, is_change_request=True, head_branch="feature/x")
-    verdict = classify(event(EventKind.REVIEW_COMMENT, body="nit", issue=other), SETTINGS)
-    assert isinstance(verdict, Ignore)
+    assert actions[1].request.issue == BOT_PR
+    actions = follow_up_of(event(EventKind.REVIEW_COMMENT, body="and this", issue=BOT_PR), task())
+    assert kinds(actions) == [ActionKind.REACT, ActionKind.MESSAGE]
+    assert actions[1].payload == {"author": "alice", "body": "and this"}
+
+
+@pytest.mark.parametrize(
+    "pr",
+    [
+        dataclasses.replace(BOT_PR, head_branch="feature/x"),
+        dataclasses.replace(BOT_PR, head_repo="mallory/hello"),  # a fork's agent/ branch
+        dataclasses.replace(BOT_PR, head_repo=None),  # a deleted fork
+        dataclasses.replace(BOT_PR, author="mallory"),  # a person's agent/ branch
+        dataclasses.replace(BOT_PR, author="coding-agent"),  # a person, not the App
+        dataclasses.replace(BOT_PR, author="renovate[bot]"),
+    ],
+)
+def test_change_requests_the_bot_does_not_own_get_no_follow_up(pr: IssueRef) -> None:
+    assert owns_change_request(pr, SETTINGS) is False
+    for kind in (EventKind.REVIEW_COMMENT, EventKind.REVIEW_SUBMITTED):
+        verdict = classify(event(kind, body="nit", issue=pr, review_state="commented"), SETTINGS)
+        assert isinstance(verdict, Ignore)
+    mention = intent_of(event(EventKind.COMMENT_CREATED, body="@coding-agent fix it", issue=pr))
+    assert mention.kind is IntentKind.START and mention.text == "fix it"
+
+
+def test_the_bots_authorship_is_case_insensitive_and_knows_app_names() -> None:
+    assert owns_change_request(dataclasses.replace(BOT_PR, author="Coding-Agent[bot]"), SETTINGS)
+    assert owns_change_request(dataclasses.replace(BOT_PR, head_repo="Octo/Hello"), SETTINGS)
+    slug = SETTINGS.model_copy(
+        update={"bot": SETTINGS.bot.model_copy(update={"github_login": "coding-agent"})}
+    )
+    assert owns_change_request(BOT_PR, slug)  # an App configured by its slug
+    gitlab = RepoRef(ForgeKind.GITLAB, "g/p", project_id=5)
+    mr = dataclasses.replace(BOT_PR, repo=gitlab, head_repo="g/p", author="Coding-Agent-Bot")
+    assert owns_change_request(mr, SETTINGS)
+    assert (
+        owns_change_request(dataclasses.replace(mr, author="coding-agent[bot]"), SETTINGS) is False
+    )
+
+
+@pytest.mark.parametrize(("state", "follows_up"), [
+    ("changes_requested", True), ("commented", True), ("CHANGES_REQUESTED", True),
+    ("approved", False), ("dismissed", False), ("", False),
+])  # fmt: skip
+def test_only_reviews_asking_for_changes_start_a_follow_up(state: str, follows_up: bool) -> None:
+    review = event(EventKind.REVIEW_SUBMITTED, body="Looks good", issue=BOT_PR, review_state=state)
+    intent = intent_of(review)
+    if follows_up:
+        assert intent.kind is IntentKind.REVIEW
+        return
+    assert intent.kind is IntentKind.COMMENT  # feedback while a task runs, nothing otherwise
+    assert not needs_permission(intent, active=None)
+    actions = decide(
+        intent, permission=Permission.WRITE, active=task(), latest=None, settings=SETTINGS
+    )
+    assert kinds(actions) == [ActionKind.REACT, ActionKind.MESSAGE]
+
+
+def test_an_empty_review_is_ignored() -> None:
+    review = event(EventKind.REVIEW_SUBMITTED, issue=BOT_PR, review_state="changes_requested")
+    assert classify(review, SETTINGS) == Ignore("an empty review")
+
+
+def test_a_plain_comment_on_the_bots_change_request_is_feedback_only_while_a_task_runs() -> None:
+    intent = intent_of(event(EventKind.COMMENT_CREATED, body="thanks!", issue=BOT_PR))
+    assert intent.kind is IntentKind.COMMENT
+    assert not needs_permission(intent, active=None)
+    assert (
+        decide(intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS)
+        == []
+    )
+    actions = decide(
+        intent, permission=Permission.WRITE, active=task(), latest=None, settings=SETTINGS
+    )
+    assert kinds(actions) == [ActionKind.REACT, ActionKind.MESSAGE]
+
+
+def test_a_mention_or_command_on_the_bots_change_request_is_explicit() -> None:
+    mention = event(EventKind.COMMENT_CREATED, body="@coding-agent use tabs", issue=BOT_PR)
+    [_, create] = follow_up_of(mention)
+    assert create.request is not None and create.request.instructions == "use tabs"
+    approved = event(
+        EventKind.REVIEW_SUBMITTED,
+        body="@coding-agent nit: tabs",
+        issue=BOT_PR,
+        review_state="approved",
+    )
+    assert intent_of(approved).kind is IntentKind.REVIEW
+    command = intent_of(event(EventKind.COMMENT_CREATED, body="/agent status", issue=BOT_PR))
+    assert command.kind is IntentKind.COMMANDS
+    quoted = intent_of(event(EventKind.COMMENT_CREATED, body="> @coding-agent x\nok", issue=BOT_PR))
+    assert quoted.kind is IntentKind.COMMENT
+
+
+def test_an_unknown_author_must_be_looked_up_before_deciding() -> None:
+    mr = dataclasses.replace(BOT_PR, author="")  # GitLab payloads name the author by id only
+    assert owns_change_request(mr, SETTINGS) is None
+    intent = intent_of(event(EventKind.REVIEW_COMMENT, body="rename it", issue=mr))
+    assert intent.kind is IntentKind.REVIEW and intent.author_unknown
+    with pytest.raises(ValueError, match="author"):
+        decide(intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS)
+    plain = intent_of(event(EventKind.COMMENT_CREATED, body="thanks", issue=mr))
+    assert plain.kind is IntentKind.COMMENT and not plain.author_unknown  # no look-up needed
+    fork = dataclasses.replace(mr, head_repo="mallory/hello")
+    assert isinstance(
+        classify(event(EventKind.REVIEW_COMMENT, body="x", issue=fork), SETTINGS), Ignore
+    )

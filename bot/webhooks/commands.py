@@ -7,6 +7,7 @@ commands, so quoting a command in a reply never re-triggers it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from bot.events import Command, CommandName
 
@@ -26,21 +27,21 @@ HELP: dict[CommandName, str] = {
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-def parse_commands(body: str, *, prefix: str) -> list[Command]:
-    """Every command line of ``body``, in order."""
-    commands: list[Command] = []
+def _live_lines(lines: list[str]) -> Iterator[int]:
+    """The indexes of the lines that are neither in a fenced code block nor quoted."""
     in_fence = False
-    for line in body.splitlines():
+    for index, line in enumerate(lines):
         if _FENCE.match(line):
             in_fence = not in_fence
-            continue
-        stripped = line.strip()
-        if in_fence or stripped.startswith(">"):
-            continue
-        command = _parse_line(stripped, prefix)
-        if command is not None:
-            commands.append(command)
-    return commands
+        elif not in_fence and not line.strip().startswith(">"):
+            yield index
+
+
+def parse_commands(body: str, *, prefix: str) -> list[Command]:
+    """Every command line of ``body``, in order."""
+    lines = body.splitlines()
+    commands = (_parse_line(lines[i].strip(), prefix) for i in _live_lines(lines))
+    return [command for command in commands if command is not None]
 
 
 def _parse_line(line: str, prefix: str) -> Command | None:
@@ -64,12 +65,18 @@ def _parse_line(line: str, prefix: str) -> Command | None:
 
 
 def mention_text(body: str, *, bot_names: tuple[str, ...]) -> str | None:
-    """The text of a comment that mentions the bot (``@name ...``), without the mention."""
+    """The text of a comment that mentions the bot (``@name ...``), without the mention.
+
+    Like commands, a mention in a fenced code block or a quoted line does not count.
+    """
+    lines = body.splitlines()
     for name in bot_names:
         handle = name.removesuffix("[bot]")
         pattern = re.compile(rf"(?<![\w@])@{re.escape(handle)}(\[bot\])?(?![\w-])", re.IGNORECASE)
-        if pattern.search(body):
-            return pattern.sub("", body, count=1).strip()
+        for index in _live_lines(lines):
+            if pattern.search(lines[index]):
+                lines[index] = pattern.sub("", lines[index], count=1)
+                return "\n".join(lines).strip()
     return None
 
 

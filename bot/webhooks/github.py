@@ -152,6 +152,8 @@ def _issue(data: _Obj, repo: RepoRef, *, change_request: bool) -> IssueRef:
     state = data.opt_text("state") or "open"
     if change_request and data.flag("merged"):
         state = "merged"
+    head = data.opt_obj("head")
+    head_repo = head.opt_obj("repo") if head is not None else None  # null: fork deleted
     return IssueRef(
         repo=repo,
         number=data.integer("number"),
@@ -162,7 +164,8 @@ def _issue(data: _Obj, repo: RepoRef, *, change_request: bool) -> IssueRef:
         author=data.obj("user").text("login"),
         state=state,
         labels=tuple(label.text("name") for label in data.objects("labels")),
-        head_branch=data.obj("head").text("ref") if data.has("head") else None,
+        head_branch=head.text("ref") if head is not None else None,
+        head_repo=head_repo.text("full_name") if head_repo is not None else None,
     )
 
 

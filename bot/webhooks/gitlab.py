@@ -141,8 +141,15 @@ def _state(raw: str) -> str:
 
 
 def _issue_ref(
-    repo: RepoRef, data: dict[str, Any], where: str, *, change_request: bool, author: str = ""
+    repo: RepoRef,
+    data: dict[str, Any],
+    where: str,
+    *,
+    change_request: bool,
+    author: str = "",
+    web_url: str = "",
 ) -> IssueRef:
+    """``web_url`` stands in when ``data`` has no ``url`` (note hooks give none)."""
     labels = data.get("labels")
     return IssueRef(
         repo=repo,
@@ -150,14 +157,33 @@ def _issue_ref(
         is_change_request=change_request,
         title=_optional(data, "title", str, where, ""),
         body=_optional(data, "description", str, where, ""),
-        web_url=_optional(data, "url", str, where, ""),
+        web_url=_optional(data, "url", str, where, "") or web_url,
         author=author,
         state=_state(_optional(data, "state", str, where, "opened")),
         labels=_label_titles(labels, f"{where}.labels"),
         head_branch=(
             _optional(data, "source_branch", str, where, None) if change_request else None
         ),
+        head_repo=_head_repo(repo, data, where) if change_request else None,
     )
+
+
+def _head_repo(repo: RepoRef, data: dict[str, Any], where: str) -> str | None:
+    """The project the merge request's source branch is in (a fork's path when it differs)."""
+    source = _optional(data, "source_project_id", int, where, None)
+    if source is not None and source == _optional(data, "target_project_id", int, where, None):
+        return repo.full_name
+    project = data.get("source")
+    if isinstance(project, dict):
+        path: str | None = _optional(project, "path_with_namespace", str, f"{where}.source", None)
+        return path
+    return None
+
+
+def _noteable_url(note_url: str) -> str:
+    """The issue's or merge request's page: a note's url without its ``#note_<id>``."""
+    page, _, fragment = note_url.partition("#")
+    return page if fragment.startswith("note_") else ""
 
 
 def labels_added(payload: dict[str, Any]) -> tuple[str, ...]:
@@ -214,20 +240,24 @@ def _parse_note(event_name: str, delivery_id: str, payload: dict[str, Any]) -> F
     actor = _actor(payload)
     repo = _repo(payload)
     key = "merge_request" if change_request else "issue"
+    note_url = _optional(attrs, "url", str, "object_attributes", "")
     issue = _issue_ref(
-        repo, _field(payload, key, dict, "payload"), key, change_request=change_request
+        repo,
+        _field(payload, key, dict, "payload"),
+        key,
+        change_request=change_request,
+        web_url=_noteable_url(note_url),
     )
     comment = CommentRef(
         id=_field(attrs, "id", int, "object_attributes"),
         body=_field(attrs, "note", str, "object_attributes"),
         author=actor.login,
-        web_url=_optional(attrs, "url", str, "object_attributes", ""),
+        web_url=note_url,
     )
     action = _optional(attrs, "action", str, "object_attributes", "create")
-    created = action == "create" and attrs.get("system") is not True
     return ForgeEvent(
         forge=ForgeKind.GITLAB,
-        kind=EventKind.COMMENT_CREATED if created else EventKind.COMMENT_OTHER,
+        kind=_note_kind(attrs, action, change_request=change_request),
         name=event_name,
         action=action,
         delivery_id=delivery_id,
@@ -237,6 +267,16 @@ def _parse_note(event_name: str, delivery_id: str, payload: dict[str, Any]) -> F
         comment=comment,
         extra={"noteable_type": noteable_type},
     )
+
+
+def _note_kind(attrs: dict[str, Any], action: str, *, change_request: bool) -> EventKind:
+    """A new note; on a merge request, a ``DiffNote`` is a comment on a line of the diff."""
+    if action != "create" or attrs.get("system") is True:
+        return EventKind.COMMENT_OTHER
+    note_type = _optional(attrs, "type", str, "object_attributes", None)
+    if change_request and note_type == "DiffNote":
+        return EventKind.REVIEW_COMMENT
+    return EventKind.COMMENT_CREATED
 
 
 def _ignored(

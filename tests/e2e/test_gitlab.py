@@ -47,6 +47,13 @@ def issue_note(body: str, sender: str = GL_OWNER) -> dict[str, Any]:
     return payload
 
 
+def diff_position(path: str) -> dict[str, Any]:
+    """Where a line comment (a ``DiffNote``) sits in a merge request's diff."""
+    return {"base_sha": "a" * 40, "start_sha": "a" * 40, "head_sha": "b" * 40,
+            "old_path": path, "new_path": path, "position_type": "text",
+            "old_line": None, "new_line": 1}  # fmt: skip
+
+
 def write(path: str, content: str, task_id: str = "task_1") -> dict[str, object]:
     action = docs.action(task_id, "write_file", arguments={"path": path, "content": content},
                          purpose=f"Write {path}")  # fmt: skip
@@ -73,7 +80,9 @@ async def test_a_note_starts_a_task_that_opens_a_merge_request(
         assert (change.head_branch, change.base_branch) == (BRANCH, "main")
         title, body = bot.gitlab.repos[GL_REPO].change_request_bodies[change.number]
         assert title == f"{TITLE} (#17)"
-        assert body.startswith("Closes #17\n\n**Goal:** Write INSTALL.md")
+        # the note's url without "#note_..." is the issue's: the body links it
+        issue_url = "http://example.com/gitlab-org/gitlab-test/issues/17"
+        assert body.startswith(f"Closes #17 ({issue_url})\n\n**Goal:** Write INSTALL.md")
         status = status_comment(issue)
         assert f"Change request: {change.web_url}" in status and f"Branch: `{BRANCH}`" in status
         assert len(of_kind(issue, "completion")) == 1 and len(bodies(issue)) == 2
@@ -93,6 +102,7 @@ async def test_a_review_note_on_the_bots_merge_request_follows_up_on_its_branch(
         first_head = remote.rev(BRANCH)
 
         review = gl_note("Please mention PREFIX as well.", kind="merge_request")
+        review["object_attributes"].update(type="DiffNote", position=diff_position("INSTALL.md"))
         review["merge_request"].update(iid=change.number, source_branch=BRANCH, url=change.web_url,
                                        target_branch="main", title=f"{TITLE} (#17)")  # fmt: skip
         assert (await bot.send_gitlab("Note Hook", review)).status_code == 202

@@ -160,6 +160,7 @@ async def test_a_review_comment_on_the_bots_pull_request_follows_up_on_its_branc
         review = fixture("github", "pull_request_review_comment.created.json")
         review["pull_request"].update(number=change.number, html_url=change.web_url)
         review["pull_request"]["head"]["ref"] = BRANCH
+        review["pull_request"]["user"]["login"] = bot.settings.bot.github_login  # the bot's PR
         review["comment"]["body"] = "a.txt should say A2"
         assert (await bot.send_github("pull_request_review_comment", review)).status_code == 202
         await settle(bot)

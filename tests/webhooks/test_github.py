@@ -181,6 +181,30 @@ def test_pull_request_carries_its_head_branch() -> None:
     assert event.issue.key == "github:Codertocat/Hello-World#cr/2"
 
 
+def test_pull_request_names_the_repository_of_its_head() -> None:
+    event = parse("pull_request.opened")
+    assert event.issue is not None and event.issue.head_repo == "Codertocat/Hello-World"
+    fork = load("pull_request.opened")
+    fork["pull_request"]["head"]["repo"]["full_name"] = "mallory/Hello-World"
+    event = parse("pull_request.opened", fork)
+    assert event.issue is not None and event.issue.head_repo == "mallory/Hello-World"
+    fork["pull_request"]["head"]["repo"] = None  # the fork was deleted
+    event = parse("pull_request.opened", fork)
+    assert event.issue is not None and event.issue.head_repo is None
+    for name in ("pull_request_review.submitted", "pull_request_review_comment.created"):
+        event = parse(name)
+        assert event.issue is not None and event.issue.head_repo == "Codertocat/Hello-World"
+    event = parse("issue_comment.created")  # an issue (or a PR seen as one) has no head
+    assert event.issue is not None and event.issue.head_repo is None
+
+
+def test_pull_request_head_repo_without_a_name_is_a_clear_error() -> None:
+    payload = load("pull_request.opened")
+    del payload["pull_request"]["head"]["repo"]["full_name"]
+    with pytest.raises(PayloadError, match=r"pull_request\.head\.repo\.full_name: missing"):
+        parse("pull_request.opened", payload)
+
+
 def test_merged_pull_request_is_closed_with_state_merged() -> None:
     payload = load("pull_request.opened")
     payload["action"] = "closed"

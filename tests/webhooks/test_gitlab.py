@@ -276,6 +276,68 @@ def test_note_on_a_merge_request() -> None:
     assert event.issue.title == "Tempora et eos debitis quae laborum et."
 
 
+def test_merge_request_names_the_project_of_its_source_branch() -> None:
+    event = parse("merge-request-hook.json")  # source_project_id == target_project_id
+    assert event.issue is not None and event.issue.head_repo == "gitlabhq/gitlab-test"
+    fork = load("merge-request-hook.json")
+    fork["object_attributes"]["source_project_id"] = 99
+    event = parse("merge-request-hook.json", fork)
+    assert event.issue is not None and event.issue.head_repo == "awesome_space/awesome_project"
+    del fork["object_attributes"]["source"]
+    event = parse("merge-request-hook.json", fork)
+    assert event.issue is not None and event.issue.head_repo is None
+    note = parse("note-hook-merge-request.json")
+    assert note.issue is not None and note.issue.head_repo == "gitlab-org/gitlab-test"
+    issue = parse("note-hook-issue.json").issue
+    assert issue is not None and issue.head_repo is None
+
+
+def test_mistyped_source_project_id_is_a_clear_error() -> None:
+    payload = load("note-hook-merge-request.json")
+    payload["merge_request"]["source_project_id"] = "5"
+    with pytest.raises(PayloadError, match=r"merge_request\.source_project_id has the wrong type"):
+        parse("note-hook-merge-request.json", payload)
+
+
+@pytest.mark.parametrize(
+    ("name", "page"),
+    [
+        ("note-hook-issue.json", "http://example.com/gitlab-org/gitlab-test/issues/17"),
+        (
+            "note-hook-merge-request.json",
+            "http://example.com/gitlab-org/gitlab-test/merge_requests/1",
+        ),
+    ],
+)
+def test_a_note_gives_its_issue_the_page_it_is_on(name: str, page: str) -> None:
+    event = parse(name)  # the issue / merge_request objects of note hooks have no url
+    assert event.issue is not None and event.issue.web_url == page
+    payload = load(name)
+    key = "issue" if "issue" in name else "merge_request"
+    payload[key]["url"] = "http://example.com/own-url"
+    event = parse(name, payload)
+    assert event.issue is not None and event.issue.web_url == "http://example.com/own-url"
+    payload = load(name)
+    payload["object_attributes"]["url"] = "http://example.com/somewhere"  # no #note_ fragment
+    event = parse(name, payload)
+    assert event.issue is not None and event.issue.web_url == ""
+
+
+def test_a_diff_note_on_a_merge_request_is_a_line_comment() -> None:
+    payload = load("note-hook-merge-request.json")
+    payload["object_attributes"].update(type="DiffNote", position={"new_path": "a.txt"})
+    event = parse("note-hook-merge-request.json", payload)
+    assert event.kind is EventKind.REVIEW_COMMENT
+    assert event.comment is not None and not event.comment.is_review_comment  # eyes on it
+    payload["object_attributes"]["type"] = "DiscussionNote"
+    assert parse("note-hook-merge-request.json", payload).kind is EventKind.COMMENT_CREATED
+    payload["object_attributes"].update(type="DiffNote", system=True)
+    assert parse("note-hook-merge-request.json", payload).kind is EventKind.COMMENT_OTHER
+    payload["object_attributes"].update(type=7, system=False)
+    with pytest.raises(PayloadError, match=r"object_attributes\.type has the wrong type"):
+        parse("note-hook-merge-request.json", payload)
+
+
 @pytest.mark.parametrize(
     ("name", "noteable_type", "project"),
     [

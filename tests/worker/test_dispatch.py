@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.agent.context import Outcome, ProgressEvent, ProgressKind, TaskContext
-from bot.events import ForgeKind
+from bot.events import ForgeKind, RepoRef, TaskMode, TaskRequest
 from bot.forges.base import ForgeError, Permission
 from bot.storage.base import TaskState
 from tests.harness import Harness, fixture
@@ -116,6 +116,98 @@ async def test_second_trigger_while_running_is_a_polite_reply(bot: Harness) -> N
     assert len(await bot.tasks()) == 1
     issue = bot.github.issues[("Codertocat/Hello-World", 1)]
     assert any("already working on this issue" in c.body for c in issue.comments)
+
+
+def opened_with_label(label: str = "coding agent") -> dict:
+    payload = fixture("github", "issues.opened.json")
+    payload["issue"]["labels"].append({"name": label})
+    return payload
+
+
+async def test_an_issue_opened_with_the_label_starts_one_task_without_noise(
+    bot: Harness,
+) -> None:
+    # GitHub sends both "opened" (with the label) and "labeled" for one new issue
+    await bot.send_github("issues", opened_with_label())
+    await bot.send_github("issues", labeled())
+    assert await bot.dispatch_all() == 2
+    assert len(await bot.tasks()) == 1
+    issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+    assert issue.reactions == [(None, "eyes")] and issue.comments == []
+
+
+async def test_a_label_start_that_loses_the_race_stays_silent(
+    bot: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other delivery (handled by another worker) creates the task while this one
+    looks up the permission: this one neither reacts nor replies."""
+    look_up = bot.github.get_permission
+
+    async def racing(repo: RepoRef, user: str) -> Permission:
+        request = TaskRequest(issue=bot.github.issues[(repo.full_name, 1)].ref, requested_by=user)
+        await bot.store.create_task(request, event_id=None)
+        return await look_up(repo, user)
+
+    monkeypatch.setattr(bot.github, "get_permission", racing)
+    await bot.send_github("issues", opened_with_label())
+    assert await bot.dispatch_all() == 1
+    assert len(await bot.tasks()) == 1
+    issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+    assert issue.reactions == [] and issue.comments == []
+    assert await bot.store.pending_events() == 0
+
+
+GL_PROJECT = "gitlab-org/gitlab-test"
+
+
+def merge_request(bot: Harness, author: str) -> None:
+    repo = bot.gitlab.add_repo(GL_PROJECT, writers=("root",))
+    bot.gitlab.add_issue(repo, 1, title="Fix the docs", author=author, change_request=True)
+
+
+def mr_note(body: str, *, line: bool = False, fork: bool = False) -> dict:
+    payload = fixture("gitlab", "note-hook-merge-request.json")
+    payload["object_attributes"]["note"] = body
+    payload["merge_request"]["source_branch"] = "agent/3-fix-the-docs"
+    if line:
+        payload["object_attributes"].update(type="DiffNote", position={"new_path": "a.md"})
+    if fork:
+        payload["merge_request"]["source_project_id"] = 77
+        payload["merge_request"]["source"]["path_with_namespace"] = "mallory/gitlab-test"
+    return payload
+
+
+async def test_a_line_note_on_the_bots_merge_request_looks_up_its_author(bot: Harness) -> None:
+    merge_request(bot, author="coding-agent-bot")
+    await bot.send_gitlab("Note Hook", mr_note("Use a table here.", line=True))
+    await bot.dispatch_all()
+    [task] = await bot.tasks()
+    assert task.request.mode is TaskMode.FOLLOW_UP
+    assert task.request.instructions == "Use a table here."
+    assert task.request.issue.author == "coding-agent-bot"
+    assert (
+        task.request.issue.web_url == "http://example.com/gitlab-org/gitlab-test/merge_requests/1"
+    )
+    assert bot.gitlab.calls_of("get_issue") == [(GL_PROJECT, 1)]
+
+
+async def test_a_line_note_on_a_persons_agent_branch_starts_nothing(bot: Harness) -> None:
+    merge_request(bot, author="mallory")
+    await bot.send_gitlab("Note Hook", mr_note("Use a table here.", line=True))
+    assert await bot.dispatch_all() == 1
+    assert await bot.tasks() == []
+    assert bot.gitlab.issues[(GL_PROJECT, 1)].reactions == []
+    assert await bot.store.pending_events() == 0
+
+
+async def test_a_fork_or_a_thank_you_on_a_merge_request_needs_no_look_up(bot: Harness) -> None:
+    merge_request(bot, author="coding-agent-bot")
+    response = await bot.send_gitlab("Note Hook", mr_note("Nit.", line=True, fork=True))
+    assert response.json()["message"] == "ignored"
+    await bot.send_gitlab("Note Hook", mr_note("Thanks, merging!"))
+    await bot.dispatch_all()
+    assert await bot.tasks() == []
+    assert bot.gitlab.calls_of("get_issue") == [] and bot.gitlab.calls_of("get_permission") == []
 
 
 async def test_help_and_unknown_commands(bot: Harness) -> None:
