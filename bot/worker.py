@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot import metrics
 from bot.agent.context import Outcome, TaskContext
+from bot.agent.state import consumed_message_seq
 from bot.comments.replies import Replier
 from bot.comments.reporter import IssueReporter
 from bot.config import Settings
-from bot.dispatcher import Dispatcher
+from bot.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.storage.base import ACTIVE_STATES, StoreError, Task, TaskState
@@ -38,9 +39,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.worker")
 
 EVENT_LEASE_SECONDS = 600.0  # longer than any forge wait an event's handling may sit out
-MAX_EVENT_ATTEMPTS = 6
 MAX_TASK_ATTEMPTS = 6
 RETENTION_SECONDS = 14 * 86400  # handled webhook events and the dedup window
+WAITING_FOR_PEOPLE = frozenset(
+    {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
+)
 
 
 class Coordinator(Protocol):
@@ -215,9 +218,28 @@ class Worker:
         )
         if not stored:
             log.error("task %s: lease lost before its outcome could be stored", task.id)
+        else:
+            await self._requeue_if_answered(task.id, outcome)
         if outcome.state not in ACTIVE_STATES:
             metrics.TASKS.labels(outcome.state.value).inc()
         return outcome
+
+    async def _requeue_if_answered(self, task_id: str, outcome: Outcome) -> None:
+        """A reply that arrived while the task was still running (after its last look
+        at its messages, before its waiting state was stored) did not re-queue it: the
+        dispatcher only re-queues tasks already waiting. Re-queue it now, if its
+        checkpoint has not seen every message."""
+        if outcome.state not in WAITING_FOR_PEOPLE or outcome.reason == "llm_unavailable":
+            return
+        seen = consumed_message_seq(await self.store.load_checkpoint(task_id))
+        if seen is None or not await self.store.messages_after(task_id, seen):
+            return
+        requeued = await self.store.set_state(
+            task_id, TaskState.QUEUED, error=outcome.reason or None, expect_state=outcome.state
+        )
+        if requeued:
+            log.info("task %s: a reply came in while it ran; re-queued", task_id)
+            self._wake.set()
 
     async def _run(self, task: Task) -> Outcome:
         issue = task.request.issue

@@ -28,6 +28,7 @@ from bot.llm.tokens import count_tokens
 from bot.tools.registry import ApprovalRequired, Tool
 
 MAX_OUTPUT_CHARS = 20_000
+MAX_LOGGED_CHARS = 2_000  # of a failed action's output, in errors.log
 SUMMARY_OVER_CHARS = 6_000
 SUMMARY_TOKENS = 300
 DATA_KEYS = ("web_url", "number", "sha", "paths", "path", "branch")
@@ -189,6 +190,9 @@ class ActionRunner:
         record.output = output[:MAX_OUTPUT_CHARS]
         session.state.records[record.key] = record
         await session.checkpoint()
+        if not ok:
+            shown = session.runlog.redact(output)[:MAX_LOGGED_CHARS]  # redact, then cut
+            session.runlog.error("action", f"{record.key} ({record.tool}) failed: {shown}")
         session.record(
             "action",
             key=record.key,

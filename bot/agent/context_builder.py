@@ -1,9 +1,10 @@
 """What the planner is told: the issue, its comments, repository facts, the tools.
 
-Issue and comment text is untrusted: ``clean_untrusted`` strips HTML comments and
-invisible, zero-width and bidirectional control characters, and ``fence`` wraps
-it in ``<untrusted>`` tags the system prompt declares to be data, never
-instructions. ``build_context`` reads everything through the ``Forge``; a fact the
+Issue and comment text is untrusted: ``clean_untrusted`` strips HTML comments,
+invisible, zero-width and bidirectional control characters and fence tags, again
+and again until nothing changes (removing one can join the pieces of another), and
+``fence`` wraps it in ``<untrusted>`` tags the system prompt declares to be data,
+never instructions. ``build_context`` reads everything through the ``Forge``; a fact the
 forge cannot give is left out rather than failing the task.
 """
 
@@ -21,7 +22,12 @@ from bot.forges.base import Comment, Forge, ForgeError, TreeEntry
 from bot.tools.registry import Tool
 
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
-_UNTRUSTED_TAG = re.compile(r"</?\s*untrusted[^>]*>", re.IGNORECASE)
+# A fence tag with ASCII, fullwidth or small angle brackets and spaces around the slash;
+# without its closing bracket, the "<untrusted" token alone.
+_UNTRUSTED_TAG = re.compile(
+    r"[<\uff1c\ufe64]\s*/?\s*untrusted(?:[^<>\uff1c\uff1e\ufe64\ufe65]*[>\uff1e\ufe65])?",
+    re.IGNORECASE,
+)
 _BLANK_LINES = re.compile(r"\n{3,}")
 _KEEP = frozenset("\n\t")
 
@@ -41,11 +47,20 @@ def _invisible(char: str) -> bool:
     return unicodedata.category(char) in {"Cf", "Cc", "Co", "Cs"}
 
 
-def clean_untrusted(text: str) -> str:
-    """Untrusted text without HTML comments, invisible characters or fence tags."""
-    text = _HTML_COMMENT.sub("", text.replace("\r\n", "\n"))
+def _strip_once(text: str) -> str:
+    text = _HTML_COMMENT.sub("", text)
     text = "".join(ch for ch in text if not _invisible(ch))
-    text = _UNTRUSTED_TAG.sub("", text)
+    return _UNTRUSTED_TAG.sub("", text)
+
+
+def clean_untrusted(text: str) -> str:
+    """Untrusted text without HTML comments, invisible characters or fence tags; the
+    removal repeats until the text is stable, so ``</untr</untrusted>usted>`` or
+    ``<!\u200b-- ... -->`` cannot reassemble what a single pass removed. Each pass only
+    removes characters, so this ends."""
+    text = text.replace("\r\n", "\n")
+    while (cleaned := _strip_once(text)) != text:
+        text = cleaned
     return _BLANK_LINES.sub("\n\n", text).strip()
 
 

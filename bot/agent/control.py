@@ -3,8 +3,8 @@
 The trigger layer stores only messages from people allowed to steer the task, as
 ``feedback`` ({author, body}) and ``command`` ({name, args, author}) messages.
 ``read_inbox`` folds them into what the coordinator acts on at its next safe
-point: stop and pause win over everything; the latest approve / reject decides a
-pending approval; feedback is kept in order.
+point: stop and pause win over everything; the latest approve / reject sent after
+the pending approval request decides it; feedback is kept in order.
 """
 
 from __future__ import annotations
@@ -38,7 +38,12 @@ class Inbox:
         return not (self.stop or self.pause or self.resume or self.decision or self.feedback)
 
 
-def read_inbox(messages: Iterable[TaskMessage], last_seq: int) -> Inbox:
+def read_inbox(
+    messages: Iterable[TaskMessage], last_seq: int, *, decisions_after: int = 0
+) -> Inbox:
+    """Fold ``messages``; approve / reject with a sequence number up to
+    ``decisions_after`` (sent before the pending approval request was posted) are
+    kept as commands, marked ``stale``, and decide nothing."""
     inbox = Inbox(last_seq=last_seq)
     for message in sorted(messages, key=lambda m: m.seq):
         inbox.last_seq = max(inbox.last_seq, message.seq)
@@ -53,8 +58,11 @@ def read_inbox(messages: Iterable[TaskMessage], last_seq: int) -> Inbox:
             continue
         name = str(payload.get("name", "")).lower()
         args = str(payload.get("args", "")).strip()
-        inbox.commands.append({"name": name, "args": args, "author": author})
-        if name == "stop":
+        command: dict[str, Any] = {"name": name, "args": args, "author": author}
+        inbox.commands.append(command)
+        if name in ("approve", "reject") and message.seq <= decisions_after:
+            command["stale"] = True
+        elif name == "stop":
             inbox.stop = author or "someone"
         elif name == "pause":
             inbox.pause = author or "someone"

@@ -6,7 +6,10 @@ the report in ``quality.json``; then commit and push the bot's branch. When the
 changes went through the forge API tools to the bot's branch instead, that branch
 is used as is. Either way a change request is opened (unless a tool already did),
 its body linking the issue, the plan and the quality gate. What was delivered is
-kept in the checkpoint so a re-run never opens a second change request.
+kept in the checkpoint so a re-run never opens a second change request. The changed
+files are copied to the run directory before the push; a refused push (missing
+permission, a server rule, a branch that moved) raises ``DeliveryFailed``, which
+ends the task with a request for a person quoting git's error.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 from bot.agent.actions import ActionRunner
 from bot.agent.context import ProgressKind
 from bot.agent.plan import PlannedAction
+from bot.agent.push_failure import push_failure
 from bot.agent.session import Session
 from bot.forges.base import ForgeError
 from bot.storage.runs import RunDirectory
+from bot.tools.gitcmd import WorkspaceError
 from bot.tools.quality import QualityCommands, QualityReport, detect_commands, run_quality_gate
 
 if TYPE_CHECKING:
@@ -57,12 +62,24 @@ def change_request_body(session: Session, quality: dict[str, Any] | None) -> str
 
 
 def run_directory(session: Session) -> RunDirectory | None:
-    if not session.persist:
-        return None
+    return session.runlog.directory
+
+
+async def keep_changes(session: Session) -> None:
+    """Copy the workspace's uncommitted changes to the run directory's artifacts, so
+    what a person should look at outlives the workspace the worker removes."""
+    built = session.ctx.built
+    if built is None or session.runlog.directory is None:
+        return
+    if not (built.workspace.path / ".git").is_dir():
+        return
     try:
-        return RunDirectory(session.ctx.data_dir, session.ctx.task.id)
-    except (ValueError, OSError):
-        return None
+        changed = await built.workspace.changed_files()
+    except WorkspaceError as exc:
+        session.runlog.error("artifacts", f"the changed files could not be listed: {exc}")
+        return
+    if changed:
+        session.runlog.keep_files(built.workspace.path, changed)
 
 
 def changed_paths(session: Session) -> list[str]:
@@ -151,8 +168,8 @@ class Delivery:
                 quality = report.to_dict()
                 if run_dir is not None:
                     run_dir.write_quality(quality)
-                    run_dir.copy_artifacts(built.workspace.path, changed)
-                await built.workspace.commit_and_push(self._commit_message())
+                await keep_changes(self.session)  # also what the quality fixes changed
+                await self._push(built)
             if changed or self._forge_writes():
                 links["branch"] = built.branch
                 if self._works_on_change_request(built.branch):
@@ -169,6 +186,19 @@ class Delivery:
         await self.session.checkpoint()
         await self.session.emit(ProgressKind.LINKS, **links)
         return links
+
+    async def _push(self, built: BuiltTools) -> None:
+        """Commit and push; a refused push raises ``DeliveryFailed`` (the changed files
+        are in the run directory's artifacts already)."""
+        try:
+            await built.workspace.commit_and_push(self._commit_message())
+        except WorkspaceError as exc:
+            runlog = self.session.runlog
+            error = runlog.redact(str(exc))
+            runlog.error("delivery", f"push of {built.branch} failed: {error}")
+            self.session.record("completion", status="push_failed", reason=error)
+            kept = str(runlog.directory.artifacts) if runlog.directory is not None else ""
+            raise push_failure(error, branch=built.branch, kept_in=kept) from exc
 
     def _commit_message(self) -> str:
         issue = self.session.ctx.issue
@@ -190,6 +220,7 @@ class Delivery:
             )
         except ForgeError as exc:
             session.record("completion", status="change_request_failed", reason=str(exc))
+            session.runlog.error("delivery", f"the change request was not opened: {exc}")
             return None
         return change.web_url
 

@@ -16,6 +16,7 @@ from bot.agent.finalise import Finisher
 from bot.agent.plan import PlannedAction
 from bot.agent.plan_rules import next_batch
 from bot.agent.planning_stage import PlanningStage
+from bot.agent.push_failure import DeliveryFailed
 from bot.agent.reflection import (
     Evaluation,
     ReflectionEngine,
@@ -106,7 +107,10 @@ class ExecutionLoop:
         return None
 
     async def finish(self) -> Outcome:
-        links = await Delivery(self.session).deliver()
+        try:
+            links = await Delivery(self.session).deliver()
+        except DeliveryFailed as exc:
+            return await self.finisher.intervene(exc.reason, hints=exc.hints)
         shown = {k: v for k, v in links.items() if k != "report_path"}
         outcome = await self.finisher.complete(shown)
         if outcome.state is TaskState.DONE:

@@ -3,9 +3,10 @@
 ``complete`` asks the ``completion`` phase for the summary (seed 004 "完了") and
 emits COMPLETION; ``intervene`` builds seed 10.4's ``requires_human_intervention``
 report (what was tried, the current state, recommendations) and emits
-HUMAN_INTERVENTION. Counts are facts from the state, never the model's guesses;
-when the model cannot help (invalid answer, budget spent, endpoint down) the
-report is built from the state alone.
+HUMAN_INTERVENTION, after copying the workspace's changes to the run directory
+(the worker removes the workspace). Counts are facts from the state, never the
+model's guesses; when the model cannot help (invalid answer, budget spent,
+endpoint down) the report is built from the state alone.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from bot.agent.budget import BudgetExceeded, compact_results, one_line
 from bot.agent.context import Outcome, ProgressKind
 from bot.agent.context_builder import as_data
-from bot.agent.delivery import write_run_report
+from bot.agent.delivery import keep_changes, write_run_report
 from bot.agent.session import Session
 from bot.agent.state import ActionStatus, Phase
 from bot.llm.base import LLMError, LLMUnavailable
@@ -115,15 +116,19 @@ class Finisher:
         }
         model = await self._ask("requires_human_intervention", reason=reason) if ask_model else None
         if model:
-            for key in ("current_state", "recommendations"):
-                if model.get(key):
-                    summary[key] = model[key]
+            if model.get("current_state"):
+                summary["current_state"] = model["current_state"]
+            advice = model.get("recommendations")
+            if advice:  # what the bot knows for sure comes first, then the model's advice
+                advice = advice if isinstance(advice, list) else [advice]
+                summary["recommendations"] = [*hints, *advice]
         tried = tried_lines(session)
         session.record("completion", status="requires_human_intervention", summary=summary)
         data: dict[str, Any] = {"summary": summary, "tried": tried, "reason": reason}
         if partial_plan:
             data["partial_plan"] = partial_plan
         outcome = Outcome(TaskState.NEEDS_HUMAN, summary=summary, reason=reason)
+        await keep_changes(session)
         write_run_report(session, f"needs a person: {reason}", tried)
         await self._end(outcome, ProgressKind.HUMAN_INTERVENTION, data)
         return outcome

@@ -1,21 +1,26 @@
-"""One place where the agent talks to the model: render, budget, ask, account.
+"""One place where the agent talks to the model: render, budget, ask, account, record.
 
 ``PhaseCaller.ask(template, phase, **vars)`` renders ``prompts/{template}.j2``,
 checks the budgets, asks for the ``phase`` document (``bot.agent.schema``
 validates, repairs and re-asks), and reports the usage. Several templates share a
 document type: a plan revision and human feedback are answered as ``reflection``
-documents whose ``plan_revision`` holds the new action plan.
+documents whose ``plan_revision`` holds the new action plan. With a ``journal``
+(the task's ``RunLog``) every request and its answer (or error) is written to
+``conversation.jsonl``, and failed calls and invalid answers to ``errors.log``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from bot.agent.budget import Budget
 from bot.agent.prompts import PromptLibrary
+from bot.agent.runlog import ANSWER_CHARS, CONTENT_CHARS, RunLog, cut
 from bot.agent.schema import PhaseAnswer, ask_phase
-from bot.llm.base import LLM, LLMRequest, Usage
+from bot.llm.base import LLM, HealthReport, LLMError, LLMRequest, LLMResponse, LLMUnavailable, Usage
 from bot.llm.tokens import count_messages
 
 UsageHook = Callable[[str, Usage, int], Awaitable[None]]
@@ -25,6 +30,75 @@ async def _no_hook(template: str, usage: Usage, calls: int) -> None:
     return None
 
 
+def exchange(
+    template: str,
+    request: LLMRequest,
+    duration: float,
+    response: LLMResponse | None = None,
+    error: str = "",
+    *,
+    clean: Callable[[str], str] = lambda text: text,
+) -> dict[str, Any]:
+    """One conversation.jsonl entry: long contents cut, after ``clean`` (redaction:
+    first, so a cut never leaves the start of a secret that no longer matches)."""
+    entry: dict[str, Any] = {
+        "phase": template,
+        "document": request.phase,
+        "messages": [
+            {"role": m.role, "content": cut(clean(m.content), CONTENT_CHARS)}
+            for m in request.messages
+        ],
+        "duration": round(duration, 3),
+    }
+    if response is not None:
+        entry["answer"] = cut(clean(response.text), ANSWER_CHARS)
+        entry["usage"] = {
+            "prompt_tokens": response.usage.prompt_tokens,
+            "completion_tokens": response.usage.completion_tokens,
+        }
+        entry["model"] = response.model
+    if error:
+        entry["error"] = error
+    return entry
+
+
+@dataclass
+class _Recorder:
+    """The model, with every exchange written to the journal as it happens."""
+
+    llm: LLM
+    template: str
+    journal: RunLog
+    monotonic: Callable[[], float]
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.llm.name
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        started = self.monotonic()
+        try:
+            response = await self.llm.complete(request)
+        except LLMError as exc:
+            took = self.monotonic() - started
+            error = f"{type(exc).__name__}: {exc}"
+            entry = exchange(self.template, request, took, error=error, clean=self.journal.redact)
+            self.journal.conversation(entry)
+            category = "llm_unavailable" if isinstance(exc, LLMUnavailable) else "llm"
+            self.journal.error(category, f"{self.template}: the model call failed: {error}")
+            raise
+        took = self.monotonic() - started
+        entry = exchange(self.template, request, took, response, clean=self.journal.redact)
+        self.journal.conversation(entry)
+        return response
+
+    async def health(self) -> HealthReport:
+        return await self.llm.health()
+
+    async def aclose(self) -> None:
+        return None  # the model is the runtime's, not this call's
+
+
 @dataclass
 class PhaseCaller:
     llm: LLM
@@ -32,6 +106,25 @@ class PhaseCaller:
     budget: Budget
     temperature: float = 0.2
     on_usage: UsageHook = _no_hook
+    journal: RunLog | None = None
+    monotonic: Callable[[], float] = time.monotonic
+
+    def _model(self, template: str) -> LLM:
+        if self.journal is None:
+            return self.llm
+        return _Recorder(self.llm, template, self.journal, self.monotonic)
+
+    def _invalid(self, template: str, answer: PhaseAnswer) -> None:
+        if self.journal is None:
+            return
+        if answer.data is None:
+            self.journal.error("llm_answer", f"{template}: {answer.error}")
+        elif answer.calls > 1:
+            self.journal.error(
+                "llm_answer",
+                f"{template}: the first answer was not a valid {answer.phase} document; "
+                "the second one was",
+            )
 
     async def ask(self, template: str, phase: str, **variables: object) -> PhaseAnswer:
         """The ``phase`` document the model gives for ``template``'s prompt (data None:
@@ -39,8 +132,13 @@ class PhaseCaller:
         messages = self.prompts.messages(template, **variables)
         max_tokens = self.budget.answer_allowance(template, count_messages(messages))
         answer = await ask_phase(
-            self.llm, phase, messages, max_tokens=max_tokens, temperature=self.temperature
+            self._model(template),
+            phase,
+            messages,
+            max_tokens=max_tokens,
+            temperature=self.temperature,
         )
+        self._invalid(template, answer)
         self.budget.ledger.add(template, answer.usage, answer.calls)
         await self.on_usage(template, answer.usage, answer.calls)
         return answer
@@ -53,7 +151,7 @@ class PhaseCaller:
         request = LLMRequest(
             template, tuple(messages), None, max_tokens=max_tokens, temperature=self.temperature
         )
-        response = await self.llm.complete(request)
+        response = await self._model(template).complete(request)
         self.budget.ledger.add(template, response.usage, 1)
         await self.on_usage(template, response.usage, 1)
         return response.text.strip()

@@ -2,9 +2,10 @@
 
 ``Reviser.revise`` applies a reflection's suggestion: the reflection's own
 ``updated_action_plan`` when it is valid, else a ``revision`` call. Revisions asked
-for by failures count against ``max_revisions`` (reaching it asks for a person);
-revisions asked for by people do not. With ``require_human_approval`` every
-revised plan waits for approval before it runs.
+for by failures, and by a ``/agent reject`` of a plan or revision (the plan failed a
+person's review), count against ``max_revisions`` (reaching it asks for a person);
+revisions that follow people's feedback comments do not (``counts=False``). With
+``require_human_approval`` every revised plan waits for approval before it runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """One run of one task: its context, state, history, budget, and the moves between phases.
 
 The coordinator and its helpers share a ``Session``: it owns the checkpoint
-(``checkpoint()`` after every action), the planning history, token accounting
+(``checkpoint()`` after every action), the planning history, the run directory's
+logs (``runlog``: conversation.jsonl, errors.log, artifacts), token accounting
 (a USAGE event and a history entry per model call), and the phase state machine
 (``move`` refuses transitions seed 7.3 does not have).
 """
@@ -20,9 +21,10 @@ from bot.agent.history import PlanningHistory
 from bot.agent.llm_calls import PhaseCaller
 from bot.agent.plan import PlanDocument
 from bot.agent.prompts import PromptLibrary
+from bot.agent.runlog import RunLog
 from bot.agent.snapshot import plan_of, subtask_statuses
 from bot.agent.state import AgentState, Phase, can_transition
-from bot.config import PlanningSettings
+from bot.config import PlanningSettings, secret_values
 from bot.llm.base import Usage
 
 
@@ -40,6 +42,7 @@ class Session:
     persist: bool = True
     budget: Budget = field(init=False)
     caller: PhaseCaller = field(init=False)
+    runlog: RunLog = field(init=False)
     history: PlanningHistory = field(init=False)
     _started: float = field(init=False)
     _base_elapsed: float = field(init=False)
@@ -54,12 +57,19 @@ class Session:
             total_timeout=settings.planning.execution.total_timeout,
             ledger=UsageLedger.from_dict(self.state.usage),
         )
+        self.runlog = RunLog(
+            self.ctx.data_dir,
+            self.ctx.task.id,
+            secrets=secret_values(settings),
+            enabled=self.persist,
+        )
         self.caller = PhaseCaller(
             self.ctx.llm,
             self.prompts,
             self.budget,
             temperature=settings.llm.temperature,
             on_usage=self._on_usage,
+            journal=self.runlog,
         )
         self.history = PlanningHistory(self.ctx.data_dir, self.ctx.task.id, clock=self.clock)
         self._started = self.monotonic()

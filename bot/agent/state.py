@@ -215,3 +215,14 @@ class AgentState:
         if unknown:
             raise ValueError(f"checkpoint has unknown fields: {sorted(unknown)}")
         return cls(**fields)
+
+
+def consumed_message_seq(checkpoint: dict[str, Any] | None) -> int | None:
+    """The sequence number of the last message the coordinator read, from a stored
+    checkpoint (None: no checkpoint, so nothing is known to be read)."""
+    if not checkpoint:
+        return None
+    try:
+        return int(checkpoint.get("message_seq", 0))
+    except (TypeError, ValueError):
+        return None

@@ -4,8 +4,10 @@ At a safe point (between actions) ``Waits.safe_point`` reads what people said si
 the last look. ``stop`` and ``pause`` end the run. A task waiting for answers
 (``clarification``) re-plans once an answer arrives. A task waiting for approval
 continues on ``approve``, hands a ``Rejection`` back on ``reject`` (a plan is revised,
-a tool call fails), and pauses once the approval timeout has passed. Other feedback
-is kept for the next reflection.
+a tool call fails), and pauses once the approval timeout has passed. An approval
+answers the request it follows: the sequence number of the last message when the
+request was posted is kept, and approve / reject messages up to it are ignored.
+Other feedback is kept for the next reflection.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.actions import PendingApproval
+from bot.agent.approval_text import MAX_SHOWN_CHARS, arguments_json, plain, tool_call_text
 from bot.agent.context import Outcome, ProgressKind
 from bot.agent.context_builder import fence
 from bot.agent.control import Decision, read_inbox
+from bot.agent.delivery import keep_changes
 from bot.agent.plan_rules import pending_actions
 from bot.agent.session import Session
 from bot.agent.state import ActionRecord, ActionStatus, Waiting
@@ -43,13 +47,15 @@ class Waits:
     async def safe_point(self) -> Outcome | Rejection | None:
         session, state = self.session, self.session.state
         messages = await session.ctx.store.messages_after(session.ctx.task.id, state.message_seq)
-        inbox = read_inbox(messages, state.message_seq)
+        read_before = state.message_seq
+        inbox = read_inbox(messages, read_before, decisions_after=self._decisions_after())
         state.message_seq = inbox.last_seq
         for command in inbox.commands:
             session.record("command", **command)
         for item in inbox.feedback:
             session.record("human_feedback", author=item["author"], body=item["body"])
         if inbox.stop:
+            await keep_changes(session)
             await session.checkpoint()
             return Outcome(TaskState.STOPPED, reason=f"stopped by {inbox.stop}")
         if inbox.pause:
@@ -57,11 +63,28 @@ class Waits:
             await session.checkpoint()
             return Outcome(TaskState.PAUSED, reason=f"paused by {inbox.pause}")
         result = await self._resolve(inbox.decision, inbox.feedback)
-        if result is None and not inbox.empty:
+        if inbox.last_seq != read_before and not isinstance(result, Rejection):
+            # what was read is saved, also when the task goes on waiting: the worker
+            # re-queues a waiting task whose checkpoint has not seen every message
             await session.checkpoint()
         if result is None:
             session.budget.check_time(session.elapsed())
         return result
+
+    def _decisions_after(self) -> int:
+        """Approvals and rejections sent before the pending request was posted answer
+        something else (an earlier plan, a call that was never shown): ignored."""
+        waiting = self.session.state.waiting
+        if waiting is None or waiting.kind != "approval":
+            return 0
+        return int(waiting.details.get("after_seq", 0))
+
+    async def _latest_seq(self) -> int:
+        session = self.session
+        newer = await session.ctx.store.messages_after(
+            session.ctx.task.id, session.state.message_seq
+        )
+        return max([session.state.message_seq, *(m.seq for m in newer)])
 
     async def _resolve(
         self, decision: Decision | None, feedback: list[dict[str, Any]]
@@ -148,8 +171,11 @@ class Waits:
         plan = self.session.plan
         if plan is None:
             return ""
-        lines = [f"Goal: {plan.goal.main_objective}"]
-        lines += [f"- {a.key}: {a.tool} - {a.purpose}" for a in pending_actions(plan, set())]
+        lines = [f"Goal: {plain(plan.goal.main_objective)}"]
+        lines += [
+            f"- {plain(a.key)}: {plain(a.tool)} - {plain(a.purpose)}"
+            for a in pending_actions(plan, set())
+        ]
         return "\n".join(lines)
 
     async def request_approval(
@@ -159,9 +185,8 @@ class Waits:
         timeout = session.planning.revision.approval_timeout
         wake = session.now() + timeout
         info = {**(details or {}), "what": what, "text": text}
-        session.state.waiting = Waiting(
-            "approval", subject, since=session.now(), wake_at=wake, details=info
-        )
+        waiting = Waiting("approval", subject, since=session.now(), wake_at=wake, details=info)
+        session.state.waiting = waiting
         session.record("approval", subject=subject, decision="requested", what=what)
         await session.milestone(
             ProgressKind.APPROVAL_REQUEST,
@@ -173,18 +198,25 @@ class Waits:
             tool=str(info.get("tool", "")),
             number=int(info.get("number", 0)),
         )
+        waiting.details["after_seq"] = await self._latest_seq()  # only later answers count
         await session.checkpoint()
         return Outcome(
             TaskState.AWAITING_APPROVAL, reason=f"waiting for approval of {what}", wake_at=wake
         )
 
     async def ask_tool_approval(self, pending: PendingApproval) -> Outcome:
-        args = ", ".join(f"{k}={str(v)[:80]!r}" for k, v in pending.arguments.items())
+        """Ask to approve a call, showing its full arguments (saved to the run directory
+        too when they are too long for the comment)."""
         details = {
             "key": pending.action.key,
             "task_id": pending.action.task_id,
             "tool": pending.tool,
             "arguments": pending.arguments,
         }
-        text = f"{pending.tool}({args})\n{pending.action.purpose}"
+        saved = ""
+        if len(arguments_json(pending.arguments)) > MAX_SHOWN_CHARS:
+            saved = self.session.runlog.save_arguments(pending.action.key, pending.arguments)
+        text = tool_call_text(
+            pending.tool, pending.action.purpose, pending.arguments, saved_to=saved
+        )
         return await self.request_approval("tool", f"the call {pending.tool}", text, details)

@@ -2,9 +2,10 @@
 
     <data_dir>/runs/<task_id>/
         task.json           the task as the coordinator saw it
-        conversation.jsonl  every LLM exchange and tool call, one JSON object a line
+        conversation.jsonl  every LLM request and answer, one JSON object a line
         quality.json        the last quality gate report
-        errors.log          timestamped errors
+        approval-<key>.json the full arguments of a tool call waiting for approval
+        errors.log          timestamped errors, with their category
         artifacts/          copies of the changed files, same relative paths
         report.md           the summary: task, changes, quality gate, conversation
 
@@ -28,6 +29,7 @@ from urllib.parse import quote
 from bot.tools.paths import PathRefused, resolve_inside
 
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _LONG_KEYS = ("description", "body", "instruction", "instructions")
 
 
@@ -71,13 +73,21 @@ class RunDirectory:
         line = json.dumps(entry, ensure_ascii=False, default=str, sort_keys=True)
         self._append("conversation.jsonl", line + "\n")
 
+    def write_arguments(self, key: str, arguments: dict[str, Any]) -> Path:
+        """The full arguments of a tool call waiting for approval:
+        ``approval-<key>.json`` (the request comment shows only their start)."""
+        name = "approval-" + _UNSAFE_NAME.sub("_", key)[:64] + ".json"
+        return self._replace(name, _json(arguments) + "\n")
+
     def write_quality(self, report: dict[str, Any]) -> None:
         self._replace("quality.json", _json(report) + "\n")
 
-    def log_error(self, message: str) -> None:
+    def log_error(self, message: str, *, category: str = "") -> None:
+        """One timestamped entry (``[category]`` after the time, when given)."""
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         body = message.rstrip().replace("\n", "\n    ")
-        self._append("errors.log", f"{stamp} {body}\n")
+        label = f"[{category}] " if category else ""
+        self._append("errors.log", f"{stamp} {label}{body}\n")
 
     def copy_artifacts(self, root: Path, files: Iterable[str]) -> None:
         """Copy the changed files; deleted files are skipped, and paths that leave the

@@ -15,6 +15,7 @@ from bot.agent.state import (
     Phase,
     Waiting,
     can_transition,
+    consumed_message_seq,
 )
 
 
@@ -86,3 +87,10 @@ def test_a_running_record_is_not_finished() -> None:
     assert not record.finished and not record.ok
     state = AgentState(records={"k": record})
     assert state.finished_keys() == set() and state.done_tasks() == set()
+
+
+def test_the_consumed_message_cursor_is_read_from_a_stored_checkpoint() -> None:
+    assert consumed_message_seq(AgentState(message_seq=7).to_dict()) == 7
+    assert consumed_message_seq(json.loads(json.dumps(AgentState().to_dict()))) == 0
+    assert consumed_message_seq(None) is None and consumed_message_seq({}) is None
+    assert consumed_message_seq({"message_seq": "junk"}) is None

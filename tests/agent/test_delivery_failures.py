@@ -1,0 +1,121 @@
+"""A refused push, a stop: the work survives in the run directory and a person is told why."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+
+from bot.agent.context import ProgressEvent, ProgressKind
+from bot.agent.push_failure import push_failure, push_hints
+from bot.llm.scripted import ScriptedLLM
+from bot.storage.base import TaskState
+from tests.agent import docs
+from tests.agent.conftest import Harness, make_harness
+from tests.agent.test_delivery import bare_remote
+
+pytestmark = pytest.mark.sandbox
+
+FILES = {"README.md": "# Widgets\n"}
+WORKFLOW = ".github/workflows/ci.yml"
+CI = "on: push\njobs: {}\n"
+TOKEN = "ghp_" + "S" * 36
+REFUSAL = (
+    f"refusing to allow a GitHub App to create or update workflow `{WORKFLOW}` without "
+    f"`workflows` permission (token {TOKEN})"
+)
+
+
+def refusing_remote(base: Path) -> Path:
+    """A bare remote whose pre-receive hook refuses every push, as GitHub does."""
+    bare = bare_remote(base, FILES)
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho '{REFUSAL}' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    return bare
+
+
+async def _clone_harness(tmp_path: Path, stack: contextlib.AsyncExitStack, bare: Path) -> Harness:
+    return await make_harness(
+        tmp_path, stack, files=FILES, clone_url=f"file://{bare}", title="Add CI"
+    )
+
+
+async def test_a_refused_push_asks_a_person_quoting_git_and_keeps_the_files(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    bare = refusing_remote(tmp_path / "origin")
+    harness = await _clone_harness(tmp_path, stack, bare)
+    write = docs.action("task_1", "write_file", arguments={"path": WORKFLOW, "content": CI})
+    llm = ScriptedLLM([docs.plan([write]), docs.intervention("Look at the push log")])
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.NEEDS_HUMAN, outcome
+    assert outcome.reason.startswith(f"the work could not be pushed to {harness.built.branch}: ")
+    assert "without `workflows` permission" in outcome.reason
+    assert "pre-receive hook declined" in outcome.reason
+    assert TOKEN not in outcome.reason and "[REDACTED]" in outcome.reason
+    recommendations = outcome.summary["recommendations"]
+    assert 'needs the "workflows" permission' in recommendations[0]
+    assert "Look at the push log" in recommendations  # the model's advice comes after
+    [event] = harness.of(ProgressKind.HUMAN_INTERVENTION)
+    assert event["summary"]["reason"] == outcome.reason
+    assert ProgressKind.COMPLETION not in harness.kinds()
+    # nothing was delivered, and nothing is lost
+    assert harness.forge.repo(harness.repo).change_requests == []
+    run_dir = harness.settings.data_dir / "runs" / harness.task.id
+    assert (run_dir / "artifacts" / WORKFLOW).read_text() == CI
+    assert any(f"`{run_dir / 'artifacts'}`" in r or str(run_dir) in r for r in recommendations)
+    errors = (run_dir / "errors.log").read_text()
+    assert f"[delivery] push of {harness.built.branch} failed: git push failed" in errors
+    assert TOKEN not in errors
+    report = (run_dir / "report.md").read_text()
+    assert "**Outcome:** needs a person: the work could not be pushed" in report
+    assert f"artifacts/{WORKFLOW}" in report
+
+    again = await harness.run(llm)  # a re-run announces nothing twice
+    assert again.state is TaskState.NEEDS_HUMAN
+    assert len(harness.of(ProgressKind.HUMAN_INTERVENTION)) == 1
+
+
+async def test_a_stopped_task_keeps_its_uncommitted_changes(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    bare = bare_remote(tmp_path / "origin", FILES)
+    harness = await _clone_harness(tmp_path, stack, bare)
+    first = docs.action("task_1", "write_file", arguments={"path": "notes.txt", "content": "a\n"})
+    second = docs.action(
+        "task_2", "write_file", arguments={"path": "more.txt", "content": "b\n"},
+        dependencies=["task_1"],
+    )  # fmt: skip
+    llm = ScriptedLLM([docs.plan([first, second], dependencies={"task_2": ["task_1"]})])
+
+    async def emit(event: ProgressEvent) -> None:
+        harness.events.append(event)
+        if event.kind is ProgressKind.ACTION and event.data.get("status") == "done":
+            await harness.command("stop", author="bob")
+
+    harness.emit = emit  # type: ignore[method-assign]
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.STOPPED
+    artifacts = harness.settings.data_dir / "runs" / harness.task.id / "artifacts"
+    assert (artifacts / "notes.txt").read_text() == "a\n"
+    assert not (artifacts / "more.txt").exists()
+
+
+def test_push_hints_name_what_to_check() -> None:
+    def hints(error: str) -> str:
+        return " | ".join(push_hints(error, branch="agent/7-x"))
+
+    assert "GitHub App" in hints("refusing to allow ... without `workflows` permission")
+    assert "not a fast-forward" in hints(" ! [rejected] HEAD -> agent/7-x (fetch first)")
+    assert "not a fast-forward" in hints(" ! [rejected] (non-fast-forward)")
+    assert "branch protection" in hints("remote: error: GH006: Protected branch update failed")
+    assert "credentials" in hints("remote: Permission to acme/widgets.git denied to bot.")
+    assert "can push the branch agent/7-x" in hints("git push failed (exit 128): weird")
+    failed = push_failure("x" * 2000, branch="b", kept_in="/runs/t/artifacts")
+    assert len(failed.reason) < 700 and failed.reason.endswith(" …")
+    assert failed.hints[-1] == "The changed files are kept in /runs/t/artifacts"
