@@ -45,7 +45,7 @@ class StatusView:
         elif kind is ProgressKind.USAGE:
             self.tokens = int(data.get("total_tokens", self.tokens))
         elif kind is ProgressKind.LINKS:
-            self.links.update({k: str(v) for k, v in data.items() if v})
+            self.links.update({k: str(v) for k, v in data.items() if v is not None and v != ""})
         if kind is ProgressKind.CLARIFICATION:
             self.waiting = {"subject": "clarification"}
         elif kind is ProgressKind.APPROVAL_REQUEST:
@@ -109,4 +109,11 @@ def render_links(links: dict[str, str], language: str) -> str:
         branch=links.get("branch", ""),
         change_request_url=links.get("change_request_url", ""),
         report_path=links.get("report_path", ""),
+        quality=_quality(links.get("quality_passed"), language),
     )
+
+
+def _quality(passed: str | None, language: str) -> str:
+    if passed is None:
+        return ""
+    return render("quality_passed" if passed == "True" else "quality_failed", language)

@@ -103,7 +103,8 @@ def test_status_view_checklist_progress_tokens_links() -> None:
     view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 4321}))
     view.apply(
         ProgressEvent(
-            ProgressKind.LINKS, {"branch": "agent/7-x", "change_request_url": "https://pr/1"}
+            ProgressKind.LINKS,
+            {"branch": "agent/7-x", "change_request_url": "https://pr/1", "quality_passed": False},
         )
     )
     text = view.render("en")
@@ -111,6 +112,7 @@ def test_status_view_checklist_progress_tokens_links() -> None:
     assert "- [ ] 🔄 Write the install section" in text
     assert "**1/2**" in text and "4,321" in text
     assert "`agent/7-x`" in text and "https://pr/1" in text
+    assert "Quality gate: ❌ failed" in text
     assert "<details><summary>Plan (JSON)</summary>" in text
     ja = view.render("ja")
     assert "進捗" in ja and "作業中" in ja

@@ -113,7 +113,7 @@ async def test_labelled_issue_ends_in_a_pushed_branch_and_a_pull_request(
         assert f"Progress: **2/2** · Tokens: {tokens:,}" in status
         assert "- [x] ✅ Read README.md\n- [x] ✅ Add an Installation section" in status
         links = f"Branch: `{BRANCH}` · Change request: {change.web_url} · Run report: `{report}`"
-        assert links in status
+        assert links + " · Quality gate: ✅ passed" in status
         assert '<details><summary>Plan (JSON)</summary>\n\n```json\n{\n  "goal_understanding"' in (
             status
         )
