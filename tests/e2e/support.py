@@ -13,6 +13,7 @@ from bot.comments.render import Marker, find_markers
 from bot.llm.base import HealthReport, LLMRequest, LLMResponse, LLMUnavailable
 from bot.llm.scripted import ScriptedLLM
 from bot.storage.base import Task
+from tests.agent import docs
 from tests.fakes import FakeForge, FakeIssue
 from tests.harness import Harness, fixture
 from tests.tools.conftest import Remote, make_remote
@@ -178,3 +179,13 @@ async def settle(bot: Harness, rounds: int = 10) -> list[Task]:
         if not handled and not done:
             break
     return ran
+
+
+def two_writes() -> list[object]:
+    """A plan of two writes (the second's arguments from the model) and that second call."""
+    first = docs.action(
+        "task_1", "write_file", arguments={"path": "a.txt", "content": "A\n"}, purpose="Write a"
+    )
+    second = docs.action("task_2", "write_file", purpose="Write b", dependencies=["task_1"])
+    plan = docs.plan([first, second], dependencies={"task_2": ["task_1"]})
+    return [plan, docs.execution("task_2", "write_file", {"path": "b.txt", "content": "B\n"})]

@@ -20,6 +20,7 @@ from tests.e2e.support import (
     of_kind,
     settle,
     status_comment,
+    two_writes,
     use_llm,
 )
 from tests.harness import Harness
@@ -28,16 +29,6 @@ from tests.tools.conftest import Remote
 pytestmark = pytest.mark.sandbox
 
 BRANCH = "agent/1-spelling-error-in-the-readme-file"
-
-
-def script() -> list[object]:
-    first = docs.action(
-        "task_1", "write_file", arguments={"path": "a.txt", "content": "A\n"}, purpose="Write a"
-    )
-    second = docs.action("task_2", "write_file", purpose="Write b", dependencies=["task_1"])
-    plan = docs.plan([first, second], dependencies={"task_2": ["task_1"]})
-    call = docs.execution("task_2", "write_file", {"path": "b.txt", "content": "B\n"})
-    return [plan, call, docs.completion()]
 
 
 def goes_down(llm: SteeredLLM) -> object:
@@ -53,7 +44,7 @@ async def test_llm_down_mid_task_pauses_once_and_resumes_when_it_is_back(
 ) -> None:
     clock = Clock(time.time())
     async with Harness(tmp_path, clock=clock) as bot:
-        llm = use_llm(bot, SteeredLLM(script()))
+        llm = use_llm(bot, SteeredLLM([*two_writes(), docs.completion()]))
         llm.before[2] = goes_down(llm)  # the execution call for task_2
         issue = github_repo(bot, remote)
         await bot.send_github("issue_comment", gh_comment("/agent run"))

@@ -19,6 +19,7 @@ from tests.e2e.support import (
     of_kind,
     settle,
     status_comment,
+    two_writes,
     use_llm,
 )
 from tests.harness import Harness, fixture
@@ -27,15 +28,6 @@ from tests.tools.conftest import Remote
 pytestmark = pytest.mark.sandbox
 
 BRANCH = "agent/1-spelling-error-in-the-readme-file"
-
-
-def two_writes() -> list[object]:
-    first = docs.action(
-        "task_1", "write_file", arguments={"path": "a.txt", "content": "A\n"}, purpose="Write a"
-    )
-    second = docs.action("task_2", "write_file", purpose="Write b", dependencies=["task_1"])
-    plan = docs.plan([first, second], dependencies={"task_2": ["task_1"]})
-    return [plan, docs.execution("task_2", "write_file", {"path": "b.txt", "content": "B\n"})]
 
 
 def comment_while_thinking(bot: Harness, body: str, call: int) -> dict[int, object]:
