@@ -45,7 +45,9 @@ async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
     repo_config = await load_repo_config(forge, request.issue.repo, info.default_branch)
     with tempfile.TemporaryDirectory(prefix="bot-dry-run-") as scratch:
         settings = runtime.settings.model_copy(
-            update={"storage": runtime.settings.storage.model_copy(update={"data_dir": scratch})}
+            update={
+                "storage": runtime.settings.storage.model_copy(update={"data_dir": Path(scratch)})
+            }
         )
         store = SqliteStore(Path(scratch) / "dry-run.sqlite3")
         await store.open()
