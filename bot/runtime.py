@@ -58,6 +58,7 @@ class Runtime:
         self._http = http
         self.worker: Worker | None = None
         self._health: tuple[float, HealthReport] | None = None
+        self._probe: asyncio.Task[None] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, role: Role = "all") -> Runtime:
@@ -102,12 +103,17 @@ class Runtime:
         for line in disabled_forges(self.settings):
             log.warning("%s", line)
         if self.role in ("all", "worker"):
+            self._probe = asyncio.create_task(self._say_llm_health())
             from bot.worker import Worker
 
             self.worker = Worker(self)
             await self.worker.start()
 
     async def stop(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe
         if self.worker is not None:
             await self.worker.stop()
             self.worker = None
@@ -139,6 +145,22 @@ class Runtime:
                 lines.append(f"{section}: reloaded")
         self.settings = fresh.model_copy(update=kept)
         return lines or ["configuration unchanged"]
+
+    async def _say_llm_health(self) -> None:
+        """Say once at start-up whether the LLM endpoint answers, with setup steps if not."""
+        try:
+            report = await self.llm_health()
+        except Exception as exc:  # a probe must never take the bot down
+            log.warning("LLM health probe failed: %s", exc)
+            return
+        if report.reachable and report.model_available is not False:
+            log.info("LLM endpoint %s answers (model %s)", report.base_url, report.model)
+            return
+        steps = "; ".join(report.setup_steps)
+        problem = report.error or f"model {report.model} is not served"
+        log.warning(
+            "LLM endpoint %s: %s. Tasks wait until it answers. %s", report.base_url, problem, steps
+        )
 
     async def llm_health(self) -> HealthReport:
         """The LLM endpoint's health, cached briefly: ``/health/ai`` is public and every

@@ -149,6 +149,7 @@ def test_serve_starts_on_defaults_and_says_once_which_forges_are_disabled(
         proc.terminate()
         output, _ = proc.communicate(timeout=20)
     assert output.count("GitHub is disabled") == 1
+    assert "LLM endpoint http://127.0.0.1:11434/v1" in output and "ollama serve" in output
     assert output.count("GitLab is disabled") == 1
     assert "GITHUB_WEBHOOK_SECRET" in output
 
