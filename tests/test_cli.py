@@ -124,11 +124,11 @@ def test_history_of_an_unknown_task(tmp_path: Path) -> None:
 def test_serve_starts_on_defaults_and_says_once_which_forges_are_disabled(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
+    port, llm_port = free_port(), free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot", "serve", "--port", str(port)],
         cwd=ROOT,
-        env=base_env(tmp_path),
+        env=base_env(tmp_path, LLM_BASE_URL=f"http://127.0.0.1:{llm_port}/v1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -149,7 +149,7 @@ def test_serve_starts_on_defaults_and_says_once_which_forges_are_disabled(
         proc.terminate()
         output, _ = proc.communicate(timeout=20)
     assert output.count("GitHub is disabled") == 1
-    assert "LLM endpoint http://127.0.0.1:11434/v1" in output and "ollama serve" in output
+    assert f"LLM endpoint http://127.0.0.1:{llm_port}/v1: cannot connect" in output
     assert output.count("GitLab is disabled") == 1
     assert "GITHUB_WEBHOOK_SECRET" in output
 
