@@ -134,13 +134,9 @@ def classify(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
             return Intent(IntentKind.START, event)
         return Ignore("a label other than the trigger label")
     if event.kind is EventKind.ISSUE_OPENED:
-        if trigger not in event.issue.labels:
-            return Ignore("opened without the trigger label")
-        if event.forge is ForgeKind.GITHUB:
-            # GitHub also sends a "labeled" event for every label set at creation; that one
-            # starts the task, so a reader who opens a labelled issue is answered once.
-            return Ignore("opened with the trigger label: the labeled event starts the task")
-        return Intent(IntentKind.START, event)
+        if trigger in event.issue.labels:
+            return Intent(IntentKind.START, event)
+        return Ignore("opened without the trigger label")
     if event.kind in (
         EventKind.COMMENT_CREATED,
         EventKind.REVIEW_COMMENT,

@@ -103,19 +103,11 @@ def test_our_marker_in_a_comment_is_ignored_even_from_a_person() -> None:
     assert isinstance(classify(event(EventKind.COMMENT_CREATED, body=body), SETTINGS), Ignore)
 
 
-def test_opened_with_the_label_starts_on_gitlab_and_waits_for_labeled_on_github() -> None:
-    gitlab_issue = dataclasses.replace(
-        ISSUE, repo=dataclasses.replace(REPO, forge=ForgeKind.GITLAB)
-    )
-    opened = dataclasses.replace(
-        event(EventKind.ISSUE_OPENED, issue=gitlab_issue), forge=ForgeKind.GITLAB
-    )
-    assert intent_of(opened).kind is IntentKind.START
-    unlabeled = dataclasses.replace(gitlab_issue, labels=())
-    assert isinstance(classify(dataclasses.replace(opened, issue=unlabeled), SETTINGS), Ignore)
-    # GitHub sends "labeled" as well for a label set at creation: only that one starts.
-    verdict = classify(event(EventKind.ISSUE_OPENED), SETTINGS)
-    assert isinstance(verdict, Ignore) and "labeled event" in verdict.reason
+def test_opened_with_the_label_starts() -> None:
+    intent = intent_of(event(EventKind.ISSUE_OPENED))
+    assert intent.kind is IntentKind.START
+    unlabeled = dataclasses.replace(ISSUE, labels=())
+    assert isinstance(classify(event(EventKind.ISSUE_OPENED, issue=unlabeled), SETTINGS), Ignore)
 
 
 def test_readers_are_denied_with_one_reply_and_nothing_queued() -> None:
@@ -159,11 +151,10 @@ def test_feedback_wakes_a_task_waiting_for_an_answer() -> None:
     assert actions[1].requeue is True
 
 
-@pytest.mark.parametrize("forge", [ForgeKind.GITHUB, ForgeKind.GITLAB])
-def test_trigger_label_while_running_is_silent(forge: ForgeKind) -> None:
-    # e.g. a label added again, or GitLab's "open" with the label racing a label update
-    kind = EventKind.ISSUE_LABELED if forge is ForgeKind.GITHUB else EventKind.ISSUE_OPENED
-    intent = intent_of(dataclasses.replace(event(kind, label="coding agent"), forge=forge))
+@pytest.mark.parametrize("kind", [EventKind.ISSUE_LABELED, EventKind.ISSUE_OPENED])
+def test_trigger_label_while_running_is_silent(kind: EventKind) -> None:
+    # GitHub sends "opened" (with the label) and "labeled" for one new issue
+    intent = intent_of(event(kind, label="coding agent"))
     assert intent.from_label
     for permission in (Permission.WRITE, Permission.TRIAGE):
         actions = decide(
