@@ -43,6 +43,9 @@ def reaction_target(event: ForgeEvent) -> int | None:
     return event.comment.id
 
 
+DENIAL_QUIET_SECONDS = 600.0
+
+
 class PermissionCache:
     """Permission look-ups, cached for ``ttl`` seconds per (forge, repository, user)."""
 
@@ -65,6 +68,9 @@ class Dispatcher:
         self.runtime = runtime
         self.replier = replier
         self.permissions = PermissionCache()
+        # One "only writers may..." answer per person and issue for a label start: GitHub
+        # sends both "opened" and "labeled" for an issue created with the trigger label.
+        self._denied: TTLCache[tuple[str, str], bool] = TTLCache(4096, DENIAL_QUIET_SECONDS)
 
     async def handle(self, item: InboxEvent) -> None:
         """Handle one leased inbox event; never raises for forge trouble."""
@@ -174,6 +180,11 @@ class Dispatcher:
                 event_id = None
                 if action.message_kind == "command":
                     replies.append((action, await store.get_task(action.task_id)))
+            elif action.kind is ActionKind.REPLY and action.text == "denied" and intent.from_label:
+                key = (event.issue.key, event.actor.login.lower())
+                if key not in self._denied:
+                    self._denied[key] = True
+                    replies.append((action, None))
             elif action.kind in (ActionKind.REPLY, ActionKind.STATUS):
                 task = await store.get_task(action.task_id) if action.task_id else None
                 replies.append((action, task))

@@ -266,3 +266,15 @@ async def test_planning_switched_off_fails_the_task_with_a_clear_reason(tmp_path
         issue = bot.github.issues[("Codertocat/Hello-World", 1)]
         assert any("planning.enabled: false" in c.body for c in issue.comments)
         assert "coding agent help needed" in issue.labels
+
+
+async def test_a_reader_opening_a_labelled_issue_is_answered_once(bot: Harness) -> None:
+    # GitHub sends "opened" (with the label) and "labeled": one answer, not two
+    for payload in (opened_with_label(), labeled()):
+        payload["sender"]["login"] = "triager"
+        await bot.send_github("issues", payload)
+    await bot.dispatch_all()
+    assert await bot.tasks() == []
+    issue = bot.github.issues[("Codertocat/Hello-World", 1)]
+    assert len(issue.comments) == 1
+    assert "write, maintain or admin" in issue.comments[0].body
