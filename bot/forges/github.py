@@ -3,7 +3,8 @@
 Works against github.com and GitHub Enterprise Server (``api_url``), as a GitHub App
 (installation tokens; the installation comes from ``RepoRef.scope_id`` or is looked
 up) or with a personal token. Credentials, retries, pacing and error mapping live in
-``github_auth.GitHubSession``; this module only says which endpoint does what.
+``github_auth.GitHubSession``, branches and commits (the git data API) in
+``github_git.GitData``; this module only says which endpoint does what.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from bot.forges.base import (
     TreeEntry,
 )
 from bot.forges.github_auth import GitHubSession, reading, repo_url, split_path
+from bot.forges.github_git import GitData, repo_call
 from bot.forges.retry import WritePacer
 
 _SCOPE_QUALIFIER = re.compile(r"(?i)(?<!\S)-?(repo|org|user|owner|fork|is):\S*")
@@ -43,7 +45,6 @@ REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes
 REACTION_ALIASES = {"thumbsup": "+1", "thumbsdown": "-1", "tada": "hooray"}
 ROLES = {"admin": Permission.ADMIN, "maintain": Permission.MAINTAIN, "write": Permission.WRITE}
 ROLES |= {"triage": Permission.TRIAGE, "read": Permission.READ, "none": Permission.NONE}
-_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 def _comment(data: dict[str, Any]) -> Comment:
@@ -109,6 +110,7 @@ class GitHubForge:
             sleep=sleep,
             clock=clock,
         )
+        self._git = GitData(self._gh)
 
     @classmethod
     def from_settings(cls, settings: GitHubSettings, http: httpx.AsyncClient) -> GitHubForge:
@@ -134,8 +136,7 @@ class GitHubForge:
         data: Any = None,
         query: Mapping[str, Any] | None = None,
     ) -> Any:
-        url = repo_url(repo, *parts, query=query)
-        return await self._gh.request(repo, method, url, what=what, data=data, url_vars=query)
+        return await repo_call(self._gh, repo, method, parts, what, data=data, query=query)
 
     # --- issues and comments ---------------------------------------------------------------
 
@@ -250,7 +251,7 @@ class GitHubForge:
             sha = str(data["sha"])
             encoded = data["content"] if data.get("encoding") == "base64" else None
         if encoded is None:  # the contents API leaves out files over 1 MB: read the blob
-            encoded = await self._git(repo, "GET", ("blobs", sha), what, "content")
+            encoded = await self._git.value(repo, "GET", ("blobs", sha), what, "content")
         with reading(what):
             return FileContent(path=path, content=base64.b64decode(encoded), ref=at, sha=sha)
 
@@ -306,66 +307,14 @@ class GitHubForge:
 
     # --- branches, commits, change requests ---------------------------------------------------
 
-    async def _branch_sha(self, repo: RepoRef, branch: str) -> str:
-        if _SHA.match(branch):
-            return branch
-        what = f"branch {branch} of {repo.full_name}"
-        data = await self._call(repo, "GET", ("git", "ref", "heads", *split_path(branch)), what)
-        with reading(what):
-            return str(data["object"]["sha"])
-
     async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
-        sha = await self._branch_sha(repo, from_ref)
-        data = {"ref": f"refs/heads/{name}", "sha": sha}
-        what = f"branch {name} of {repo.full_name}"
-        await self._call(repo, "POST", ("git", "refs"), what, data=data)
+        await self._git.create_branch(repo, name, from_ref=from_ref)
 
     async def commit_files(
         self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
     ) -> str:
         """One commit through the git data API: blobs, a tree on the head's tree, the ref."""
-        if not files:
-            raise ValueError("commit_files needs at least one file to change")
-        head = await self._branch_sha(repo, branch)
-        what = f"a commit on {branch} of {repo.full_name}"
-        base = await self._git(repo, "GET", ("commits", head), what, "tree", "sha")
-        tree = [await self._tree_entry(repo, path, data, what) for path, data in files.items()]
-        new_tree = await self._git(
-            repo, "POST", ("trees",), what, data={"base_tree": base, "tree": tree}
-        )
-        commit_data = {"message": message, "tree": new_tree, "parents": [head]}
-        commit = await self._git(repo, "POST", ("commits",), what, data=commit_data)
-        ref = ("refs", "heads", *split_path(branch))
-        await self._git(
-            repo, "PATCH", ref, what, "object", "sha", data={"sha": commit, "force": False}
-        )
-        return commit
-
-    async def _git(
-        self,
-        repo: RepoRef,
-        method: str,
-        parts: tuple[str, ...],
-        what: str,
-        *keys: str,
-        data: Any = None,
-    ) -> str:
-        """A git data API call; returns the object's ``sha`` (or the value at ``keys``)."""
-        node = await self._call(repo, method, ("git", *parts), what, data=data)
-        with reading(what):
-            for key in keys or ("sha",):
-                node = node[key]
-            return str(node)
-
-    async def _tree_entry(
-        self, repo: RepoRef, path: str, content: bytes | None, what: str
-    ) -> dict[str, Any]:
-        entry: dict[str, Any] = {"path": "/".join(split_path(path)), "mode": "100644"}
-        entry |= {"type": "blob", "sha": None}  # no blob: the path is deleted
-        if content is not None:
-            blob = {"content": base64.b64encode(content).decode("ascii"), "encoding": "base64"}
-            entry["sha"] = await self._git(repo, "POST", ("blobs",), what, data=blob)
-        return entry
+        return await self._git.commit_files(repo, branch=branch, message=message, files=files)
 
     async def open_change_request(
         self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True

@@ -1,23 +1,17 @@
 """The GitLab adapter: the ``Forge`` protocol over python-gitlab.
 
-python-gitlab is synchronous (``requests``), so every call runs in a small thread
-pool and the event loop never waits on the network. python-gitlab's own retrying
-is switched off: this module retries by the shared policy of ``bot.forges.retry``
-with an injectable ``sleep`` and ``clock``, and turns HTTP failures into the typed
-errors of ``bot.forges.base``. The token travels only in the ``PRIVATE-TOKEN``
+The transport (thread pool, retries by the shared policy, write pacing, typed
+errors) lives in ``gitlab_client.GitLabClient``; this module only says which
+python-gitlab call does what. The token travels only in the ``PRIVATE-TOKEN``
 header and, for git, in ``CloneAuth.password``; never in a URL or a log line.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import hashlib
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -28,7 +22,6 @@ from gitlab.exceptions import GitlabError
 from bot.config import GitLabSettings
 from bot.events import ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
-    AccessDenied,
     ChangeRequest,
     CloneAuth,
     Comment,
@@ -36,26 +29,22 @@ from bot.forges.base import (
     FileContent,
     ForgeError,
     IssueDetails,
-    NotFound,
     Permission,
-    RateLimited,
     RepoInfo,
     SearchHit,
     TreeEntry,
 )
-from bot.forges.retry import WritePacer, retry_delay
+from bot.forges.gitlab_client import GitLabClient
+from bot.forges.retry import WritePacer
 
 T = TypeVar("T")
 
-_TRANSIENT = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 # GitLab access levels: Guest 10, Planner 15, Reporter 20, Developer 30, Maintainer 40, Owner 50.
 _ACCESS = ((50, Permission.ADMIN), (40, Permission.MAINTAIN), (30, Permission.WRITE))
 _ACCESS_LOW = ((15, Permission.TRIAGE), (10, Permission.READ))
 # GitHub reaction names the bot uses -> GitLab award emoji names.
 _EMOJI = {"+1": "thumbsup", "-1": "thumbsdown", "laugh": "laughing", "hooray": "tada"}
 _DRAFT_PREFIX = "Draft: "
-_TIMEOUT = 30.0
-_MAX_MESSAGE = 300
 _HEX_COLOR = re.compile(r"[0-9a-fA-F]{3}|[0-9a-fA-F]{6}")
 
 
@@ -70,23 +59,6 @@ def permission_for(access_level: int | None) -> Permission:
         if access_level >= floor:
             return permission
     return Permission.NONE
-
-
-def error_for(
-    status: int | None, message: str, *, what: str, retry_after: float = 0.0
-) -> ForgeError:
-    """The typed error for a failed call about ``what`` (e.g. a file path)."""
-    message = message[:_MAX_MESSAGE]
-    detail = f"{what}: {status or 'failed'} {message}".strip()
-    if status == 404:
-        return NotFound(f"{what} not found ({message})", status=status)
-    if status in (401, 403):
-        return AccessDenied(detail, status=status)
-    if status in (409, 422) or (status == 400 and "already exists" in message.lower()):
-        return Conflict(detail, status=status)
-    if status == 429:
-        return RateLimited(detail, retry_after=retry_after, status=status)
-    return ForgeError(detail, status=status)
 
 
 def commit_actions(files: Mapping[str, bytes | None], existing: set[str]) -> list[dict[str, str]]:
@@ -149,15 +121,6 @@ def _what(issue: IssueRef) -> str:
     return f"{sign}{issue.number} in {issue.repo.full_name}"
 
 
-class _Client(gitlab.Gitlab):
-    """python-gitlab with its own sleeping and retrying switched off for every request."""
-
-    def http_request(self, *args: Any, **kwargs: Any) -> requests.Response:
-        kwargs["obey_rate_limit"] = False
-        kwargs["retry_transient_errors"] = False
-        return super().http_request(*args, **kwargs)
-
-
 class GitLabForge:
     """A GitLab instance (gitlab.com or self-hosted) reached with one access token."""
 
@@ -175,18 +138,16 @@ class GitLabForge:
         max_workers: int = 4,
     ) -> None:
         self._token = token
-        self._owns_session = session is None
-        self._session = session or requests.Session()
-        self._gl = _Client(
-            url, private_token=token, session=self._session, timeout=_TIMEOUT, keep_base_url=True
+        self._client = GitLabClient(
+            url=url,
+            token=token,
+            pacer=pacer,
+            sleep=sleep,
+            clock=clock,
+            session=session,
+            max_workers=max_workers,
         )
-        self._pacer = pacer or WritePacer(interval=0.0)
-        self._pace_key = f"gitlab:{url}:{hashlib.sha256(token.encode()).hexdigest()[:16]}"
-        self._sleep = sleep
-        self._clock = clock
-        self._last = threading.local()
-        self._session.hooks["response"].append(self._remember)
-        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gitlab")
+        self._gl = self._client.gl
 
     @classmethod
     def from_settings(
@@ -198,47 +159,14 @@ class GitLabForge:
 
     # --- calling -------------------------------------------------------------------------------
 
-    def _remember(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
-        self._last.response = response
-
-    def _headers_for(self, status: int | None) -> Mapping[str, str]:
-        response: requests.Response | None = getattr(self._last, "response", None)
-        if response is None or response.status_code != status:
-            return {}
-        return response.headers
-
-    def _run(self, what: str, op: Callable[[], T]) -> T:
-        """Run ``op`` in this worker thread, retrying by the shared policy."""
-        attempt = 0
-        while True:
-            self._last.response = None
-            try:
-                return op()
-            except (GitlabError, *_TRANSIENT) as exc:
-                status = exc.response_code if isinstance(exc, GitlabError) else None
-                headers = self._headers_for(status)
-                delay = retry_delay(status, headers, attempt, now=self._clock())
-                if delay is None or (isinstance(exc, GitlabError) and status is None):
-                    message = str(exc.error_message if isinstance(exc, GitlabError) else exc)
-                    told = retry_delay(status, headers, 0, now=self._clock()) or 0.0
-                    raise error_for(status, message, what=what, retry_after=told) from exc
-                self._sleep(delay)
-            attempt += 1
-
     async def _read(self, what: str, op: Callable[[], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._run, what, op)
+        return await self._client.read(what, op)
 
     async def _write(self, what: str, op: Callable[[], T]) -> T:
-        async with self._pacer.slot(self._pace_key):
-            return await self._read(what, op)
+        return await self._client.write(what, op)
 
     async def _exists(self, what: str, op: Callable[[], object]) -> bool:
-        try:
-            await self._read(what, op)
-        except NotFound:
-            return False
-        return True
+        return await self._client.exists(what, op)
 
     def _project(self, repo: RepoRef) -> Any:
         key = repo.project_id if repo.project_id is not None else repo.full_name
@@ -464,9 +392,4 @@ class GitLabForge:
         return await self._read("the token's user (GET /user)", op)
 
     async def aclose(self) -> None:
-        def close() -> None:
-            self._executor.shutdown(wait=True)
-            if self._owns_session:
-                self._session.close()
-
-        await asyncio.to_thread(close)
+        await self._client.aclose()
