@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from bot import metrics
 from bot.events import EventKind, ForgeEvent, ForgeKind
@@ -35,22 +36,15 @@ class _TooLarge(Exception):
     pass
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+Answer = tuple[int, dict[str, Any]]
+
+
+def _answer(status: int, message: str, **extra: Any) -> Answer:
+    return status, {"status": status, "message": message, **extra}
 
 
 def _json(status: int, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"status": status, "message": message, **extra}, status_code=status)
+    return JSONResponse(_answer(status, message, **extra)[1], status_code=status)
 
 
 def _load(body: bytes) -> dict[str, Any]:
@@ -63,85 +57,140 @@ def _load(body: bytes) -> dict[str, Any]:
     return payload
 
 
-async def _accept(runtime: Runtime, key: str, event: ForgeEvent) -> Response:
+async def _accept(runtime: Runtime, key: str, event: ForgeEvent) -> Answer:
     """Classify; queue what could matter in one transaction; answer at once."""
     verdict = classify(event, runtime.settings)
     if isinstance(verdict, Ignore):
         metrics.WEBHOOKS.labels(event.forge.value, "ignored").inc()
         log.info("ignored %s %s/%s: %s", key, event.name, event.action, verdict.reason)
-        return _json(202, "ignored", reason=verdict.reason)
+        return _answer(202, "ignored", reason=verdict.reason)
     try:
         fresh = await runtime.store.record_delivery(key, event.forge.value, event.to_dict())
     except StoreError as exc:
         log.error("could not queue delivery %s: %s", key, exc)
-        return _json(503, "the bot could not store this delivery; please redeliver it")
+        return _answer(503, "the bot could not store this delivery; please redeliver it")
     if not fresh:
         metrics.WEBHOOKS.labels(event.forge.value, "duplicate").inc()
-        return _json(202, "duplicate delivery: already queued")
+        return _answer(202, "duplicate delivery: already queued")
     metrics.WEBHOOKS.labels(event.forge.value, "queued").inc()
     if runtime.worker is not None:
         runtime.worker.poke()  # a worker in this process looks at the inbox now
-    return _json(202, "queued")
+    return _answer(202, "queued")
 
 
-def _guarded(
-    handler: Callable[[Request, Runtime, bytes], Awaitable[Response]], forge: ForgeKind
-) -> Callable[[Request], Awaitable[Response]]:
-    async def endpoint(request: Request) -> Response:
-        runtime: Runtime = request.app.state.runtime
-        try:
-            body = await _read_body(request, runtime.settings.server.max_body_bytes)
-        except _TooLarge:
-            metrics.WEBHOOKS.labels(forge.value, "too_large").inc()
-            return _json(413, "the body is larger than server.max_body_bytes")
-        try:
-            return await handler(request, runtime, body)
-        except PayloadError as exc:
-            metrics.WEBHOOKS.labels(forge.value, "bad_payload").inc()
-            log.warning("%s webhook rejected: %s", forge.value, exc)
-            return _json(400, f"malformed payload: {exc}")
-
-    return endpoint
-
-
-async def _github(request: Request, runtime: Runtime, body: bytes) -> Response:
+async def _github(headers: Mapping[str, str], runtime: Runtime, body: bytes) -> Answer:
     settings = runtime.settings.github
     if settings.webhook_secret is None:
-        return _json(404, "GitHub is not configured on this bot (set GITHUB_WEBHOOK_SECRET)")
-    signature = request.headers.get("x-hub-signature-256")
+        return _answer(404, "GitHub is not configured on this bot (set GITHUB_WEBHOOK_SECRET)")
+    signature = headers.get("x-hub-signature-256")
     if not github_hooks.verify_signature(
         body, signature, secret=settings.webhook_secret.get_secret_value()
     ):
         metrics.WEBHOOKS.labels("github", "bad_signature").inc()
-        return _json(401, "missing or wrong X-Hub-Signature-256")
-    name = request.headers.get("x-github-event", "")
-    delivery = request.headers.get("x-github-delivery", "")
+        return _answer(401, "missing or wrong X-Hub-Signature-256")
+    name = headers.get("x-github-event", "")
+    delivery = headers.get("x-github-delivery", "")
     if not name:
         raise PayloadError("no X-GitHub-Event header")
     payload = _load(body)
     event = github_hooks.parse_event(name, delivery, payload)
     if event.kind is EventKind.PING:
-        return _json(200, "pong")
+        return _answer(200, "pong")
     key = github_hooks.delivery_key(delivery, settings.app_id, body)
     return await _accept(runtime, key, event)
 
 
-async def _gitlab(request: Request, runtime: Runtime, body: bytes) -> Response:
+async def _gitlab(headers: Mapping[str, str], runtime: Runtime, body: bytes) -> Answer:
     settings = runtime.settings.gitlab
     if settings.webhook_secret is None:
-        return _json(404, "GitLab is not configured on this bot (set GITLAB_WEBHOOK_SECRET)")
-    token = request.headers.get("x-gitlab-token")
+        return _answer(404, "GitLab is not configured on this bot (set GITLAB_WEBHOOK_SECRET)")
+    token = headers.get("x-gitlab-token")
     if not gitlab_hooks.verify_token(token, secret=settings.webhook_secret.get_secret_value()):
         metrics.WEBHOOKS.labels("gitlab", "bad_token").inc()
-        return _json(401, "missing or wrong X-Gitlab-Token")
-    name = request.headers.get("x-gitlab-event", "")
+        return _answer(401, "missing or wrong X-Gitlab-Token")
+    name = headers.get("x-gitlab-event", "")
     if not name:
         raise PayloadError("no X-Gitlab-Event header")
     payload = _load(body)
-    delivery = request.headers.get("x-gitlab-event-uuid", "")
+    delivery = headers.get("x-gitlab-event-uuid", "")
     event = gitlab_hooks.parse_event(name, delivery, payload)
-    key = gitlab_hooks.delivery_key(dict(request.headers), body)
+    key = gitlab_hooks.delivery_key(headers, body)
     return await _accept(runtime, key, event)
+
+
+Handler = Callable[[Mapping[str, str], Runtime, bytes], Awaitable[Answer]]
+WEBHOOKS: dict[str, tuple[ForgeKind, Handler]] = {
+    "/webhooks/github": (ForgeKind.GITHUB, _github),
+    "/webhooks/gitlab": (ForgeKind.GITLAB, _gitlab),
+}
+
+
+async def _read_body(receive: Receive, declared: str | None, limit: int) -> bytes:
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _TooLarge if size > limit else ConnectionError("client went away")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class WebhookApp:
+    """The two webhook routes as plain ASGI, in front of the Starlette app.
+
+    The webhook path is the hot path (every comment on every installed repository comes
+    through it); answering it without the framework's request and response objects and
+    middleware keeps its cost to the verification, parsing and durable write it needs.
+    Everything else goes to the Starlette app."""
+
+    def __init__(self, app: Starlette, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+        self.state = app.state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = WEBHOOKS.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if route is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        forge, handler = route
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        status, body = await self._handle(forge, handler, headers, receive)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": orjson.dumps(body)})
+
+    async def _handle(
+        self, forge: ForgeKind, handler: Handler, headers: dict[str, str], receive: Receive
+    ) -> Answer:
+        runtime = self.runtime
+        limit = runtime.settings.server.max_body_bytes
+        try:
+            body = await _read_body(receive, headers.get("content-length"), limit)
+        except _TooLarge:
+            metrics.WEBHOOKS.labels(forge.value, "too_large").inc()
+            return _answer(413, "the body is larger than server.max_body_bytes")
+        except ConnectionError:
+            return _answer(400, "the request body did not arrive")
+        try:
+            return await handler(headers, runtime, body)
+        except PayloadError as exc:
+            metrics.WEBHOOKS.labels(forge.value, "bad_payload").inc()
+            log.warning("%s webhook rejected: %s", forge.value, exc)
+            return _answer(400, f"malformed payload: {exc}")
 
 
 async def healthz(request: Request) -> Response:
@@ -168,7 +217,7 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
-def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> Starlette:
+def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> WebhookApp:
     """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime."""
 
     @asynccontextmanager
@@ -183,8 +232,6 @@ def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> Starlette:
                 await runtime.stop()
 
     routes = [
-        Route("/webhooks/github", _guarded(_github, ForgeKind.GITHUB), methods=["POST"]),
-        Route("/webhooks/gitlab", _guarded(_gitlab, ForgeKind.GITLAB), methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/health/ai", health_ai),
@@ -192,4 +239,4 @@ def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
-    return app
+    return WebhookApp(app, runtime)
