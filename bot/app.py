@@ -158,17 +158,22 @@ class WebhookApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = WEBHOOKS.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if route is None or scope["method"] != "POST":
+        if route is None:
             await self.app(scope, receive, send)
             return
-        forge, handler = route
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        status, body = await self._handle(forge, handler, headers, receive)
+        extra: list[tuple[bytes, bytes]] = []
+        if scope["method"] != "POST":
+            status, body = _answer(405, "webhooks are POSTed")
+            extra = [(b"allow", b"POST")]
+        else:
+            forge, handler = route
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            status, body = await self._handle(forge, handler, headers, receive)
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"application/json")],
+                "headers": [(b"content-type", b"application/json"), *extra],
             }
         )
         await send({"type": "http.response.body", "body": orjson.dumps(body)})

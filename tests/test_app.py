@@ -79,6 +79,12 @@ async def test_non_json_and_malformed_payloads_are_400(bot: Harness) -> None:
     assert await bot.store.pending_events() == 0
 
 
+async def test_other_methods_on_a_webhook_route_are_405(bot: Harness) -> None:
+    response = await bot.client.get("/webhooks/github")
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert (await bot.client.get("/nowhere")).status_code == 404
+
+
 async def test_ping_is_200(bot: Harness) -> None:
     response = await bot.send_github("ping", fixture("github", "ping.json"))
     assert response.status_code == 200
