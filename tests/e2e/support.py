@@ -189,3 +189,7 @@ def two_writes() -> list[object]:
     second = docs.action("task_2", "write_file", purpose="Write b", dependencies=["task_1"])
     plan = docs.plan([first, second], dependencies={"task_2": ["task_1"]})
     return [plan, docs.execution("task_2", "write_file", {"path": "b.txt", "content": "B\n"})]
+
+
+# The bot branch of issue #1 ("Spelling error in the README file") of the GitHub fixtures.
+GH_BRANCH = "agent/1-spelling-error-in-the-readme-file"

@@ -13,6 +13,7 @@ from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import Clock
 from tests.e2e.support import (
+    GH_BRANCH,
     SteeredLLM,
     assert_no_duplicates,
     gh_comment,
@@ -28,7 +29,7 @@ from tests.tools.conftest import Remote
 
 pytestmark = pytest.mark.sandbox
 
-BRANCH = "agent/1-spelling-error-in-the-readme-file"
+BRANCH = GH_BRANCH
 
 
 def goes_down(llm: SteeredLLM) -> object:

@@ -12,13 +12,13 @@ from bot.agent.coordinator import ExecutionCoordinator
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import script
-from tests.e2e.support import OWNER, gh_comment, github_repo, of_kind, settle
+from tests.e2e.support import GH_BRANCH, OWNER, gh_comment, github_repo, of_kind, settle
 from tests.harness import Harness
 from tests.tools.conftest import Remote
 
 pytestmark = pytest.mark.sandbox
 
-BRANCH = "agent/1-spelling-error-in-the-readme-file"
+BRANCH = GH_BRANCH
 NOTES = "# Notes\n"
 WORKFLOW = ".github/workflows/ci.yml"
 

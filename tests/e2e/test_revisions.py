@@ -12,6 +12,7 @@ from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import script
 from tests.e2e.support import (
+    GH_BRANCH,
     OWNER,
     assert_no_duplicates,
     bodies,
@@ -26,7 +27,7 @@ from tests.tools.conftest import Remote
 
 pytestmark = pytest.mark.sandbox
 
-BRANCH = "agent/1-spelling-error-in-the-readme-file"
+BRANCH = GH_BRANCH
 TOKEN = "ghp_" + "a1B2" * 9  # a GitHub token shape, not a configured secret
 
 

@@ -10,6 +10,7 @@ from bot.events import TaskMode
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.e2e.support import (
+    GH_BRANCH,
     GH_REPO,
     SteeredLLM,
     assert_no_duplicates,
@@ -27,7 +28,7 @@ from tests.tools.conftest import Remote
 
 pytestmark = pytest.mark.sandbox
 
-BRANCH = "agent/1-spelling-error-in-the-readme-file"
+BRANCH = GH_BRANCH
 
 
 def comment_while_thinking(bot: Harness, body: str, call: int) -> dict[int, object]:

@@ -13,6 +13,7 @@ from bot.events import IssueRef
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.e2e.support import (
+    GH_BRANCH,
     GH_REPO,
     SteeredLLM,
     assert_no_duplicates,
@@ -31,7 +32,7 @@ from tests.tools.conftest import Remote
 
 pytestmark = pytest.mark.sandbox  # the quality gate runs `make lint` in bubblewrap
 
-BRANCH = "agent/1-spelling-error-in-the-readme-file"
+BRANCH = GH_BRANCH
 NEW_README = "# Hello-World\n\nMy first repository.\n\n## Installation\n\n    make install\n"
 MANAGED = [
     "coding agent",
