@@ -39,6 +39,8 @@ def _live_lines(lines: list[str]) -> Iterator[int]:
 
 def parse_commands(body: str, *, prefix: str) -> list[Command]:
     """Every command line of ``body``, in order."""
+    if prefix not in body:
+        return []  # the common case, answered without splitting the comment
     lines = body.splitlines()
     commands = (_parse_line(lines[i].strip(), prefix) for i in _live_lines(lines))
     return [command for command in commands if command is not None]
@@ -69,9 +71,13 @@ def mention_text(body: str, *, bot_names: tuple[str, ...]) -> str | None:
 
     Like commands, a mention in a fenced code block or a quoted line does not count.
     """
+    folded = body.casefold()
+    handles = [name.removesuffix("[bot]") for name in bot_names]
+    handles = [handle for handle in handles if f"@{handle}".casefold() in folded]
+    if not handles:
+        return None  # the common case, answered without splitting the comment
     lines = body.splitlines()
-    for name in bot_names:
-        handle = name.removesuffix("[bot]")
+    for handle in handles:
         pattern = re.compile(rf"(?<![\w@])@{re.escape(handle)}(\[bot\])?(?![\w-])", re.IGNORECASE)
         for index in _live_lines(lines):
             if pattern.search(lines[index]):

@@ -2,7 +2,9 @@
 
 Sans-I/O and pure. GitLab sends the event name in ``X-Gitlab-Event``, the shared
 secret verbatim in ``X-Gitlab-Token`` (no HMAC), and ``Idempotency-Key`` (kept
-across redeliveries) plus ``X-Gitlab-Event-UUID`` on every request.
+across redeliveries) plus ``X-Gitlab-Event-UUID`` on every request. The raw body is
+decoded straight into the event's payload struct (``gitlab_payloads``); a payload
+without the shape its event promises raises ``PayloadError`` naming the key.
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ import hashlib
 import hmac
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TypeVar
+
+import msgspec
 
 from bot.events import Actor, CommentRef, EventKind, ForgeEvent, ForgeKind, IssueRef, RepoRef
+from bot.webhooks import gitlab_payloads as p
+from bot.webhooks.decode import decode, decoder
 from bot.webhooks.errors import PayloadError
+
+T = TypeVar("T")
 
 ISSUE_EVENTS = frozenset({"Issue Hook", "Confidential Issue Hook"})
 MERGE_REQUEST_EVENT = "Merge Request Hook"
@@ -65,119 +73,95 @@ def is_bot_user(username: str, *, bot_flag: object = None) -> bool:
     )
 
 
-def parse_event(event_name: str, delivery_id: str, payload: dict[str, Any]) -> ForgeEvent:
-    """Turn one GitLab webhook delivery into a ``ForgeEvent``.
-
-    Raises ``PayloadError`` naming the missing or mistyped field when an event the
-    bot reacts to does not have the documented shape. Other events are IGNORED.
-    """
-    if not isinstance(payload, dict):
-        raise PayloadError(f"payload must be a JSON object, got {type(payload).__name__}")
-    parser = _PARSERS.get(event_name)
-    if parser is None:
-        return _ignored(event_name, delivery_id, payload)
-    return parser(event_name, delivery_id, payload)
-
-
-# --- field access ----------------------------------------------------------------------------
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if key not in data or data[key] is None:
-        raise PayloadError(f"{where}.{key} is missing")
-    value = data[key]
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        raise PayloadError(f"{where}.{key} has the wrong type ({type(value).__name__})")
-    return value
-
-
-def _optional(data: Mapping[str, Any], key: str, kind: type, where: str, default: Any) -> Any:
-    if data.get(key) is None:
-        return default
-    return _field(data, key, kind, where)
-
-
-def _label_titles(labels: object, where: str) -> tuple[str, ...]:
-    if labels is None:
+def labels_added(changes: p.Changes | None) -> tuple[str, ...]:
+    """Label titles in ``changes.labels.current`` that were not in ``previous``."""
+    change = changes.labels if changes is not None else None
+    if change is None:
         return ()
-    if not isinstance(labels, list):
-        raise PayloadError(f"{where} must be a list")
-    return tuple(_field(label, "title", str, f"{where}[]") for label in _dicts(labels, where))
+    previous = {label.title for label in change.previous or ()}
+    return tuple(label.title for label in change.current or () if label.title not in previous)
 
 
-def _dicts(items: list[Any], where: str) -> list[dict[str, Any]]:
-    if not all(isinstance(item, dict) for item in items):
-        raise PayloadError(f"{where} must hold objects")
-    return items
+def parse_event(event_name: str, delivery_id: str, body: bytes) -> ForgeEvent:
+    """Turn one GitLab webhook delivery's raw body into a ``ForgeEvent``.
+
+    Raises ``PayloadError`` naming the missing or mistyped key when the body is not
+    JSON, not an object, or an event the bot reacts to does not have the documented
+    shape. Other events are IGNORED, with who and where when the payload says so.
+    """
+    try:
+        parser = _PARSERS.get(event_name)
+        if parser is None:
+            return _ignored(event_name, delivery_id, decode(_LOOSE, body))
+        return parser(event_name, delivery_id, body)
+    except PayloadError as exc:
+        raise PayloadError(f"GitLab {event_name!r} event: {exc}") from None
 
 
 # --- shared parts ------------------------------------------------------------------------------
 
 
-def _actor(payload: dict[str, Any]) -> Actor:
-    user = _field(payload, "user", dict, "payload")
-    username = _field(user, "username", str, "user")
-    user_id = user.get("id")
+def _required(value: T | None, where: str) -> T:
+    if value is None:
+        raise PayloadError(f"{where}: missing")
+    return value
+
+
+def _actor(user: p.User) -> Actor:
     return Actor(
-        login=username,
-        id="" if user_id is None else str(user_id),
-        is_bot=is_bot_user(username, bot_flag=user.get("bot")),
+        login=user.username,
+        id="" if user.id is None else str(user.id),
+        is_bot=is_bot_user(user.username, bot_flag=user.bot),
     )
 
 
-def _repo(payload: dict[str, Any]) -> RepoRef:
-    project = _field(payload, "project", dict, "payload")
+def _repo(project: p.Project) -> RepoRef:
     return RepoRef(
         forge=ForgeKind.GITLAB,
-        full_name=_field(project, "path_with_namespace", str, "project"),
-        project_id=_field(project, "id", int, "project"),
-        default_branch=_optional(project, "default_branch", str, "project", None),
-        web_url=_optional(project, "web_url", str, "project", ""),
+        full_name=project.path_with_namespace,
+        project_id=project.id,
+        default_branch=project.default_branch,
+        web_url=project.web_url or "",
     )
 
 
-def _state(raw: str) -> str:
-    return "open" if raw == "opened" else raw
+def _state(raw: str | None) -> str:
+    if raw is None or raw == "opened":
+        return "open"
+    return raw
 
 
 def _issue_ref(
     repo: RepoRef,
-    data: dict[str, Any],
-    where: str,
+    data: p.Issuable,
     *,
     change_request: bool,
+    labels: list[p.Label] | None,
     author: str = "",
     web_url: str = "",
 ) -> IssueRef:
     """``web_url`` stands in when ``data`` has no ``url`` (note hooks give none)."""
-    labels = data.get("labels")
     return IssueRef(
         repo=repo,
-        number=_field(data, "iid", int, where),
+        number=data.iid,
         is_change_request=change_request,
-        title=_optional(data, "title", str, where, ""),
-        body=_optional(data, "description", str, where, ""),
-        web_url=_optional(data, "url", str, where, "") or web_url,
+        title=data.title or "",
+        body=data.description or "",
+        web_url=data.url or web_url,
         author=author,
-        state=_state(_optional(data, "state", str, where, "opened")),
-        labels=_label_titles(labels, f"{where}.labels"),
-        head_branch=(
-            _optional(data, "source_branch", str, where, None) if change_request else None
-        ),
-        head_repo=_head_repo(repo, data, where) if change_request else None,
+        state=_state(data.state),
+        labels=tuple(label.title for label in labels or ()),
+        head_branch=data.source_branch if change_request else None,
+        head_repo=_head_repo(repo, data) if change_request else None,
     )
 
 
-def _head_repo(repo: RepoRef, data: dict[str, Any], where: str) -> str | None:
+def _head_repo(repo: RepoRef, data: p.Issuable) -> str | None:
     """The project the merge request's source branch is in (a fork's path when it differs)."""
-    source = _optional(data, "source_project_id", int, where, None)
-    if source is not None and source == _optional(data, "target_project_id", int, where, None):
+    source_id = data.source_project_id
+    if source_id is not None and source_id == data.target_project_id:
         return repo.full_name
-    project = data.get("source")
-    if isinstance(project, dict):
-        path: str | None = _optional(project, "path_with_namespace", str, f"{where}.source", None)
-        return path
-    return None
+    return data.source.path_with_namespace if data.source is not None else None
 
 
 def _noteable_url(note_url: str) -> str:
@@ -186,34 +170,24 @@ def _noteable_url(note_url: str) -> str:
     return page if fragment.startswith("note_") else ""
 
 
-def labels_added(payload: dict[str, Any]) -> tuple[str, ...]:
-    """Label titles in ``changes.labels.current`` that were not in ``previous``."""
-    changes = payload.get("changes")
-    if not isinstance(changes, dict) or changes.get("labels") is None:
-        return ()
-    change = _field(changes, "labels", dict, "changes")
-    previous = set(_label_titles(change.get("previous"), "changes.labels.previous"))
-    current = _label_titles(change.get("current"), "changes.labels.current")
-    return tuple(title for title in current if title not in previous)
-
-
 # --- events ------------------------------------------------------------------------------------
 
 
-def _parse_issuable(event_name: str, delivery_id: str, payload: dict[str, Any]) -> ForgeEvent:
-    change_request = event_name == MERGE_REQUEST_EVENT
-    attrs = _field(payload, "object_attributes", dict, "payload")
-    actor = _actor(payload)
-    repo = _repo(payload)
-    action = _optional(attrs, "action", str, "object_attributes", "")
-    if "labels" not in attrs and "labels" in payload:
-        attrs = {**attrs, "labels": payload["labels"]}
+def _parse_issuable(event_name: str, delivery_id: str, body: bytes) -> ForgeEvent:
+    root = decode(_ISSUABLE, body)
+    attrs = root.object_attributes
+    actor = _actor(root.user)
+    repo = _repo(root.project)
+    action = attrs.action or ""
     # Only the ``open`` action tells who the author is: the user who opened it.
-    author = actor.login if action == "open" else ""
     issue = _issue_ref(
-        repo, attrs, "object_attributes", change_request=change_request, author=author
+        repo,
+        attrs,
+        change_request=event_name == MERGE_REQUEST_EVENT,
+        labels=attrs.labels if attrs.labels is not None else root.labels,
+        author=actor.login if action == "open" else "",
     )
-    added = labels_added(payload)
+    added = labels_added(root.changes)
     kind = _ISSUE_ACTIONS.get(action, EventKind.ISSUE_OTHER)
     if action == "update" and added:
         kind = EventKind.ISSUE_LABELED
@@ -231,30 +205,32 @@ def _parse_issuable(event_name: str, delivery_id: str, payload: dict[str, Any]) 
     )
 
 
-def _parse_note(event_name: str, delivery_id: str, payload: dict[str, Any]) -> ForgeEvent:
-    attrs = _field(payload, "object_attributes", dict, "payload")
-    noteable_type = _field(attrs, "noteable_type", str, "object_attributes")
-    change_request = _NOTEABLE_CHANGE_REQUEST.get(noteable_type)
+def _parse_note(event_name: str, delivery_id: str, body: bytes) -> ForgeEvent:
+    root = decode(_NOTE, body)
+    attrs = root.object_attributes
+    change_request = _NOTEABLE_CHANGE_REQUEST.get(attrs.noteable_type)
     if change_request is None:
-        return _ignored(event_name, delivery_id, payload, noteable_type=noteable_type)
-    actor = _actor(payload)
-    repo = _repo(payload)
+        return _ignored_note(event_name, delivery_id, root)
+    actor = _actor(_required(root.user, "payload.user"))
+    repo = _repo(_required(root.project, "payload.project"))
     key = "merge_request" if change_request else "issue"
-    note_url = _optional(attrs, "url", str, "object_attributes", "")
+    noteable = root.merge_request if change_request else root.issue
+    data = _required(noteable, f"payload.{key}")
+    note_url = attrs.url or ""
     issue = _issue_ref(
         repo,
-        _field(payload, key, dict, "payload"),
-        key,
+        data,
         change_request=change_request,
+        labels=data.labels,
         web_url=_noteable_url(note_url),
     )
     comment = CommentRef(
-        id=_field(attrs, "id", int, "object_attributes"),
-        body=_field(attrs, "note", str, "object_attributes"),
+        id=_required(attrs.id, "payload.object_attributes.id"),
+        body=_required(attrs.note, "payload.object_attributes.note"),
         author=actor.login,
         web_url=note_url,
     )
-    action = _optional(attrs, "action", str, "object_attributes", "create")
+    action = attrs.action or "create"
     return ForgeEvent(
         forge=ForgeKind.GITLAB,
         kind=_note_kind(attrs, action, change_request=change_request),
@@ -265,49 +241,74 @@ def _parse_note(event_name: str, delivery_id: str, payload: dict[str, Any]) -> F
         repo=repo,
         issue=issue,
         comment=comment,
-        extra={"noteable_type": noteable_type},
+        extra={"noteable_type": attrs.noteable_type},
     )
 
 
-def _note_kind(attrs: dict[str, Any], action: str, *, change_request: bool) -> EventKind:
+def _note_kind(attrs: p.Note, action: str, *, change_request: bool) -> EventKind:
     """A new note; on a merge request, a ``DiffNote`` is a comment on a line of the diff."""
-    if action != "create" or attrs.get("system") is True:
+    if action != "create" or attrs.system is True:
         return EventKind.COMMENT_OTHER
-    note_type = _optional(attrs, "type", str, "object_attributes", None)
-    if change_request and note_type == "DiffNote":
+    if change_request and attrs.type == "DiffNote":
         return EventKind.REVIEW_COMMENT
     return EventKind.COMMENT_CREATED
 
 
-def _ignored(
-    event_name: str, delivery_id: str, payload: dict[str, Any], **extra: Any
-) -> ForgeEvent:
+def _ignored_note(event_name: str, delivery_id: str, root: p.NoteEvent) -> ForgeEvent:
+    """A note on a commit or snippet: not acted on; who and where when the payload says."""
+    return ForgeEvent(
+        forge=ForgeKind.GITLAB,
+        kind=EventKind.IGNORED,
+        name=event_name,
+        action=root.object_attributes.action or "",
+        delivery_id=delivery_id,
+        actor=_actor(root.user) if root.user is not None else Actor(login=""),
+        repo=_repo(root.project) if root.project is not None else None,
+        extra={"noteable_type": root.object_attributes.noteable_type},
+    )
+
+
+def _ignored(event_name: str, delivery_id: str, root: p.Loose) -> ForgeEvent:
     """An event the bot does not act on; who and where are filled in when present."""
-    try:
-        actor = _actor(payload)
-    except PayloadError:  # push and member hooks name the user in ``user_username``
-        login = payload.get("user_username")
-        login = login if isinstance(login, str) else ""
-        actor = Actor(login=login, is_bot=bool(login) and is_bot_user(login))
-    try:
-        repo: RepoRef | None = _repo(payload)
-    except PayloadError:
-        repo = None
-    attrs = payload.get("object_attributes")
-    action = attrs.get("action") if isinstance(attrs, dict) else None
+    user = _lenient(_USER, root.user)
+    project = _lenient(_PROJECT, root.project)
+    attrs = _lenient(_ACTION, root.object_attributes)
+    action = attrs.action if attrs is not None else None
     return ForgeEvent(
         forge=ForgeKind.GITLAB,
         kind=EventKind.IGNORED,
         name=event_name,
         action=action if isinstance(action, str) else "",
         delivery_id=delivery_id,
-        actor=actor,
-        repo=repo,
-        extra=extra,
+        actor=_actor(user) if user is not None else _named_actor(root.user_username),
+        repo=_repo(project) if project is not None else None,
     )
 
 
-_Parser = Callable[[str, str, dict[str, Any]], ForgeEvent]
+def _named_actor(username: object) -> Actor:
+    """Push and member hooks name the user in ``user_username`` instead of ``user``."""
+    login = username if isinstance(username, str) else ""
+    return Actor(login=login, is_bot=bool(login) and is_bot_user(login))
+
+
+def _lenient(dec: msgspec.json.Decoder[T], raw: msgspec.Raw) -> T | None:
+    """A raw part of an ignored event as ``dec``'s struct; None when absent or malformed."""
+    if not raw:
+        return None
+    try:
+        return decode(dec, bytes(raw))
+    except PayloadError:
+        return None
+
+
+_ISSUABLE = decoder(p.IssuableEvent)
+_NOTE = decoder(p.NoteEvent)
+_LOOSE = decoder(p.Loose)
+_USER = decoder(p.User)
+_PROJECT = decoder(p.Project)
+_ACTION = decoder(p.Action)
+
+_Parser = Callable[[str, str, bytes], ForgeEvent]
 _PARSERS: dict[str, _Parser] = {
     **dict.fromkeys(ISSUE_EVENTS, _parse_issuable),
     MERGE_REQUEST_EVENT: _parse_issuable,

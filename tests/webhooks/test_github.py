@@ -27,7 +27,11 @@ def load(name: str) -> dict[str, Any]:
 
 def parse(name: str, payload: dict[str, Any] | None = None) -> ForgeEvent:
     event_name = name.split(".", 1)[0]
-    return parse_event(event_name, DELIVERY, load(name) if payload is None else payload)
+    return parse_event(event_name, DELIVERY, _body(load(name) if payload is None else payload))
+
+
+def _body(payload: Any) -> bytes:
+    return json.dumps(payload).encode()
 
 
 def sign(body: bytes, secret: str) -> str:
@@ -346,7 +350,7 @@ def test_login_containing_bot_is_not_a_bot() -> None:
 def test_unhandled_event_is_ignored_with_who_and_where() -> None:
     payload = load("issues.opened")
     payload["action"] = "created"
-    event = parse_event("star", DELIVERY, payload)
+    event = parse_event("star", DELIVERY, _body(payload))
     assert event.kind is EventKind.IGNORED
     assert event.name == "star"
     assert event.action == "created"
@@ -355,7 +359,7 @@ def test_unhandled_event_is_ignored_with_who_and_where() -> None:
 
 
 def test_unhandled_event_with_an_odd_payload_is_still_ignored() -> None:
-    event = parse_event("security_advisory", DELIVERY, {"action": 3, "sender": "x"})
+    event = parse_event("security_advisory", DELIVERY, _body({"action": 3, "sender": "x"}))
     assert event.kind is EventKind.IGNORED
     assert event.actor.login == ""
     assert event.repo is None
@@ -395,7 +399,7 @@ _DELETE = object()
         ("issues.opened", ("issue", "labels"), "bug", r"issue\.labels: expected an array, got str"),
         ("issues.opened", ("issue", "labels", 0, "name"), _DELETE, r"issue\.labels\[0\]\.name"),
         ("issues.opened", ("issue", "user"), None, r"issue\.user: missing"),
-        ("issues.opened", ("issue",), [], r"payload\.issue: expected an object, got list"),
+        ("issues.opened", ("issue",), [], r"payload\.issue: expected an object, got array"),
         ("issues.opened", ("sender",), _DELETE, r"payload\.sender: missing"),
         ("issues.opened", ("sender", "id"), "21031067", r"sender\.id: expected an integer"),
         ("issues.opened", ("repository",), _DELETE, r"payload\.repository: missing"),
@@ -421,13 +425,27 @@ def test_malformed_payload_raises_payload_error_naming_the_key(
 
 def test_payload_error_is_a_value_error_naming_the_event() -> None:
     with pytest.raises(ValueError, match=r"GitHub 'issues' event: payload\.repository: missing"):
-        parse_event("issues", DELIVERY, {"action": "opened"})
+        parse_event("issues", DELIVERY, _body({"action": "opened"}))
+
+
+@pytest.mark.parametrize("event_name", ["issue_comment", "push"])
+def test_a_body_that_is_not_json_is_refused(event_name: str) -> None:
+    with pytest.raises(PayloadError, match=f"GitHub '{event_name}' event: the body is not JSON"):
+        parse_event(event_name, DELIVERY, b'{"action": "created", ')
+
+
+def test_an_unlabeled_event_without_its_label_names_the_key() -> None:
+    payload = load("issues.labeled")
+    payload["action"] = "unlabeled"
+    del payload["label"]
+    with pytest.raises(PayloadError, match=r"payload\.label: missing"):
+        parse("issues.labeled", payload)
 
 
 @pytest.mark.parametrize("event_name", ["issues", "push"])
 def test_payload_that_is_not_an_object_is_refused(event_name: str) -> None:
-    with pytest.raises(PayloadError, match="payload: expected an object, got list"):
-        parse_event(event_name, DELIVERY, [])  # type: ignore[arg-type]
+    with pytest.raises(PayloadError, match="payload: expected an object, got array"):
+        parse_event(event_name, DELIVERY, b"[]")
 
 
 # --- delivery keys -----------------------------------------------------------------------------

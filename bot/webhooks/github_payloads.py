@@ -1,0 +1,141 @@
+"""The parts of GitHub's webhook payloads the bot reads, as msgspec structs.
+
+Only these fields are decoded (and type-checked); everything else in a payload is
+skipped. A field typed ``X | None = None`` may be missing or null; any other field
+is required. ``gc=False``: payload structs hold no reference cycles, so the garbage
+collector need not track the thousands of them a busy installation decodes.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class _Part(msgspec.Struct, gc=False):
+    pass
+
+
+class User(_Part):
+    login: str
+    id: int
+    type: str | None = None
+
+
+class Login(_Part):
+    login: str
+
+
+class Named(_Part):
+    name: str
+
+
+class FullName(_Part):
+    full_name: str
+
+
+class Present(_Part):
+    """A key whose presence is all that matters (``issue.pull_request``)."""
+
+
+class Installation(_Part):
+    id: int
+    account: Login | None = None
+
+
+class Repository(_Part):
+    full_name: str
+    default_branch: str | None = None
+    html_url: str | None = None
+
+
+class Head(_Part):
+    ref: str
+    repo: FullName | None = None  # null when the fork was deleted
+
+
+class Issue(_Part):
+    """An issue, or a pull request as ``issue`` / ``pull_request`` carries it."""
+
+    number: int
+    title: str
+    user: Login
+    body: str | None = None
+    html_url: str | None = None
+    state: str | None = None
+    labels: list[Named] | None = None
+    pull_request: Present | None = None
+    merged: bool | None = None
+    head: Head | None = None
+
+
+class Comment(_Part):
+    """An issue comment, a review, or a review comment."""
+
+    id: int
+    user: Login
+    body: str | None = None
+    html_url: str | None = None
+    state: str | None = None
+    path: str | None = None
+    line: int | None = None
+
+
+class _Event(_Part, kw_only=True):
+    """What every handled event carries: where, who, and the installation."""
+
+    repository: Repository
+    sender: User
+    action: str | None = None
+    installation: Installation | None = None
+
+
+class IssuesEvent(_Event, kw_only=True):
+    issue: Issue
+    label: Named | None = None
+
+
+class IssueCommentEvent(_Event, kw_only=True):
+    issue: Issue
+    comment: Comment
+
+
+class PullRequestEvent(_Event, kw_only=True):
+    pull_request: Issue
+    label: Named | None = None
+
+
+class ReviewEvent(_Event, kw_only=True):
+    pull_request: Issue
+    review: Comment
+
+
+class ReviewCommentEvent(_Event, kw_only=True):
+    pull_request: Issue
+    comment: Comment
+
+
+class InstallationEvent(_Part):
+    installation: Installation
+    sender: User
+    action: str | None = None
+    repositories: list[FullName] | None = None
+    repositories_added: list[FullName] | None = None
+    repositories_removed: list[FullName] | None = None
+
+
+class PingEvent(_Part):
+    sender: User
+    action: str | None = None
+    hook_id: int | None = None
+    zen: str | None = None
+    repository: Repository | None = None
+    installation: Installation | None = None
+
+
+class Loose(_Part):
+    """Any other event: who and where when the payload says so, checked afterwards."""
+
+    action: object = None
+    sender: object = None
+    repository: object = None
+    installation: object = None

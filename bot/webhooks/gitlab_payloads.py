@@ -1,0 +1,112 @@
+"""The parts of GitLab's webhook payloads the bot reads, as msgspec structs.
+
+Only these fields are decoded (and type-checked); everything else in a payload is
+skipped. A field typed ``X | None = None`` may be missing or null; any other field
+is required. ``gc=False``: payload structs hold no reference cycles, so the garbage
+collector need not track the thousands of them a busy installation decodes.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class _Part(msgspec.Struct, gc=False):
+    pass
+
+
+class User(_Part):
+    username: str
+    id: int | None = None
+    bot: bool | None = None
+
+
+class Project(_Part):
+    id: int
+    path_with_namespace: str
+    default_branch: str | None = None
+    web_url: str | None = None
+
+
+class Label(_Part):
+    title: str
+
+
+class Source(_Part):
+    """A merge request's source project (a fork's, or the target's own)."""
+
+    path_with_namespace: str | None = None
+
+
+class Issuable(_Part):
+    """An issue or merge request: ``object_attributes`` of its hook, or a note's noteable."""
+
+    iid: int
+    title: str | None = None
+    description: str | None = None
+    url: str | None = None
+    state: str | None = None
+    action: str | None = None
+    labels: list[Label] | None = None
+    source_branch: str | None = None
+    source_project_id: int | None = None
+    target_project_id: int | None = None
+    source: Source | None = None
+
+
+class LabelChange(_Part):
+    previous: list[Label] | None = None
+    current: list[Label] | None = None
+
+
+class Changes(_Part):
+    """What an ``update`` changed; only the labels matter to the bot."""
+
+    labels: LabelChange | None = None
+
+
+class IssuableEvent(_Part, kw_only=True):
+    """``Issue Hook``, ``Confidential Issue Hook``, ``Merge Request Hook``."""
+
+    object_attributes: Issuable
+    user: User
+    project: Project
+    labels: list[Label] | None = None  # stands in when object_attributes has none
+    changes: Changes | None = None
+
+
+class Note(_Part):
+    """A note's ``object_attributes``. ``id`` and ``note`` are required only on the notes
+    the bot handles (issues, merge requests), so they are checked after decoding."""
+
+    noteable_type: str
+    id: int | None = None
+    note: str | None = None
+    url: str | None = None
+    action: str | None = None
+    type: str | None = None
+    system: bool | None = None
+
+
+class NoteEvent(_Part, kw_only=True):
+    """``Note Hook``, ``Confidential Note Hook``. Who and where are required only on the
+    notes the bot handles, like the noteable (``issue`` or ``merge_request``)."""
+
+    object_attributes: Note
+    user: User | None = None
+    project: Project | None = None
+    issue: Issuable | None = None
+    merge_request: Issuable | None = None
+
+
+class Action(_Part):
+    action: object = None
+
+
+class Loose(_Part):
+    """Any other event: its parts are kept raw, decoded afterwards when they can be."""
+
+    user: msgspec.Raw = msgspec.Raw()
+    project: msgspec.Raw = msgspec.Raw()
+    object_attributes: msgspec.Raw = msgspec.Raw()
+    user_username: object = None
