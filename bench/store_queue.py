@@ -6,7 +6,10 @@
 ``record_delivery`` is what a webhook request waits for: it is timed with
 ``--concurrency`` deliveries in flight at once (the target is p99 < 50 ms at 64).
 The queue figure is tasks created, leased, checkpointed and finished per second by
-``--workers`` concurrent workers. Prints figures; passes or fails nothing.
+``--workers`` concurrent workers. The prune figure is the daily clean-up of handled
+deliveries at two table sizes: its time per row should not grow with the table
+(it did, quadratically, before the inbox's delivery key had an index). Prints
+figures; passes or fails nothing.
 """
 
 from __future__ import annotations
@@ -76,6 +79,26 @@ async def bench_queue(store: SqlStore, tasks: int, workers: int) -> None:
     )
 
 
+async def _handled_deliveries(store: SqlStore, count: int, tag: str) -> None:
+    for start in range(0, count, 64):
+        keys = [f"prune-{tag}-{n}" for n in range(start, min(start + 64, count))]
+        await asyncio.gather(*(store.record_delivery(k, "github", {"key": k}) for k in keys))
+    while (event := await store.lease_event("bench", 60)) is not None:
+        await store.finish_event(event.id)
+
+
+async def bench_prune(store: SqlStore, sizes: list[int]) -> None:
+    per_row: list[float] = []
+    for size in sizes:
+        await _handled_deliveries(store, size, str(size))
+        started = time.perf_counter()
+        removed = await store.prune(older_than=time.time() + 1)
+        elapsed = time.perf_counter() - started
+        per_row.append(elapsed / removed)
+        print(f"prune of {removed} handled deliveries: {elapsed * 1000:.0f} ms")
+    print(f"prune time per row, largest vs smallest table: {per_row[-1] / per_row[0]:.2f}x")
+
+
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         store: SqlStore
@@ -90,6 +113,7 @@ async def main(args: argparse.Namespace) -> None:
             print(f"backend: {type(store).__name__}")
             await bench_deliveries(store, args.concurrency, args.rounds)
             await bench_queue(store, args.tasks, args.workers)
+            await bench_prune(store, args.prune)
         finally:
             await store.close()
 
@@ -102,4 +126,5 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--pool", type=int, default=16, help="PostgreSQL pool size")
+    parser.add_argument("--prune", type=int, nargs="+", default=[5000, 20000])
     asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,70 @@
+"""Every foreign key's child columns lead an index, on both backends.
+
+Without one, deleting a parent row (the daily prune of old deliveries) makes the
+database scan the whole child table once per deleted row: quadratic in the number
+of deliveries, holding the write lock all along.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from bot.storage.postgres import PostgresStore
+from bot.storage.sqlite import SqliteStore
+
+
+def _unindexed_sqlite(conn: sqlite3.Connection) -> list[str]:
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    missing = []
+    for table in tables:
+        leading: set[tuple[str, ...]] = set()
+        for index in conn.execute(f"PRAGMA index_list('{table}')").fetchall():
+            columns = [row[2] for row in conn.execute(f"PRAGMA index_info('{index[1]}')")]
+            leading.update(tuple(columns[:n]) for n in range(1, len(columns) + 1))
+        foreign: dict[int, list[str]] = {}
+        for key in conn.execute(f"PRAGMA foreign_key_list('{table}')").fetchall():
+            foreign.setdefault(key[0], []).append(key[3])
+        missing += [f"{table}{cols}" for cols in foreign.values() if tuple(cols) not in leading]
+    return missing
+
+
+async def test_sqlite_indexes_every_foreign_key(tmp_path: Path) -> None:
+    path = tmp_path / "bot.sqlite3"
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    conn = sqlite3.connect(path)
+    try:
+        assert _unindexed_sqlite(conn) == []
+        conn.execute("DROP INDEX inbox_by_delivery")  # the check itself can fail
+        assert _unindexed_sqlite(conn) == ["inbox['delivery_key']"]
+    finally:
+        conn.close()
+
+
+_PG_UNINDEXED = """
+SELECT c.conname
+FROM pg_constraint c
+WHERE c.contype = 'f' AND c.connamespace = current_schema()::regnamespace
+AND NOT EXISTS (
+    SELECT 1 FROM pg_index i
+    WHERE i.indrelid = c.conrelid
+    AND (i.indkey::int2[])[0:cardinality(c.conkey) - 1] @> c.conkey
+)
+ORDER BY 1
+"""
+
+
+@pytest.mark.postgres
+async def test_postgres_indexes_every_foreign_key(pg_test_dsn: str) -> None:
+    store = PostgresStore(dsn=pg_test_dsn)
+    await store.open()
+    await store.close()
+    with psycopg.connect(pg_test_dsn, autocommit=True) as conn:
+        assert conn.execute(_PG_UNINDEXED).fetchall() == []
+        conn.execute("DROP INDEX inbox_by_delivery")
+        assert conn.execute(_PG_UNINDEXED).fetchall() == [("inbox_delivery_key_fkey",)]
