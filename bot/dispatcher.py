@@ -11,10 +11,10 @@ A forge failure gives the event back to be retried later; nothing is lost.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+import msgspec.structs
 from cachetools import TTLCache
 
 from bot import metrics
@@ -115,8 +115,8 @@ class Dispatcher:
         details = await forge.get_issue(issue.repo, issue.number, change_request=True)
         if not details.issue.author:
             return Ignore(f"the author of {issue.key} is unknown")
-        issue = dataclasses.replace(issue, author=details.issue.author)
-        return classify(dataclasses.replace(event, issue=issue), self.runtime.settings)
+        issue = msgspec.structs.replace(issue, author=details.issue.author)
+        return classify(msgspec.structs.replace(event, issue=issue), self.runtime.settings)
 
     async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:
         store = self.runtime.store

@@ -5,13 +5,19 @@ parser (triggers, storage, worker, agent) sees only these. Forge-specific words
 stay in ``bot/webhooks`` and ``bot/forges``: here an issue that carries code
 changes is a *change request* (``IssueRef.is_change_request``), and a forge's
 authentication scope (a GitHub App installation) is an opaque ``scope_id``.
+
+The event types are frozen msgspec structs rather than dataclasses: every webhook
+delivery builds five of them, and a struct is built (and turned into JSON-ready
+data) about ten times faster. Copy one with a change by ``msgspec.structs.replace``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+import msgspec
 
 
 class ForgeKind(StrEnum):
@@ -35,8 +41,7 @@ class EventKind(StrEnum):
     IGNORED = "ignored"
 
 
-@dataclass(frozen=True, slots=True)
-class Actor:
+class Actor(msgspec.Struct, frozen=True):
     """Who caused an event."""
 
     login: str
@@ -44,8 +49,7 @@ class Actor:
     is_bot: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class RepoRef:
+class RepoRef(msgspec.Struct, frozen=True):
     """A repository (GitHub ``owner/name``; GitLab ``group/sub/project`` with its id)."""
 
     forge: ForgeKind
@@ -61,8 +65,7 @@ class RepoRef:
         return f"{self.forge.value}:{self.full_name}"
 
 
-@dataclass(frozen=True, slots=True)
-class IssueRef:
+class IssueRef(msgspec.Struct, frozen=True):
     """An issue or change request (pull request / merge request) in a repository."""
 
     repo: RepoRef
@@ -86,8 +89,7 @@ class IssueRef:
         return f"{self.repo.key}#{kind}/{self.number}"
 
 
-@dataclass(frozen=True, slots=True)
-class CommentRef:
+class CommentRef(msgspec.Struct, frozen=True):
     id: int
     body: str
     author: str = ""
@@ -95,8 +97,7 @@ class CommentRef:
     is_review_comment: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ForgeEvent:
+class ForgeEvent(msgspec.Struct, frozen=True):
     """One webhook delivery, parsed."""
 
     forge: ForgeKind
@@ -110,98 +111,21 @@ class ForgeEvent:
     comment: CommentRef | None = None
     label_added: str | None = None
     labels_added: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (hand-written: ``dataclasses.asdict`` is slow on the hot path)."""
-        comment = self.comment
-        return {
-            "forge": self.forge.value,
-            "kind": self.kind.value,
-            "name": self.name,
-            "action": self.action,
-            "delivery_id": self.delivery_id,
-            "actor": {"login": self.actor.login, "id": self.actor.id, "is_bot": self.actor.is_bot},
-            "repo": _repo_dict(self.repo),
-            "issue": _issue_dict(self.issue),
-            "comment": None
-            if comment is None
-            else {
-                "id": comment.id,
-                "body": comment.body,
-                "author": comment.author,
-                "web_url": comment.web_url,
-                "is_review_comment": comment.is_review_comment,
-            },
-            "label_added": self.label_added,
-            "labels_added": list(self.labels_added),
-            "extra": dict(self.extra),
-        }
+        """Plain JSON-ready data."""
+        data: dict[str, Any] = msgspec.to_builtins(self)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ForgeEvent:
-        repo = _repo_from(data.get("repo"))
-        issue_data = data.get("issue")
-        issue = None
-        if issue_data is not None:
-            issue_fields = dict(issue_data)
-            issue_fields["repo"] = _repo_from(issue_fields["repo"])
-            issue_fields["labels"] = tuple(issue_fields.get("labels", ()))
-            issue = IssueRef(**issue_fields)
-        comment = CommentRef(**data["comment"]) if data.get("comment") else None
-        return cls(
-            forge=ForgeKind(data["forge"]),
-            kind=EventKind(data["kind"]),
-            name=data["name"],
-            action=data["action"],
-            delivery_id=data["delivery_id"],
-            actor=Actor(**data["actor"]),
-            repo=repo,
-            issue=issue,
-            comment=comment,
-            label_added=data.get("label_added"),
-            labels_added=tuple(data.get("labels_added", ())),
-            extra=dict(data.get("extra", {})),
-        )
+        return msgspec.convert(data, cls)
 
 
-def _repo_dict(repo: RepoRef | None) -> dict[str, Any] | None:
-    if repo is None:
-        return None
-    return {
-        "forge": repo.forge.value,
-        "full_name": repo.full_name,
-        "project_id": repo.project_id,
-        "scope_id": repo.scope_id,
-        "default_branch": repo.default_branch,
-        "web_url": repo.web_url,
-    }
-
-
-def _issue_dict(issue: IssueRef | None) -> dict[str, Any] | None:
-    if issue is None:
-        return None
-    return {
-        "repo": _repo_dict(issue.repo),
-        "number": issue.number,
-        "is_change_request": issue.is_change_request,
-        "title": issue.title,
-        "body": issue.body,
-        "web_url": issue.web_url,
-        "author": issue.author,
-        "state": issue.state,
-        "labels": list(issue.labels),
-        "head_branch": issue.head_branch,
-        "head_repo": issue.head_repo,
-    }
-
-
-def _repo_from(data: dict[str, Any] | None) -> RepoRef | None:
-    if data is None:
-        return None
-    fields = dict(data)
-    fields["forge"] = ForgeKind(fields["forge"])
-    return RepoRef(**fields)
+def _issue_dict(issue: IssueRef) -> dict[str, Any]:
+    data: dict[str, Any] = msgspec.to_builtins(issue)
+    return data
 
 
 class CommandName(StrEnum):
@@ -257,13 +181,8 @@ class TaskRequest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskRequest:
-        issue_fields = dict(data["issue"])
-        repo = _repo_from(issue_fields["repo"])
-        assert repo is not None
-        issue_fields["repo"] = repo
-        issue_fields["labels"] = tuple(issue_fields.get("labels", ()))
         return cls(
-            issue=IssueRef(**issue_fields),
+            issue=msgspec.convert(data["issue"], IssueRef),
             requested_by=data["requested_by"],
             mode=TaskMode(data.get("mode", TaskMode.RUN.value)),
             instructions=data.get("instructions", ""),

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec.structs
+
 from bot.events import ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
     ChangeRequest,
@@ -169,7 +171,7 @@ class FakeForge:
         found = self.issues.get((repo.full_name, number))
         if found is None:
             raise NotFound(f"issue {number} not found", status=404)
-        ref = replace(found.ref, labels=tuple(found.labels))
+        ref = msgspec.structs.replace(found.ref, labels=tuple(found.labels))
         return IssueDetails(issue=ref, comments=tuple(found.comments))
 
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:

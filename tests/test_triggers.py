@@ -1,5 +1,4 @@
-import dataclasses
-
+import msgspec.structs
 import pytest
 
 from bot.config import Settings
@@ -91,7 +90,7 @@ def test_other_labels_bots_and_closed_issues_are_ignored() -> None:
     assert isinstance(classify(bot, SETTINGS), Ignore)
     own = event(EventKind.COMMENT_CREATED, body="/agent run", actor="coding-agent[bot]")
     assert isinstance(classify(own, SETTINGS), Ignore)
-    closed = dataclasses.replace(ISSUE, state="closed")
+    closed = msgspec.structs.replace(ISSUE, state="closed")
     assert isinstance(
         classify(event(EventKind.ISSUE_LABELED, label="coding agent", issue=closed), SETTINGS),
         Ignore,
@@ -106,7 +105,7 @@ def test_our_marker_in_a_comment_is_ignored_even_from_a_person() -> None:
 def test_opened_with_the_label_starts() -> None:
     intent = intent_of(event(EventKind.ISSUE_OPENED))
     assert intent.kind is IntentKind.START
-    unlabeled = dataclasses.replace(ISSUE, labels=())
+    unlabeled = msgspec.structs.replace(ISSUE, labels=())
     assert isinstance(classify(event(EventKind.ISSUE_OPENED, issue=unlabeled), SETTINGS), Ignore)
 
 
@@ -295,12 +294,12 @@ def test_review_on_the_bots_change_request_starts_a_follow_up() -> None:
 @pytest.mark.parametrize(
     "pr",
     [
-        dataclasses.replace(BOT_PR, head_branch="feature/x"),
-        dataclasses.replace(BOT_PR, head_repo="mallory/hello"),  # a fork's agent/ branch
-        dataclasses.replace(BOT_PR, head_repo=None),  # a deleted fork
-        dataclasses.replace(BOT_PR, author="mallory"),  # a person's agent/ branch
-        dataclasses.replace(BOT_PR, author="coding-agent"),  # a person, not the App
-        dataclasses.replace(BOT_PR, author="renovate[bot]"),
+        msgspec.structs.replace(BOT_PR, head_branch="feature/x"),
+        msgspec.structs.replace(BOT_PR, head_repo="mallory/hello"),  # a fork's agent/ branch
+        msgspec.structs.replace(BOT_PR, head_repo=None),  # a deleted fork
+        msgspec.structs.replace(BOT_PR, author="mallory"),  # a person's agent/ branch
+        msgspec.structs.replace(BOT_PR, author="coding-agent"),  # a person, not the App
+        msgspec.structs.replace(BOT_PR, author="renovate[bot]"),
     ],
 )
 def test_change_requests_the_bot_does_not_own_get_no_follow_up(pr: IssueRef) -> None:
@@ -313,17 +312,20 @@ def test_change_requests_the_bot_does_not_own_get_no_follow_up(pr: IssueRef) -> 
 
 
 def test_the_bots_authorship_is_case_insensitive_and_knows_app_names() -> None:
-    assert owns_change_request(dataclasses.replace(BOT_PR, author="Coding-Agent[bot]"), SETTINGS)
-    assert owns_change_request(dataclasses.replace(BOT_PR, head_repo="Octo/Hello"), SETTINGS)
+    assert owns_change_request(
+        msgspec.structs.replace(BOT_PR, author="Coding-Agent[bot]"), SETTINGS
+    )
+    assert owns_change_request(msgspec.structs.replace(BOT_PR, head_repo="Octo/Hello"), SETTINGS)
     slug = SETTINGS.model_copy(
         update={"bot": SETTINGS.bot.model_copy(update={"github_login": "coding-agent"})}
     )
     assert owns_change_request(BOT_PR, slug)  # an App configured by its slug
     gitlab = RepoRef(ForgeKind.GITLAB, "g/p", project_id=5)
-    mr = dataclasses.replace(BOT_PR, repo=gitlab, head_repo="g/p", author="Coding-Agent-Bot")
+    mr = msgspec.structs.replace(BOT_PR, repo=gitlab, head_repo="g/p", author="Coding-Agent-Bot")
     assert owns_change_request(mr, SETTINGS)
     assert (
-        owns_change_request(dataclasses.replace(mr, author="coding-agent[bot]"), SETTINGS) is False
+        owns_change_request(msgspec.structs.replace(mr, author="coding-agent[bot]"), SETTINGS)
+        is False
     )
 
 
@@ -382,7 +384,7 @@ def test_a_mention_or_command_on_the_bots_change_request_is_explicit() -> None:
 
 
 def test_an_unknown_author_must_be_looked_up_before_deciding() -> None:
-    mr = dataclasses.replace(BOT_PR, author="")  # GitLab payloads name the author by id only
+    mr = msgspec.structs.replace(BOT_PR, author="")  # GitLab payloads name the author by id only
     assert owns_change_request(mr, SETTINGS) is None
     intent = intent_of(event(EventKind.REVIEW_COMMENT, body="rename it", issue=mr))
     assert intent.kind is IntentKind.REVIEW and intent.author_unknown
@@ -390,7 +392,7 @@ def test_an_unknown_author_must_be_looked_up_before_deciding() -> None:
         decide(intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS)
     plain = intent_of(event(EventKind.COMMENT_CREATED, body="thanks", issue=mr))
     assert plain.kind is IntentKind.COMMENT and not plain.author_unknown  # no look-up needed
-    fork = dataclasses.replace(mr, head_repo="mallory/hello")
+    fork = msgspec.structs.replace(mr, head_repo="mallory/hello")
     assert isinstance(
         classify(event(EventKind.REVIEW_COMMENT, body="x", issue=fork), SETTINGS), Ignore
     )

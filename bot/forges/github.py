@@ -14,10 +14,10 @@ import base64
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import httpx
+from msgspec.structs import replace
 
 from bot.config import GitHubSettings
 from bot.events import ForgeKind, IssueRef, RepoRef

@@ -12,12 +12,12 @@ import base64
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import gitlab
 import requests
 from gitlab.exceptions import GitlabError
+from msgspec.structs import replace
 
 from bot.config import GitLabSettings
 from bot.events import ForgeKind, IssueRef, RepoRef
