@@ -51,7 +51,7 @@ async def _accept(runtime: Runtime, key: str, event: ForgeEvent) -> Answer:
     """Classify; queue what could matter in one transaction; answer at once."""
     verdict = classify(event, runtime.settings)
     if isinstance(verdict, Ignore):
-        metrics.WEBHOOKS.labels(event.forge.value, "ignored").inc()
+        metrics.webhook(event.forge.value, "ignored")
         log.info("ignored %s %s/%s: %s", key, event.name, event.action, verdict.reason)
         return _answer(202, "ignored", reason=verdict.reason)
     try:
@@ -60,9 +60,9 @@ async def _accept(runtime: Runtime, key: str, event: ForgeEvent) -> Answer:
         log.error("could not queue delivery %s: %s", key, exc)
         return _answer(503, "the bot could not store this delivery; please redeliver it")
     if not fresh:
-        metrics.WEBHOOKS.labels(event.forge.value, "duplicate").inc()
+        metrics.webhook(event.forge.value, "duplicate")
         return _answer(202, "duplicate delivery: already queued")
-    metrics.WEBHOOKS.labels(event.forge.value, "queued").inc()
+    metrics.webhook(event.forge.value, "queued")
     if runtime.worker is not None:
         runtime.worker.poke()  # a worker in this process looks at the inbox now
     return _answer(202, "queued")
@@ -76,7 +76,7 @@ async def _github(headers: Mapping[str, str], runtime: Runtime, body: bytes) -> 
     if not github_hooks.verify_signature(
         body, signature, secret=settings.webhook_secret.get_secret_value()
     ):
-        metrics.WEBHOOKS.labels("github", "bad_signature").inc()
+        metrics.webhook("github", "bad_signature")
         return _answer(401, "missing or wrong X-Hub-Signature-256")
     name = headers.get("x-github-event", "")
     delivery = headers.get("x-github-delivery", "")
@@ -95,7 +95,7 @@ async def _gitlab(headers: Mapping[str, str], runtime: Runtime, body: bytes) -> 
         return _answer(404, "GitLab is not configured on this bot (set GITLAB_WEBHOOK_SECRET)")
     token = headers.get("x-gitlab-token")
     if not gitlab_hooks.verify_token(token, secret=settings.webhook_secret.get_secret_value()):
-        metrics.WEBHOOKS.labels("gitlab", "bad_token").inc()
+        metrics.webhook("gitlab", "bad_token")
         return _answer(401, "missing or wrong X-Gitlab-Token")
     name = headers.get("x-gitlab-event", "")
     if not name:
@@ -157,14 +157,19 @@ class WebhookApp:
             forge, handler = route
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
             status, body = await self._handle(forge, handler, headers, receive)
+        content = orjson.dumps(body)
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"application/json"), *extra],
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(content)).encode()),
+                    *extra,
+                ],
             }
         )
-        await send({"type": "http.response.body", "body": orjson.dumps(body)})
+        await send({"type": "http.response.body", "body": content})
 
     async def _handle(
         self, forge: ForgeKind, handler: Handler, headers: dict[str, str], receive: Receive
@@ -174,14 +179,14 @@ class WebhookApp:
         try:
             body = await _read_body(receive, headers.get("content-length"), limit)
         except _TooLarge:
-            metrics.WEBHOOKS.labels(forge.value, "too_large").inc()
+            metrics.webhook(forge.value, "too_large")
             return _answer(413, "the body is larger than server.max_body_bytes")
         except ConnectionError:
             return _answer(400, "the request body did not arrive")
         try:
             return await handler(headers, runtime, body)
         except PayloadError as exc:
-            metrics.WEBHOOKS.labels(forge.value, "bad_payload").inc()
+            metrics.webhook(forge.value, "bad_payload")
             log.warning("%s webhook rejected: %s", forge.value, exc)
             return _answer(400, f"malformed payload: {exc}")
 

@@ -12,6 +12,19 @@ WEBHOOKS = Counter(
     ["forge", "outcome"],
     registry=REGISTRY,
 )
+
+
+def webhook(forge: str, outcome: str) -> None:
+    """Count one webhook delivery (the labelled child is looked up once, then reused:
+    this runs on every delivery)."""
+    child = _WEBHOOK_CHILDREN.get((forge, outcome))
+    if child is None:
+        child = _WEBHOOK_CHILDREN[(forge, outcome)] = WEBHOOKS.labels(forge, outcome)
+    child.inc()
+
+
+_WEBHOOK_CHILDREN: dict[tuple[str, str], Counter] = {}
+
 TASKS = Counter(
     "bot_tasks_finished_total", "Tasks that ended, by final state", ["state"], registry=REGISTRY
 )

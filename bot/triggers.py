@@ -11,6 +11,7 @@ Two steps, so the dispatcher does only the look-ups a decision needs:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -98,10 +99,14 @@ def bot_names(settings: Settings, forge: ForgeKind) -> tuple[str, ...]:
 
 
 def is_own_or_bot(event: ForgeEvent, settings: Settings) -> bool:
-    login = event.actor.login.lower()
-    own = {name.lower() for name in bot_names(settings, event.forge)}
-    own |= {name.removesuffix("[bot]") for name in own}
-    return event.actor.is_bot or login in own
+    return event.actor.is_bot or event.actor.login.lower() in _own(bot_names(settings, event.forge))
+
+
+@functools.lru_cache(maxsize=16)
+def _own(names: tuple[str, ...]) -> frozenset[str]:
+    """The bot's names in lower case, with and without an App's ``[bot]`` suffix."""
+    own = {name.lower() for name in names}
+    return frozenset(own | {name.removesuffix("[bot]") for name in own})
 
 
 def owns_change_request(issue: IssueRef, settings: Settings) -> bool | None:

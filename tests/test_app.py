@@ -29,6 +29,8 @@ async def test_signed_delivery_is_queued_in_the_inbox(bot: Harness) -> None:
     response = await bot.send_github("issue_comment", comment_payload())
     assert response.status_code == 202
     assert response.json()["message"] == "queued"
+    assert response.headers["content-length"] == str(len(response.content))
+    assert "transfer-encoding" not in response.headers
     assert await bot.store.pending_events() == 1
 
 

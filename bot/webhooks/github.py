@@ -33,9 +33,12 @@ def verify_signature(body: bytes, signature_header: str | None, *, secret: str) 
         raise ValueError("the GitHub webhook secret is empty; refusing to verify with it")
     if not signature_header or not signature_header.startswith(SIGNATURE_PREFIX):
         return False
-    expected = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
-    given = signature_header[len(SIGNATURE_PREFIX) :].strip().lower()
-    return hmac.compare_digest(expected.encode("ascii"), given.encode("ascii", errors="replace"))
+    try:
+        given = bytes.fromhex(signature_header[len(SIGNATURE_PREFIX) :].strip())
+    except ValueError:
+        return False  # not hex: cannot be the digest
+    expected = hmac.digest(secret.encode("utf-8"), body, "sha256")
+    return hmac.compare_digest(expected, given)
 
 
 def delivery_key(delivery_id: str | None, app_id: str | None, body: bytes) -> str:
