@@ -1,8 +1,9 @@
 """``create_app(runtime)``: the HTTP surface. Routes only; decisions live elsewhere.
 
 POST /webhooks/github and /webhooks/gitlab: size limit -> verify -> parse ->
-classify (pure) -> one store transaction (delivery + inbox event) -> 202. The
-worker's dispatcher does the rest, so no forge or LLM call ever happens here.
+classify (pure) -> one store transaction (an inbox row; its unique delivery key is the
+dedup record) -> 202. The worker's dispatcher does the rest, so no forge or LLM call ever
+happens here.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from bot.storage import schema
+from bot.storage import migrations, schema
 from bot.storage.base import InboxEvent, StoreError, TaskMessage
 from bot.storage.schema import SCHEMA_VERSION, Dialect, dump_json
 
@@ -55,22 +55,22 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value"""
 
 
 def create_schema(dialect: Dialect) -> Script[None]:
+    """Create what is missing, upgrading an older database's layout first."""
     if dialect.schema_lock:
         yield Query(dialect.schema_lock)
-    for statement in schema.schema_statements(dialect):
-        yield Query(statement)
-    yield Query(
-        """INSERT INTO meta (key, value) VALUES ('schema_version', %(v)s)
-        ON CONFLICT (key) DO NOTHING""",
-        {"v": str(SCHEMA_VERSION)},
-    )
+    yield Query(schema.META_TABLE)
     rows = yield Query("SELECT value FROM meta WHERE key = 'schema_version'")
-    found = int(rows[0]["value"])
+    found = int(rows[0]["value"]) if rows else SCHEMA_VERSION
     if found > SCHEMA_VERSION:
         raise StoreError(
             f"the database has schema version {found}; this bot knows up to {SCHEMA_VERSION}: "
             "upgrade the bot"
         )
+    for statement in migrations.upgrade(dialect, found):
+        yield Query(statement)
+    for statement in schema.schema_statements(dialect):
+        yield Query(statement)
+    yield Query(_UPSERT_META, {"key": "schema_version", "value": str(SCHEMA_VERSION)})
 
 
 def ping(now: float) -> Script[None]:
@@ -83,20 +83,21 @@ def ping(now: float) -> Script[None]:
 def record_delivery(
     key: str, forge: str, payload: dict[str, Any] | None, now: float
 ) -> Script[bool]:
+    """One inbox row per delivery key: its unique index is the dedup record. A delivery
+    with nothing to handle (no payload) is recorded as already done."""
     rows = yield Query(
-        """INSERT INTO deliveries (key, forge, received_at) VALUES (%(key)s, %(forge)s, %(now)s)
-        ON CONFLICT (key) DO NOTHING RETURNING key""",
-        {"key": key, "forge": forge, "now": now},
+        """INSERT INTO inbox (delivery_key, forge, payload, state, received_at, available_at)
+        VALUES (%(key)s, %(forge)s, %(payload)s, %(state)s, %(now)s, %(now)s)
+        ON CONFLICT (delivery_key) DO NOTHING RETURNING id""",
+        {
+            "key": key,
+            "forge": forge,
+            "payload": None if payload is None else dump_json(payload),
+            "state": "done" if payload is None else "pending",
+            "now": now,
+        },
     )
-    if not rows:
-        return False
-    if payload is not None:
-        yield Query(
-            """INSERT INTO inbox (delivery_key, forge, payload, state, received_at, available_at)
-            VALUES (%(key)s, %(forge)s, %(payload)s, 'pending', %(now)s, %(now)s)""",
-            {"key": key, "forge": forge, "payload": dump_json(payload), "now": now},
-        )
-    return True
+    return bool(rows)
 
 
 def lease_event(owner: str, expires: float, now: float) -> Script[InboxEvent | None]:
@@ -141,19 +142,13 @@ def pending_events() -> Script[int]:
 
 
 def prune_deliveries(before: float) -> Script[int]:
-    """Forget handled inbox events, and delivery records (the dedup window), older than
-    ``before``. Pending and leased events are never touched."""
-    events = yield Query(
+    """Forget handled deliveries older than ``before`` (the end of the dedup window).
+    Pending and leased events are never touched."""
+    rows = yield Query(
         "DELETE FROM inbox WHERE state = 'done' AND received_at < %(before)s RETURNING id",
         {"before": before},
     )
-    deliveries = yield Query(
-        """DELETE FROM deliveries WHERE received_at < %(before)s
-        AND NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.delivery_key = deliveries.key)
-        RETURNING key""",
-        {"before": before},
-    )
-    return len(events) + len(deliveries)
+    return len(rows)
 
 
 # --- checkpoints, messages, comment ids, plan cache ----------------------------------------

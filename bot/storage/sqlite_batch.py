@@ -62,25 +62,22 @@ def record_many(conn: sqlite3.Connection, batch: Batch) -> Results:
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = conn.execute(f"SELECT key FROM deliveries WHERE key IN ({marks})", chunk)  # noqa: S608 - placeholders only
-            seen.update(row[0] for row in rows)
+            query = f"SELECT delivery_key FROM inbox WHERE delivery_key IN ({marks})"  # noqa: S608 - placeholders only
+            seen.update(row[0] for row in conn.execute(query, chunk))
         results: Results = []
-        fresh: list[Delivery] = []
-        for delivery in batch:
-            if delivery.key in seen:
+        rows: list[tuple[str, str, str | None, str, float, float]] = []
+        for d in batch:
+            if d.key in seen:
                 results.append(False)
                 continue
-            seen.add(delivery.key)
-            fresh.append(delivery)
+            seen.add(d.key)
+            state = "done" if d.payload is None else "pending"
+            rows.append((d.key, d.forge, d.payload, state, d.received_at, d.received_at))
             results.append(True)
         conn.executemany(
-            "INSERT INTO deliveries (key, forge, received_at) VALUES (?, ?, ?)",
-            [(d.key, d.forge, d.received_at) for d in fresh],
-        )
-        conn.executemany(
             "INSERT INTO inbox (delivery_key, forge, payload, state, received_at, available_at)"
-            " VALUES (?, ?, ?, 'pending', ?, ?)",
-            [(d.key, d.forge, d.payload, d.received_at, d.received_at) for d in fresh if d.payload],
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
         )
         conn.execute("COMMIT")
     except BaseException:

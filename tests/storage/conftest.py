@@ -22,6 +22,7 @@ def clock() -> Clock:
 
 def _sqlite_backend(path: Path) -> Backend:
     def execute(sql: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path)
         try:
             conn.executescript(sql)

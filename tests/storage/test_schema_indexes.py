@@ -1,8 +1,8 @@
 """Every foreign key's child columns lead an index, on both backends.
 
-Without one, deleting a parent row (the daily prune of old deliveries) makes the
-database scan the whole child table once per deleted row: quadratic in the number
-of deliveries, holding the write lock all along.
+Without one, deleting parent rows makes the database scan the whole child table
+once per deleted row: quadratic, holding the write lock all along (the daily prune
+of old deliveries once did exactly that).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ async def test_sqlite_indexes_every_foreign_key(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         assert _unindexed_sqlite(conn) == []
-        conn.execute("DROP INDEX inbox_by_delivery")  # the check itself can fail
-        assert _unindexed_sqlite(conn) == ["inbox['delivery_key']"]
+        conn.execute("DROP INDEX messages_by_task")  # the check itself can fail
+        assert _unindexed_sqlite(conn) == ["messages['task_id']"]
     finally:
         conn.close()
 
@@ -66,5 +66,5 @@ async def test_postgres_indexes_every_foreign_key(pg_test_dsn: str) -> None:
     await store.close()
     with psycopg.connect(pg_test_dsn, autocommit=True) as conn:
         assert conn.execute(_PG_UNINDEXED).fetchall() == []
-        conn.execute("DROP INDEX inbox_by_delivery")
-        assert conn.execute(_PG_UNINDEXED).fetchall() == [("inbox_delivery_key_fkey",)]
+        conn.execute("DROP INDEX messages_by_task")
+        assert conn.execute(_PG_UNINDEXED).fetchall() == [("messages_task_id_fkey",)]

@@ -34,7 +34,7 @@ async def test_concurrent_deliveries_commit_together_and_all_land(store: SqliteS
         *(store.record_delivery(f"k{i}", "github", {"n": i}) for i in range(300))
     )
     assert results == [True] * 300
-    assert count(store.path, "deliveries") == 300
+    assert count(store.path, "inbox") == 300
     assert await store.pending_events() == 300
 
 
@@ -55,7 +55,7 @@ async def test_a_bad_payload_fails_alone(store: SqliteStore) -> None:
     with pytest.raises(StoreError, match="JSON"):
         await store.record_delivery("bad", "github", {"x": object()})
     assert await good is True
-    assert count(store.path, "deliveries") == 1
+    assert count(store.path, "inbox") == 1
 
 
 async def test_when_another_connection_holds_the_write_lock_the_batch_waits_in_the_thread(

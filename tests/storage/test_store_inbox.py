@@ -159,7 +159,8 @@ async def test_prune_forgets_old_handled_events_and_keeps_pending_ones(
     clock.advance(8 * 86400)
     assert await store.record_delivery("new", "github", {"n": 3})
     removed = await store.prune(older_than=clock() - 7 * 86400)
-    assert removed == 3  # the done event, its delivery, the ignored delivery
+    assert removed == 2  # the handled delivery and the one with nothing to handle
     assert await store.pending_events() == 2  # old-pending and new stay
     assert not await store.record_delivery("old-pending", "github", {"n": 2})  # still deduped
     assert await store.record_delivery("old-done", "github", {"n": 1})  # window passed
+    assert await store.record_delivery("old-ignored", "github", None)
