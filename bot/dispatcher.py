@@ -21,7 +21,16 @@ from bot import metrics
 from bot.events import ForgeEvent
 from bot.forges.base import Forge, ForgeError, Permission
 from bot.storage.base import InboxEvent, Task
-from bot.triggers import Action, ActionKind, Ignore, Intent, classify, decide, needs_permission
+from bot.triggers import (
+    Action,
+    ActionKind,
+    Ignore,
+    Intent,
+    IntentKind,
+    classify,
+    decide,
+    needs_permission,
+)
 
 if TYPE_CHECKING:
     from bot.comments.replies import Replier
@@ -102,20 +111,28 @@ class Dispatcher:
         metrics.EVENTS.labels("retried").inc()
 
     async def _verdict(self, event: ForgeEvent, forge: Forge | None) -> Intent | Ignore:
-        """``classify``, with the change request's author looked up when it decides."""
+        """``classify``, with the change request looked up when what the payload leaves
+        out decides: its author (GitLab names it by id), or its head branch (a comment in
+        a GitHub pull request's conversation carries none) when the bot is mentioned."""
         verdict = classify(event, self.runtime.settings)
         if isinstance(verdict, Ignore):
             return verdict
         if forge is None:
             return Ignore("forge not configured")
-        if not verdict.author_unknown:
-            return verdict
         issue = verdict.event.issue
         assert issue is not None
-        details = await forge.get_issue(issue.repo, issue.number, change_request=True)
-        if not details.issue.author:
+        head_unknown = issue.is_change_request and issue.head_branch is None
+        if not (verdict.author_unknown or (head_unknown and verdict.kind is IntentKind.START)):
+            return verdict
+        details = (await forge.get_issue(issue.repo, issue.number, change_request=True)).issue
+        if verdict.author_unknown and not details.author:
             return Ignore(f"the author of {issue.key} is unknown")
-        issue = msgspec.structs.replace(issue, author=details.issue.author)
+        issue = msgspec.structs.replace(
+            issue,
+            author=details.author or issue.author,
+            head_branch=issue.head_branch or details.head_branch,
+            head_repo=issue.head_repo or details.head_repo,
+        )
         return classify(msgspec.structs.replace(event, issue=issue), self.runtime.settings)
 
     async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:

@@ -106,6 +106,8 @@ class FakeForge:
         author: str = "alice",
         labels: tuple[str, ...] = (),
         change_request: bool = False,
+        head_branch: str | None = None,
+        head_repo: str | None = None,
     ) -> IssueRef:
         ref = IssueRef(
             repo=repo,
@@ -116,6 +118,8 @@ class FakeForge:
             web_url=f"{repo.web_url}/issues/{number}",
             author=author,
             labels=labels,
+            head_branch=head_branch,
+            head_repo=head_repo,
         )
         self.issues[(repo.full_name, number)] = FakeIssue(ref=ref, labels=list(labels))
         return ref

@@ -53,7 +53,9 @@ def _comment(data: dict[str, Any]) -> Comment:
     return Comment(id=int(data["id"]), body=body, author=str(login), web_url=url)
 
 
-def _issue(repo: RepoRef, data: dict[str, Any], head: str | None) -> IssueRef:
+def _issue(
+    repo: RepoRef, data: dict[str, Any], head: str | None, head_repo: str | None = None
+) -> IssueRef:
     merged = (data.get("pull_request") or {}).get("merged_at")
     labels = data.get("labels") or []
     return IssueRef(
@@ -67,6 +69,7 @@ def _issue(repo: RepoRef, data: dict[str, Any], head: str | None) -> IssueRef:
         state="merged" if merged else str(data["state"]),
         labels=tuple(item if isinstance(item, str) else str(item["name"]) for item in labels),
         head_branch=head,
+        head_repo=head_repo,
     )
 
 
@@ -145,17 +148,19 @@ class GitHubForge:
         kind = "pull request" if change_request else "issue"
         what = f"{kind} #{number} of {repo.full_name}"
         data = await self._call(repo, "GET", ("issues", str(number)), what)
-        head = None
+        head = head_repo = None
         if isinstance(data, dict) and data.get("pull_request"):
             pull = await self._call(repo, "GET", ("pulls", str(number)), what)
             with reading(what):
                 head = str(pull["head"]["ref"])
+                source = pull["head"].get("repo")  # null when the fork was deleted
+                head_repo = str(source["full_name"]) if source else None
         path = repo_url(repo, "issues", str(number), "comments", query={"per_page": 100})
         comments = await self._gh.paginate(
             repo, path, what=f"comments of {what}", url_vars={"per_page": 100}
         )
         with reading(what):
-            issue = _issue(repo, data, head)
+            issue = _issue(repo, data, head, head_repo)
             return IssueDetails(issue=issue, comments=tuple(_comment(c) for c in comments))
 
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:

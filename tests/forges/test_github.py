@@ -379,8 +379,21 @@ async def test_get_issue_of_a_pull_request_reads_its_head_branch(
     details = await forge.get_issue(REPO, 1347, change_request=True)
     assert details.issue.is_change_request
     assert details.issue.head_branch == "new-topic"
+    assert details.issue.head_repo == "octocat/Hello-World"
     assert details.issue.key == "github:octocat/Hello-World#cr/1347"
     assert details.comments == ()
+
+
+async def test_get_issue_of_a_pull_request_from_a_deleted_fork(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    pull = rest("pull-request")
+    pull["head"]["repo"] = None
+    mock.get(f"{REPO_PATH}/issues/1347").respond(200, json=rest("issue"))
+    mock.get(f"{REPO_PATH}/pulls/1347").respond(200, json=pull)
+    mock.get(f"{REPO_PATH}/issues/1347/comments").respond(200, json=[])
+    details = await forge.get_issue(REPO, 1347, change_request=True)
+    assert (details.issue.head_branch, details.issue.head_repo) == ("new-topic", None)
 
 
 async def test_create_comment(forge: GitHubForge, mock: respx.MockRouter) -> None:

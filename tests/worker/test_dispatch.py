@@ -157,6 +157,72 @@ async def test_a_label_start_that_loses_the_race_stays_silent(
     assert await bot.store.pending_events() == 0
 
 
+GH_REPO = "Codertocat/Hello-World"
+
+
+def pull_request(bot: Harness, *, author: str, head: str, head_repo: str | None = GH_REPO) -> None:
+    repo = bot.github.repos[GH_REPO].ref
+    bot.github.add_issue(
+        repo,
+        2,
+        title="Fix the docs",
+        author=author,
+        change_request=True,
+        head_branch=head,
+        head_repo=head_repo,
+    )
+
+
+def pr_conversation_comment(body: str) -> dict:
+    """A comment in a pull request's conversation: GitHub sends an ``issue_comment`` whose
+    issue has a ``pull_request`` key, and no head branch."""
+    payload = comment(body)
+    payload["issue"]["number"] = 2
+    payload["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{GH_REPO}/pulls/2"}
+    return payload
+
+
+async def test_a_mention_in_the_bots_pull_request_conversation_follows_up_on_it(
+    bot: Harness,
+) -> None:
+    pull_request(bot, author="coding-agent[bot]", head="agent/1-spelling")
+    await bot.send_github("issue_comment", pr_conversation_comment("@coding-agent add a test"))
+    await bot.dispatch_all()
+    [task] = await bot.tasks()
+    assert task.request.mode is TaskMode.FOLLOW_UP
+    assert task.request.issue.head_branch == "agent/1-spelling"
+    assert bot.github.calls_of("get_issue") == [(GH_REPO, 2)]
+
+
+@pytest.mark.parametrize(
+    ("author", "head", "head_repo"),
+    [
+        ("alice", "agent/1-spelling", GH_REPO),  # a person's branch named like the bot's
+        ("coding-agent[bot]", "feature/x", GH_REPO),
+        ("coding-agent[bot]", "agent/1-spelling", "mallory/Hello-World"),  # a fork
+        ("coding-agent[bot]", "agent/1-spelling", None),  # the fork was deleted
+    ],
+)
+async def test_a_mention_in_another_pull_request_conversation_starts_a_run(
+    bot: Harness, author: str, head: str, head_repo: str | None
+) -> None:
+    pull_request(bot, author=author, head=head, head_repo=head_repo)
+    await bot.send_github("issue_comment", pr_conversation_comment("@coding-agent add a test"))
+    await bot.dispatch_all()
+    [task] = await bot.tasks()
+    assert task.request.mode is TaskMode.RUN and task.request.instructions == "add a test"
+
+
+async def test_a_plain_comment_in_a_pull_request_conversation_needs_no_look_up(
+    bot: Harness,
+) -> None:
+    pull_request(bot, author="coding-agent[bot]", head="agent/1-spelling")
+    await bot.send_github("issue_comment", pr_conversation_comment("Looks good, thanks!"))
+    await bot.dispatch_all()
+    assert await bot.tasks() == []
+    assert bot.github.calls_of("get_issue") == []
+
+
 GL_PROJECT = "gitlab-org/gitlab-test"
 
 
