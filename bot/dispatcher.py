@@ -18,7 +18,7 @@ import msgspec.structs
 from cachetools import TTLCache
 
 from bot import metrics
-from bot.events import ForgeEvent
+from bot.events import EventKind, ForgeEvent
 from bot.forges.base import Forge, ForgeError, Permission
 from bot.storage.base import InboxEvent, Task
 from bot.triggers import (
@@ -44,12 +44,14 @@ log = logging.getLogger("bot.dispatcher")
 MAX_EVENT_ATTEMPTS = 6
 
 
-def reaction_target(event: ForgeEvent) -> int | None:
-    """The comment to react on (None: the issue itself). A review, or a comment on a
-    line of a change request, is not an issue comment; the eyes go on the change request."""
-    if event.comment is None or event.comment.is_review_comment:
-        return None
-    return event.comment.id
+def reaction_target(event: ForgeEvent) -> tuple[int | None, bool]:
+    """The comment to react on (None: the issue itself), and whether it is on a line of
+    a change request's diff. A review has no reactions of its own: the eyes go on the
+    change request."""
+    comment = event.comment
+    if comment is None or event.kind is EventKind.REVIEW_SUBMITTED:
+        return None, False
+    return comment.id, event.kind is EventKind.REVIEW_COMMENT and comment.is_review_comment
 
 
 DENIAL_QUIET_SECONDS = 600.0
@@ -218,6 +220,7 @@ class Dispatcher:
     async def _react(self, forge: Forge, event: ForgeEvent) -> None:
         assert event.issue is not None
         try:
-            await forge.add_reaction(event.issue, reaction_target(event), "eyes")
+            comment_id, line_comment = reaction_target(event)
+            await forge.add_reaction(event.issue, comment_id, "eyes", line_comment=line_comment)
         except ForgeError as exc:  # a missing reaction is not worth losing the event
             log.warning("could not react to %s: %s", event.issue.key, exc)

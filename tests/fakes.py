@@ -194,8 +194,10 @@ class FakeForge:
                 return
         raise NotFound(f"comment {comment_id} not found", status=404)
 
-    async def add_reaction(self, issue: IssueRef, comment_id: int | None, reaction: str) -> None:
-        self._enter("add_reaction", issue.number, comment_id, reaction)
+    async def add_reaction(
+        self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
+    ) -> None:
+        self._enter("add_reaction", issue.number, comment_id, reaction, line_comment)
         self._issue(issue).reactions.append((comment_id, reaction))
 
     async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:

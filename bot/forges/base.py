@@ -135,8 +135,12 @@ class Forge(Protocol):
 
     async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None: ...
 
-    async def add_reaction(self, issue: IssueRef, comment_id: int | None, reaction: str) -> None:
-        """React (``eyes``, ...) to a comment, or to the issue when ``comment_id`` is None."""
+    async def add_reaction(
+        self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
+    ) -> None:
+        """React (``eyes``, ...) to a comment, or to the issue when ``comment_id`` is None.
+        ``line_comment``: the comment is on a line of a change request's diff (GitHub keeps
+        those apart from the conversation's comments)."""
         ...
 
     async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:

@@ -175,7 +175,9 @@ class GitHubForge:
         parts = ("issues", "comments", str(comment_id))
         await self._call(issue.repo, "PATCH", parts, what, data={"body": body})
 
-    async def add_reaction(self, issue: IssueRef, comment_id: int | None, reaction: str) -> None:
+    async def add_reaction(
+        self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
+    ) -> None:
         content = REACTION_ALIASES.get(reaction, reaction)
         if content not in REACTIONS:
             raise ValueError(f"GitHub has no reaction {reaction!r}: use one of {sorted(REACTIONS)}")
@@ -183,7 +185,8 @@ class GitHubForge:
             parts: tuple[str, ...] = ("issues", str(issue.number), "reactions")
             what = f"a reaction on #{issue.number} of {issue.repo.full_name}"
         else:
-            parts = ("issues", "comments", str(comment_id), "reactions")
+            kind = "pulls" if line_comment else "issues"
+            parts = (kind, "comments", str(comment_id), "reactions")
             what = f"a reaction on comment {comment_id} of {issue.repo.full_name}"
         await self._call(issue.repo, "POST", parts, what, data={"content": content})
 

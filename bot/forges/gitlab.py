@@ -205,7 +205,12 @@ class GitLabForge:
 
         await self._write(f"note {comment_id} on {_what(issue)}", op)
 
-    async def add_reaction(self, issue: IssueRef, comment_id: int | None, reaction: str) -> None:
+    async def add_reaction(
+        self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
+    ) -> None:
+        """GitLab's notes are one kind, on a line of the diff or not: ``line_comment``
+        changes nothing."""
+
         def op() -> None:
             target = self._issuable(issue)
             if comment_id is not None:

@@ -161,7 +161,7 @@ async def test_a_review_comment_on_the_bots_pull_request_follows_up_on_its_branc
         follow_up = [t for t in await bot.tasks() if t.request.mode is TaskMode.FOLLOW_UP]
         assert [t.state for t in follow_up] == [TaskState.DONE]
         pull = bot.github.issues[(GH_REPO, change.number)]
-        assert pull.reactions == [(None, "eyes")]  # a line comment is no issue comment
+        assert pull.reactions == [(284312630, "eyes")]  # on the line comment itself
         assert pull.labels == ["coding agent done"] and issue.labels == ["coding agent done"]
         assert remote.show(BRANCH, "a.txt") == b"A2\n" and remote.show(BRANCH, "b.txt") == b"B\n"
         assert len(bot.github.repos[GH_REPO].change_requests) == 1

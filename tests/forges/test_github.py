@@ -415,10 +415,15 @@ async def test_reactions_on_issue_and_comment(forge: GitHubForge, mock: respx.Mo
     on_comment = mock.post(f"{REPO_PATH}/issues/comments/9/reactions").respond(
         200, json=rest("reaction")
     )
+    on_line = mock.post(f"{REPO_PATH}/pulls/comments/10/reactions").respond(
+        201, json=rest("reaction")
+    )
     await forge.add_reaction(ISSUE, None, "eyes")
     await forge.add_reaction(ISSUE, 9, "thumbsup")
+    await forge.add_reaction(ISSUE, 10, "eyes", line_comment=True)
     assert sent_json(on_issue) == {"content": "eyes"}
     assert sent_json(on_comment) == {"content": "+1"}
+    assert sent_json(on_line) == {"content": "eyes"}
 
 
 async def test_unknown_reaction_is_refused_before_any_request(

@@ -223,6 +223,29 @@ async def test_a_plain_comment_in_a_pull_request_conversation_needs_no_look_up(
     assert bot.github.calls_of("get_issue") == []
 
 
+def on_the_bots_pull_request(name: str, body: str) -> dict:
+    payload = fixture("github", f"{name}.json")
+    payload["pull_request"]["head"]["ref"] = "agent/1-spelling"
+    payload["pull_request"]["user"]["login"] = "coding-agent[bot]"
+    payload["review" if name.startswith("pull_request_review.") else "comment"]["body"] = body
+    return payload
+
+
+async def test_the_eyes_go_on_a_line_comment_itself_and_on_the_pull_request_for_a_review(
+    bot: Harness,
+) -> None:
+    line = on_the_bots_pull_request("pull_request_review_comment.created", "Use a table here.")
+    await bot.send_github("pull_request_review_comment", line)
+    await bot.dispatch_all()
+    review = on_the_bots_pull_request("pull_request_review.submitted", "Please add tests.")
+    await bot.send_github("pull_request_review", review)
+    await bot.dispatch_all()
+    assert bot.github.calls_of("add_reaction") == [
+        (2, 284312630, "eyes", True),  # POST /pulls/comments/{id}/reactions on GitHub
+        (2, None, "eyes", False),  # a review has no reactions of its own
+    ]
+
+
 GL_PROJECT = "gitlab-org/gitlab-test"
 
 
