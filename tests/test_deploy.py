@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from bot.config import _ENV_OVERRIDES, _ENV_SECRETS, load_settings
+from bot.config import load_settings
+from bot.config_env import ENV_OVERRIDES, ENV_SECRETS
 from bot.webhooks.github import _HANDLERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,11 +24,11 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 UNITS = DEPLOY / "systemd"
 
-# Every environment variable the bot reads: the mappings in bot/config.py plus the ones
+# Every environment variable the bot reads: the mappings in bot/config_env.py plus the ones
 # read elsewhere (the config file, the log level, the LLM key fallbacks).
 KNOWN_ENV = (
-    set(_ENV_OVERRIDES)
-    | set(_ENV_SECRETS)
+    set(ENV_OVERRIDES)
+    | set(ENV_SECRETS)
     | {"BOT_CONFIG", "BOT_LOG_LEVEL", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
 )
 SANDBOX_OPTS = {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"}

@@ -1,23 +1,22 @@
 """The GitLab adapter: the ``Forge`` protocol over python-gitlab.
 
 The transport (thread pool, retries by the shared policy, write pacing, typed
-errors) lives in ``gitlab_client.GitLabClient``; this module only says which
-python-gitlab call does what. The token travels only in the ``PRIVATE-TOKEN``
-header and, for git, in ``CloneAuth.password``; never in a URL or a log line.
+errors) lives in ``gitlab_client.GitLabClient``; the project, its content, branches,
+commits and merge requests in ``gitlab_git.GitLabGit``. This module says which
+python-gitlab call serves issues, notes, labels and members, and delegates the rest.
+The token travels only in the ``PRIVATE-TOKEN`` header and, for git, in
+``CloneAuth.password``; never in a URL or a log line.
 """
 
 from __future__ import annotations
 
-import base64
 import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import gitlab
 import requests
 from gitlab.exceptions import GitlabError
-from msgspec.structs import replace
 
 from bot.config import GitLabSettings
 from bot.events import ForgeKind, IssueRef, RepoRef
@@ -35,7 +34,10 @@ from bot.forges.base import (
     TreeEntry,
 )
 from bot.forges.gitlab_client import GitLabClient
+from bot.forges.gitlab_git import GitLabGit, commit_actions, draft_title, project_handle
 from bot.forges.retry import WritePacer
+
+__all__ = ["GitLabForge", "commit_actions", "draft_title", "permission_for"]
 
 T = TypeVar("T")
 
@@ -44,7 +46,6 @@ _ACCESS = ((50, Permission.ADMIN), (40, Permission.MAINTAIN), (30, Permission.WR
 _ACCESS_LOW = ((15, Permission.TRIAGE), (10, Permission.READ))
 # GitHub reaction names the bot uses -> GitLab award emoji names.
 _EMOJI = {"+1": "thumbsup", "-1": "thumbsdown", "laugh": "laughing", "hooray": "tada"}
-_DRAFT_PREFIX = "Draft: "
 _HEX_COLOR = re.compile(r"[0-9a-fA-F]{3}|[0-9a-fA-F]{6}")
 
 
@@ -59,29 +60,6 @@ def permission_for(access_level: int | None) -> Permission:
         if access_level >= floor:
             return permission
     return Permission.NONE
-
-
-def commit_actions(files: Mapping[str, bytes | None], existing: set[str]) -> list[dict[str, str]]:
-    """Commits API actions: create or update by existence; deleting an absent file is a no-op."""
-    actions: list[dict[str, str]] = []
-    for path, content in files.items():
-        if content is None:
-            if path in existing:
-                actions.append({"action": "delete", "file_path": path})
-            continue
-        actions.append(
-            {
-                "action": "update" if path in existing else "create",
-                "file_path": path,
-                "content": base64.b64encode(content).decode("ascii"),
-                "encoding": "base64",
-            }
-        )
-    return actions
-
-
-def draft_title(title: str) -> str:
-    return title if title.lower().startswith(("draft:", "[draft]")) else _DRAFT_PREFIX + title
 
 
 def _label_names(labels: object) -> tuple[str, ...]:
@@ -148,6 +126,7 @@ class GitLabForge:
             max_workers=max_workers,
         )
         self._gl = self._client.gl
+        self._git = GitLabGit(self._client)
 
     @classmethod
     def from_settings(
@@ -169,8 +148,7 @@ class GitLabForge:
         return await self._client.exists(what, op)
 
     def _project(self, repo: RepoRef) -> Any:
-        key = repo.project_id if repo.project_id is not None else repo.full_name
-        return self._gl.projects.get(key, lazy=True)
+        return project_handle(self._gl, repo)
 
     def _issuables(self, repo: RepoRef, change_request: bool) -> Any:
         project = self._project(repo)
@@ -249,7 +227,7 @@ class GitLabForge:
 
         await self._write(_what(issue), op)
 
-    # --- repositories -------------------------------------------------------------------------
+    # --- members ------------------------------------------------------------------------------
 
     async def get_permission(self, repo: RepoRef, user: str) -> Permission:
         def op() -> int | None:
@@ -267,120 +245,35 @@ class GitLabForge:
 
         return permission_for(await self._read(f"member {user} of {repo.full_name}", op))
 
+    # --- the project, its content and git data: ``GitLabGit`` ----------------------------------
+
     async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
-        def op() -> dict[str, Any]:
-            key = repo.project_id if repo.project_id is not None else repo.full_name
-            return dict(self._gl.projects.get(key).attributes)
-
-        data = await self._read(f"project {repo.full_name}", op)
-        default_branch = data.get("default_branch") or "main"
-        web_url = data.get("web_url") or ""
-        ref = replace(
-            repo, project_id=int(data["id"]), default_branch=default_branch, web_url=web_url
-        )
-        return RepoInfo(
-            repo=ref,
-            default_branch=default_branch,
-            clone_url=data["http_url_to_repo"],
-            web_url=web_url,
-            description=data.get("description") or "",
-        )
-
-    async def _ref_or_default(self, repo: RepoRef, ref: str | None) -> str:
-        if ref:
-            return ref
-        return repo.default_branch or (await self.get_repo_info(repo)).default_branch
+        return await self._git.get_repo_info(repo)
 
     async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
-        branch = await self._ref_or_default(repo, ref)
-
-        def op() -> dict[str, Any]:
-            return dict(self._project(repo).files.get(file_path=path, ref=branch).attributes)
-
-        data = await self._read(f"{path} at {branch} in {repo.full_name}", op)
-        raw = data.get("content") or ""
-        content = base64.b64decode(raw) if data.get("encoding") == "base64" else raw.encode()
-        return FileContent(path=path, content=content, ref=branch, sha=data.get("blob_id") or "")
+        return await self._git.get_file(repo, path, ref=ref)
 
     async def list_tree(
         self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
     ) -> list[TreeEntry]:
-        def op() -> list[dict[str, Any]]:
-            project = self._project(repo)
-            return list(
-                project.repository_tree(path=path, ref=ref or "", recursive=recursive, get_all=True)
-            )
-
-        items = await self._read(f"tree {path or '/'} in {repo.full_name}", op)
-        kinds = {"blob": "file", "tree": "dir"}  # "commit" entries are submodules: skipped
-        return [
-            TreeEntry(path=item["path"], kind=kinds[item["type"]])
-            for item in items
-            if item.get("type") in kinds
-        ]
+        return await self._git.list_tree(repo, path=path, ref=ref, recursive=recursive)
 
     async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]:
-        def op() -> list[dict[str, Any]]:
-            scope = gitlab.const.SearchScope.BLOBS
-            return list(self._project(repo).search(scope, query, get_all=False, per_page=50))
-
-        hits = await self._read(f"code search in {repo.full_name}", op)
-        return [SearchHit(path=hit["path"], snippet=hit.get("data") or "") for hit in hits]
-
-    # --- writing code --------------------------------------------------------------------------
+        return await self._git.search_code(repo, query)
 
     async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
-        def op() -> None:
-            self._project(repo).branches.create({"branch": name, "ref": from_ref})
-
-        await self._write(f"branch {name} in {repo.full_name}", op)
-
-    def _existing(self, repo: RepoRef, paths: list[str], branch: str) -> set[str]:
-        files = self._project(repo).files
-        found = set()
-        for path in paths:
-            try:
-                files.head(path, ref=branch)
-            except GitlabError as exc:
-                if exc.response_code != 404:
-                    raise
-            else:
-                found.add(path)
-        return found
+        await self._git.create_branch(repo, name, from_ref=from_ref)
 
     async def commit_files(
         self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
     ) -> str:
-        where = f"branch {branch} in {repo.full_name}"
-        existing = await self._read(where, lambda: self._existing(repo, list(files), branch))
-        actions = commit_actions(files, existing)
-        if not actions:  # nothing changes: the branch head is the answer
-            head = await self._read(where, lambda: self._project(repo).branches.get(branch))
-            return str(head.commit["id"])
-        data = {"branch": branch, "commit_message": message, "actions": actions}
-        commit = await self._write(where, lambda: self._project(repo).commits.create(data))
-        return str(commit.id)
+        return await self._git.commit_files(repo, branch=branch, message=message, files=files)
 
     async def open_change_request(
         self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
-        data = {
-            "source_branch": head,
-            "target_branch": base,
-            "title": draft_title(title) if draft else title,
-            "description": body,
-        }
-
-        def op() -> dict[str, Any]:
-            return dict(self._project(repo).mergerequests.create(data).attributes)
-
-        created = await self._write(f"merge request {head} -> {base} in {repo.full_name}", op)
-        return ChangeRequest(
-            number=int(created["iid"]),
-            web_url=created.get("web_url") or "",
-            head_branch=head,
-            base_branch=base,
-            draft=bool(created.get("draft", draft)),
+        return await self._git.open_change_request(
+            repo, head=head, base=base, title=title, body=body, draft=draft
         )
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:

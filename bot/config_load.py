@@ -1,0 +1,90 @@
+"""Loading: find ``config.yaml``, read it, merge the environment, validate.
+
+``load_settings(environ, path)`` is the one entry point that builds a ``Settings``.
+Every failure (unreadable file, bad YAML, unknown key, wrong type, out-of-range or
+inconsistent value) raises ``ConfigError`` naming the key and the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from bot.config_env import apply_env, apply_secret_files, refuse_inline_secrets
+from bot.config_sections import ConfigError, Settings
+
+DEFAULT_CONFIG_NAME = "config.yaml"
+
+
+def config_path_from(environ: Mapping[str, str], explicit: str | Path | None = None) -> Path | None:
+    """The config file to read: ``--config``, else ``BOT_CONFIG``, else ./config.yaml if present."""
+    if explicit:
+        return Path(explicit)
+    if environ.get("BOT_CONFIG"):
+        return Path(environ["BOT_CONFIG"])
+    default = Path(DEFAULT_CONFIG_NAME)
+    return default if default.exists() else None
+
+
+def load_settings(environ: Mapping[str, str], path: str | Path | None = None) -> Settings:
+    """Read ``path`` (or the file ``BOT_CONFIG`` names), apply the environment, validate."""
+    config_path = config_path_from(environ, path)
+    where = str(config_path) if config_path else "<defaults>"
+    raw = _read_yaml(config_path) if config_path else {}
+    refuse_inline_secrets(raw, where)
+    apply_env(raw, environ)
+    apply_secret_files(raw, where, environ)
+    if config_path is not None:
+        raw["source_path"] = str(config_path)
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, where)) from None
+    _check_consistency(settings, where)
+    return settings
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configuration file: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
+
+
+def _format_errors(exc: ValidationError, where: str) -> str:
+    lines = [f"{where}: invalid configuration:"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key (check the spelling against config.yaml)")
+        else:
+            lines.append(f"  {key}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _check_consistency(settings: Settings, where: str) -> None:
+    if settings.storage.backend == "postgres" and settings.storage.postgres_dsn is None:
+        raise ConfigError(f"{where}: storage.backend is postgres: set BOT_POSTGRES_DSN")
+    if settings.llm.provider == "scripted" and settings.llm.script_path is None:
+        raise ConfigError(f"{where}: llm.script_path: required when llm.provider is scripted")
+    names = [server.name for server in settings.mcp_servers]
+    for server in settings.mcp_servers:
+        if (server.command is None) == (server.url is None):
+            raise ConfigError(
+                f"{where}: mcp_servers.{server.name}: give exactly one of command or url"
+            )
+        if names.count(server.name) > 1:
+            raise ConfigError(f"{where}: mcp_servers.{server.name}: duplicate name")

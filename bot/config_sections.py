@@ -1,0 +1,240 @@
+"""The settings schema: frozen pydantic models for every section of ``config.yaml``.
+
+Each section forbids unknown keys and checks types and ranges; ``Settings`` gathers
+them. ``ConfigError`` is the one error type for a configuration that does not fit.
+Nothing here reads files or the environment (``bot.config_load`` does).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the key and the file."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- planning (seed 004: 9.1, 11.1.2, 11.2.2, 12.1.1) ---------------------------------
+
+
+class ComplexityThreshold(_Section):
+    simple: int = Field(100, ge=1)
+    moderate: int = Field(500, ge=1)
+    complex: int = Field(9999, ge=1)
+
+
+class ReflectionSettings(_Section):
+    enabled: bool = True
+    trigger_on_error: bool = True
+    trigger_interval: int = Field(3, ge=0, le=1000)
+    depth: Literal["deep", "moderate", "shallow"] = "moderate"
+
+
+class RevisionSettings(_Section):
+    max_revisions: int = Field(3, ge=0, le=100)
+    require_human_approval: bool = False
+    approval_timeout: int = Field(3600, ge=1)
+
+
+class CacheSettings(_Section):
+    enabled: bool = True
+    ttl: int = Field(86400, ge=0)
+
+
+class EarlyTermination(_Section):
+    enabled: bool = True
+    max_consecutive_failures: int = Field(3, ge=1, le=100)
+
+
+class ExecutionSettings(_Section):
+    action_timeout: int = Field(60, ge=1)
+    total_timeout: int = Field(3600, ge=1)
+    max_parallel: int = Field(4, ge=1, le=64)
+    early_termination: EarlyTermination = EarlyTermination()
+
+
+class SecuritySettings(_Section):
+    allowed_tools: tuple[str, ...] = ("*",)
+    forbidden_tools: tuple[str, ...] = (
+        "*_delete_*",
+        "*_admin_*",
+        "*_merge_pull_request",
+        "*_merge_merge_request",
+    )
+    require_approval: tuple[str, ...] = ()
+
+
+class PlanningSettings(_Section):
+    enabled: bool = True
+    strategy: Literal["chain_of_thought", "hierarchical", "simple"] = "chain_of_thought"
+    max_subtasks: int = Field(100, ge=1, le=1000)
+    decomposition_level: Literal["detailed", "moderate", "minimal"] = "moderate"
+    auto_adjust_level: bool = True
+    complexity_threshold: ComplexityThreshold = ComplexityThreshold()
+    reflection: ReflectionSettings = ReflectionSettings()
+    revision: RevisionSettings = RevisionSettings()
+    cache: CacheSettings = CacheSettings()
+    execution: ExecutionSettings = ExecutionSettings()
+    security: SecuritySettings = SecuritySettings()
+
+
+# --- server, storage, worker --------------------------------------------------------------
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    max_body_bytes: int = Field(25 * 1024 * 1024, ge=1024)
+    public_url: str = ""
+
+
+class StorageSettings(_Section):
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    data_dir: Path = Path(".data")
+    postgres_dsn: SecretStr | None = None
+
+
+class WorkerSettings(_Section):
+    max_workers: int = Field(2, ge=1, le=64)
+    lease_seconds: int = Field(60, ge=5, le=3600)
+    poll_interval: float = Field(0.5, gt=0, le=60)
+
+
+# --- forges --------------------------------------------------------------------------------
+
+
+class GitHubSettings(_Section):
+    api_url: str = "https://api.github.com"
+    app_id: str | None = None
+    private_key_path: Path | None = None
+    webhook_secret_file: Path | None = None
+    # Filled from the environment or the files above, never from config.yaml.
+    private_key: SecretStr | None = None
+    webhook_secret: SecretStr | None = None
+    token: SecretStr | None = None
+
+    @property
+    def enabled(self) -> bool:
+        has_auth = (self.app_id is not None and self.private_key is not None) or (
+            self.token is not None
+        )
+        return has_auth and self.webhook_secret is not None
+
+
+class GitLabSettings(_Section):
+    url: str = "https://gitlab.com"
+    token_file: Path | None = None
+    webhook_secret_file: Path | None = None
+    token: SecretStr | None = None
+    webhook_secret: SecretStr | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.token is not None and self.webhook_secret is not None
+
+
+# --- llm -----------------------------------------------------------------------------------
+
+
+class LLMSettings(_Section):
+    provider: Literal["openai", "anthropic", "scripted"] = "openai"
+    base_url: str = "http://127.0.0.1:11434/v1"
+    model: str = "qwen2.5-coder"
+    api_key: SecretStr | None = None
+    script_path: Path | None = None
+    request_timeout: float = Field(120.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    max_tokens_per_call: int = Field(4096, ge=64)
+    max_tokens_per_task: int = Field(200_000, ge=1000)
+    temperature: float = Field(0.2, ge=0, le=2)
+    health_interval: float = Field(30.0, gt=0)
+
+
+# --- issue interface -------------------------------------------------------------------------
+
+
+class LabelSettings(_Section):
+    trigger: str = "coding agent"
+    processing: str = "coding agent processing"
+    done: str = "coding agent done"
+    help_needed: str = "coding agent help needed"
+    paused: str = "coding agent paused"
+    stopped: str = "coding agent stopped"
+    awaiting_input: str = "coding agent waiting"
+
+
+class CommandSettings(_Section):
+    prefix: str = Field("/agent", min_length=1)
+
+
+class BotIdentity(_Section):
+    github_login: str = "coding-agent[bot]"
+    gitlab_username: str = "coding-agent-bot"
+
+
+class CommentSettings(_Section):
+    language: Literal["auto", "en", "ja"] = "auto"
+    edit_interval: float = Field(3.0, ge=0)
+    max_length: int = Field(65_000, ge=1000, le=1_000_000)
+
+
+# --- tools -------------------------------------------------------------------------------------
+
+
+class SandboxSettings(_Section):
+    allow_unsandboxed_DANGEROUS: bool = False
+    network: bool = False
+    timeout: int = Field(300, ge=1)
+    cpu_seconds: int = Field(600, ge=1)
+    memory_mb: int = Field(2048, ge=64)
+    max_processes: int = Field(256, ge=8)
+    max_file_mb: int = Field(100, ge=1)
+    max_output_chars: int = Field(20_000, ge=1000)
+    expose_paths: tuple[Path, ...] = ()
+
+
+class WorkspaceSettings(_Section):
+    branch_prefix: str = "agent/"
+    max_file_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    draft_change_requests: bool = True
+
+
+class McpServer(_Section):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9_-]+$")
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    url: str | None = None
+    headers: dict[str, str] = {}
+    timeout: float = Field(30.0, gt=0)
+
+
+class Settings(_Section):
+    """Every setting of the bot; ``config.yaml`` documents each one."""
+
+    server: ServerSettings = ServerSettings()
+    storage: StorageSettings = StorageSettings()
+    worker: WorkerSettings = WorkerSettings()
+    github: GitHubSettings = GitHubSettings()
+    gitlab: GitLabSettings = GitLabSettings()
+    llm: LLMSettings = LLMSettings()
+    labels: LabelSettings = LabelSettings()
+    commands: CommandSettings = CommandSettings()
+    bot: BotIdentity = BotIdentity()
+    comments: CommentSettings = CommentSettings()
+    planning: PlanningSettings = PlanningSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    workspace: WorkspaceSettings = WorkspaceSettings()
+    mcp_servers: tuple[McpServer, ...] = ()
+    source_path: Path | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.storage.data_dir
