@@ -31,6 +31,7 @@ from bot.triggers import (
     decide,
     needs_permission,
 )
+from bot.worker_outcomes import event_retry_delay
 
 if TYPE_CHECKING:
     from bot.comments.replies import Replier
@@ -38,9 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bot.dispatcher")
 
-# bot/worker.py keeps a copy of this for unexpected errors. It can import this one
-# (bot.dispatcher never imports bot.worker, so there is no cycle); until it does, keep
-# the two equal.
+# Also the worker's limit for events whose handling fails unexpectedly (it imports this).
 MAX_EVENT_ATTEMPTS = 6
 
 
@@ -104,7 +103,7 @@ class Dispatcher:
             await store.finish_event(item.id, error=f"forge error: {exc}")
             metrics.EVENTS.labels("failed").inc()
             return
-        delay = min(2.0**item.attempts, 300.0)
+        delay = event_retry_delay(item.attempts)
         retry_after = getattr(exc, "retry_after", None)
         if isinstance(retry_after, (int, float)):
             delay = max(delay, float(retry_after))

@@ -3,21 +3,19 @@
 Works against github.com and GitHub Enterprise Server (``api_url``), as a GitHub App
 (installation tokens; the installation comes from ``RepoRef.scope_id`` or is looked
 up) or with a personal token. Credentials, retries, pacing and error mapping live in
-``github_auth.GitHubSession``, branches and commits (the git data API) in
-``github_git.GitData``; this module only says which endpoint does what.
+``github_auth.GitHubSession``; the repository, its content, branches, commits and pull
+requests in ``github_git.GitData``. This module converts payloads and says which
+endpoint serves issues, comments, reactions, labels and permissions, and delegates the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
-from msgspec.structs import replace
 
 from bot.config import GitHubSettings
 from bot.events import ForgeKind, IssueRef, RepoRef
@@ -27,7 +25,6 @@ from bot.forges.base import (
     Comment,
     Conflict,
     FileContent,
-    ForgeError,
     IssueDetails,
     NotFound,
     Permission,
@@ -35,12 +32,10 @@ from bot.forges.base import (
     SearchHit,
     TreeEntry,
 )
-from bot.forges.github_auth import GitHubSession, reading, repo_url, split_path
+from bot.forges.github_auth import GitHubSession, reading, repo_url
 from bot.forges.github_git import GitData, repo_call
 from bot.forges.retry import WritePacer
 
-_SCOPE_QUALIFIER = re.compile(r"(?i)(?<!\S)-?(repo|org|user|owner|fork|is):\S*")
-TEXT_MATCH = "application/vnd.github.text-match+json"
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 REACTION_ALIASES = {"thumbsup": "+1", "thumbsdown": "-1", "tada": "hooray"}
 ROLES = {"admin": Permission.ADMIN, "maintain": Permission.MAINTAIN, "write": Permission.WRITE}
@@ -71,10 +66,6 @@ def _issue(
         head_branch=head,
         head_repo=head_repo,
     )
-
-
-def _size(item: dict[str, Any]) -> int | None:
-    return int(item["size"]) if item["type"] in ("file", "blob") and "size" in item else None
 
 
 def _permission(data: dict[str, Any]) -> Permission:
@@ -232,88 +223,21 @@ class GitHubForge:
         with reading(what):
             return _permission(data)
 
-    # --- repository content ----------------------------------------------------------------
+    # --- repository content, branches, commits, pull requests: ``github_git`` ---------------
 
     async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
-        what = f"repository {repo.full_name}"
-        data = await self._call(repo, "GET", (), what)
-        with reading(what):
-            branch, web_url = str(data["default_branch"]), str(data.get("html_url") or "")
-            return RepoInfo(
-                repo=replace(repo, default_branch=branch, web_url=web_url or repo.web_url),
-                default_branch=branch,
-                clone_url=str(data["clone_url"]),
-                web_url=web_url,
-                description=data.get("description") or "",
-            )
+        return await self._git.get_repo_info(repo)
 
     async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
-        at = ref or repo.default_branch or "HEAD"
-        what = f"file {path} at {at} in {repo.full_name}"
-        parts = ("contents", *split_path(path))
-        data = await self._call(repo, "GET", parts, what, query={"ref": ref})
-        if not isinstance(data, dict) or data.get("type") != "file":
-            kind = "a directory" if isinstance(data, list) else "not a regular file"
-            raise ForgeError(f"{path} at {at} in {repo.full_name} is {kind}")
-        with reading(what):
-            sha = str(data["sha"])
-            encoded = data["content"] if data.get("encoding") == "base64" else None
-        if encoded is None:  # the contents API leaves out files over 1 MB: read the blob
-            encoded = await self._git.value(repo, "GET", ("blobs", sha), what, "content")
-        with reading(what):
-            return FileContent(path=path, content=base64.b64decode(encoded), ref=at, sha=sha)
+        return await self._git.get_file(repo, path, ref=ref)
 
     async def list_tree(
         self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
     ) -> list[TreeEntry]:
-        if recursive:
-            return await self._walk_tree(repo, path, ref or repo.default_branch or "HEAD")
-        what = f"directory {path or '/'} in {repo.full_name}"
-        data = await self._call(
-            repo, "GET", ("contents", *split_path(path)), what, query={"ref": ref}
-        )
-        kinds = {"file": "file", "symlink": "file", "dir": "dir"}
-        with reading(what):
-            items = data if isinstance(data, list) else [data]
-            return [
-                TreeEntry(item["path"], kinds[item["type"]], _size(item))
-                for item in items
-                if item["type"] in kinds
-            ]
-
-    async def _walk_tree(self, repo: RepoRef, path: str, ref: str) -> list[TreeEntry]:
-        what = f"the tree of {ref} in {repo.full_name}"
-        parts = ("git", "trees", *split_path(ref))
-        data = await self._call(repo, "GET", parts, what, query={"recursive": "1"})
-        prefix = path.strip("/") + "/" if path.strip("/") else ""
-        kinds = {"blob": "file", "tree": "dir"}
-        with reading(what):
-            return [
-                TreeEntry(item["path"], kinds[item["type"]], _size(item))
-                for item in data["tree"]
-                if item["type"] in kinds and item["path"].startswith(prefix)
-            ]
+        return await self._git.list_tree(repo, path=path, ref=ref, recursive=recursive)
 
     async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]:
-        if not query.strip():
-            raise ValueError("search_code needs a non-empty query")
-        what = f"code search {query!r} in {repo.full_name}"
-        # Qualifiers naming other repositories would widen the search past this one.
-        scoped = _SCOPE_QUALIFIER.sub(" ", query).strip()
-        variables = {"q": f"{scoped} repo:{repo.full_name}", "per_page": 50}
-        url = "/search/code{?q,per_page}"
-        data = await self._gh.request(
-            repo, "GET", url, what=what, url_vars=variables, accept=TEXT_MATCH
-        )
-        with reading(what):
-            return [
-                SearchHit(item["path"], next((m["fragment"] for m in item["text_matches"]), ""))
-                if item.get("text_matches")
-                else SearchHit(item["path"])
-                for item in data["items"]
-            ]
-
-    # --- branches, commits, change requests ---------------------------------------------------
+        return await self._git.search_code(repo, query)
 
     async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
         await self._git.create_branch(repo, name, from_ref=from_ref)
@@ -327,22 +251,9 @@ class GitHubForge:
     async def open_change_request(
         self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
-        what = f"a pull request from {head} into {base} of {repo.full_name}"
-        data = {"title": title, "head": head, "base": base, "body": body, "draft": draft}
-        try:
-            pull = await self._call(repo, "POST", ("pulls",), what, data=data)
-        except Conflict as refused:  # drafts need a plan that has them: open a ready one
-            if not draft or "draft pull requests are not supported" not in str(refused).lower():
-                raise
-            pull = await self._call(repo, "POST", ("pulls",), what, data={**data, "draft": False})
-        with reading(what):
-            return ChangeRequest(
-                number=int(pull["number"]),
-                web_url=str(pull["html_url"]),
-                head_branch=str(pull["head"]["ref"]),
-                base_branch=str(pull["base"]["ref"]),
-                draft=bool(pull.get("draft", draft)),
-            )
+        return await self._git.open_change_request(
+            repo, head=head, base=base, title=title, body=body, draft=draft
+        )
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:
         """The clone URL without credentials; the token goes to git as a password only."""

@@ -1,0 +1,72 @@
+"""The worker's periodic maintenance: re-queue tasks whose lease expired, wake waiting
+tasks whose time has come (probing the LLM first for tasks paused because it was
+down), and prune handled webhook events and the dedup window after 14 days."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from bot.storage.base import Task, TaskState
+from bot.worker_outcomes import LLM_UNAVAILABLE, waits_for_llm
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+RETENTION_SECONDS = 14 * 86400  # handled webhook events and the dedup window
+PRUNE_INTERVAL_SECONDS = 3600.0
+
+
+class Maintenance:
+    """One worker's maintenance pass; ``wake`` tells its slots there is work."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        clock: Callable[[], float],
+        wake: Callable[[], None],
+    ) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self._clock = clock
+        self._wake = wake
+        self._next_prune = 0.0
+
+    async def run(self) -> None:
+        """Re-queue expired leases and waiting tasks whose time has come; prune old records."""
+        await self.store.requeue_expired()
+        await self._wake_due()
+        await self._prune_if_due()
+
+    async def _wake_due(self) -> None:
+        due = await self.store.due_tasks(self._clock())
+        llm_ok: bool | None = None  # probed at most once a pass, and only if needed
+        for task in due:
+            if waits_for_llm(task):
+                if llm_ok is None:
+                    llm_ok = (await self.runtime.llm_health()).reachable
+                if not llm_ok:
+                    await self._pause_again(task)
+                    continue
+            woke = await self.store.set_state(
+                task.id, TaskState.QUEUED, error=task.error, expect_state=task.state
+            )
+            if woke:
+                self._wake()
+
+    async def _pause_again(self, task: Task) -> None:
+        """The LLM is still down: look at the task again after the next health interval."""
+        retry = self._clock() + self.runtime.settings.llm.health_interval
+        await self.store.set_state(
+            task.id,
+            TaskState.PAUSED,
+            error=LLM_UNAVAILABLE,
+            wake_at=retry,
+            expect_state=task.state,
+        )
+
+    async def _prune_if_due(self) -> None:
+        if self._clock() >= self._next_prune:
+            self._next_prune = self._clock() + PRUNE_INTERVAL_SECONDS
+            await self.store.prune(older_than=self._clock() - RETENTION_SECONDS)

@@ -1,0 +1,76 @@
+"""Pure decisions of the worker: retry limits, backoff schedules, and the Outcome each
+way a task run can stop maps to. No I/O, no clock: callers pass ``now`` in."""
+
+from __future__ import annotations
+
+from bot.agent.context import Outcome
+from bot.forges.base import ForgeError
+from bot.storage.base import Task, TaskState
+
+MAX_TASK_ATTEMPTS = 6
+WAITING_FOR_PEOPLE = frozenset(
+    {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
+)
+LLM_UNAVAILABLE = "llm_unavailable"  # the reason a task is paused while the LLM is down
+
+
+def event_retry_delay(attempts: int) -> float:
+    """Seconds before an inbox event that failed ``attempts`` times is tried again."""
+    return min(2.0**attempts, 300.0)
+
+
+def task_retry_delay(attempts: int) -> float:
+    """Seconds before a task hit by a transient forge error on its ``attempts``-th run
+    is run again: 30 s, doubling, at most 15 minutes."""
+    return min(30.0 * 2.0 ** (attempts - 1), 900.0)
+
+
+def may_retry_task(attempts: int) -> bool:
+    """Whether a task that has run ``attempts`` times may run again after a forge error."""
+    return attempts < MAX_TASK_ATTEMPTS
+
+
+def refused(exc: ForgeError) -> Outcome:
+    """The forge will not let the task go on (not found, access denied): it fails."""
+    return Outcome(TaskState.FAILED, reason=f"the forge refused: {exc}")
+
+
+def forge_failure(exc: ForgeError, *, attempts: int, now: float) -> Outcome:
+    """A transient forge error: run again later, until the attempts run out."""
+    if not may_retry_task(attempts):
+        return Outcome(TaskState.FAILED, reason=f"forge error, gave up: {exc}")
+    return Outcome(
+        TaskState.QUEUED, reason=f"forge error: {exc}", wake_at=now + task_retry_delay(attempts)
+    )
+
+
+def crashed(exc: BaseException) -> Outcome:
+    """An unexpected error in the run: fail it without leaking the error's text."""
+    return Outcome(TaskState.FAILED, reason=f"internal error: {type(exc).__name__}")
+
+
+def planning_disabled() -> Outcome:
+    return Outcome(
+        TaskState.FAILED,
+        reason="planning is switched off on this bot (planning.enabled: false, or "
+        "PLANNING_ENABLED=false); its administrator has to switch it on",
+    )
+
+
+def invalid_repo_config(exc: Exception) -> Outcome:
+    return Outcome(
+        TaskState.NEEDS_HUMAN,
+        reason=f"the repository's .agent.yaml is invalid: {exc}",
+        summary={"recommendations": ["fix .agent.yaml on the default branch"]},
+    )
+
+
+def may_have_missed_reply(outcome: Outcome) -> bool:
+    """Whether a reply may have come in unseen while the task settled into this outcome:
+    it waits for people (not for the LLM), and only waiting tasks are re-queued by a reply."""
+    return outcome.state in WAITING_FOR_PEOPLE and outcome.reason != LLM_UNAVAILABLE
+
+
+def waits_for_llm(task: Task) -> bool:
+    """Whether a due task is paused because the LLM was unreachable."""
+    return task.state is TaskState.PAUSED and task.error == LLM_UNAVAILABLE

@@ -1,0 +1,193 @@
+"""One run of one leased task: build its context and tools, run the coordinator, turn
+what happened into an Outcome (forge refusals, transient forge errors, crashes), and
+store that outcome, re-queuing the task if a reply slipped in while it settled.
+
+Leasing and lease renewal are the worker's (bot/worker.py); the decisions are pure
+functions in bot/worker_outcomes.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from bot import metrics
+from bot.agent.context import Outcome, TaskContext
+from bot.agent.state import consumed_message_seq
+from bot.comments.reporter import IssueReporter
+from bot.config import Settings
+from bot.events import TaskMode
+from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
+from bot.storage.base import ACTIVE_STATES, Task, TaskState
+from bot.tools.factory import build_tools
+from bot.tools.repo_config import RepoConfigError, load_repo_config
+from bot.worker_outcomes import (
+    crashed,
+    forge_failure,
+    invalid_repo_config,
+    may_have_missed_reply,
+    may_retry_task,
+    planning_disabled,
+    refused,
+)
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+log = logging.getLogger("bot.worker")  # the worker's log, whichever of its modules writes
+
+
+class Coordinator(Protocol):
+    async def run(self, ctx: TaskContext) -> Outcome: ...
+
+
+def _default_coordinator() -> Coordinator:
+    from bot.agent.coordinator import ExecutionCoordinator
+
+    return ExecutionCoordinator()
+
+
+class TaskRunner:
+    """Runs leased tasks for one worker (``owner``) and stores their outcomes."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        owner: str,
+        coordinator_factory: Callable[[], Coordinator],
+        clock: Callable[[], float],
+        wake: Callable[[], None],
+    ) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.owner = owner
+        self.coordinator_factory = coordinator_factory
+        self._clock = clock
+        self._wake = wake
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
+
+    async def run(self, task: Task) -> Outcome:
+        """Run the task to its next resting state; store nothing."""
+        issue = task.request.issue
+        forge = self.runtime.forge(issue.repo.forge)
+        if forge is None:
+            return Outcome(TaskState.FAILED, reason=f"{issue.repo.forge.value} is not configured")
+        reporter = IssueReporter(self.runtime, task, forge)
+        try:
+            return await self._run_reported(task, forge, reporter)
+        finally:  # also on cancellation: no coalesced status edit may land afterwards
+            await reporter.aclose()
+
+    async def settle(self, task_id: str, outcome: Outcome) -> None:
+        """Store the outcome, unless another worker has taken the task meanwhile."""
+        stored = await self.store.set_state(
+            task_id,
+            outcome.state,
+            error=outcome.reason or None,
+            wake_at=outcome.wake_at,
+            expect_owner=self.owner,
+        )
+        if not stored:
+            log.error("task %s: lease lost before its outcome could be stored", task_id)
+        else:
+            await self._requeue_if_answered(task_id, outcome)
+        if outcome.state not in ACTIVE_STATES:
+            metrics.TASKS.labels(outcome.state.value).inc()
+
+    async def _requeue_if_answered(self, task_id: str, outcome: Outcome) -> None:
+        """A reply that arrived while the task was still running (after its last look
+        at its messages, before its waiting state was stored) did not re-queue it: the
+        dispatcher only re-queues tasks already waiting. Re-queue it now, if its
+        checkpoint has not seen every message."""
+        if not may_have_missed_reply(outcome):
+            return
+        seen = consumed_message_seq(await self.store.load_checkpoint(task_id))
+        if seen is None or not await self.store.messages_after(task_id, seen):
+            return
+        requeued = await self.store.set_state(
+            task_id, TaskState.QUEUED, error=outcome.reason or None, expect_state=outcome.state
+        )
+        if requeued:
+            log.info("task %s: a reply came in while it ran; re-queued", task_id)
+            self._wake()
+
+    async def _run_reported(self, task: Task, forge: Forge, reporter: IssueReporter) -> Outcome:
+        try:
+            await reporter.begin()
+            async with contextlib.AsyncExitStack() as stack:
+                ctx = await self._context(task, forge, reporter, stack)
+                if isinstance(ctx, Outcome):
+                    outcome = ctx
+                else:
+                    outcome = await self.coordinator_factory().run(ctx)
+        except (NotFound, AccessDenied) as exc:
+            log.warning("task %s: the forge refuses: %s", task.id, exc)
+            return refused(exc)
+        except ForgeError as exc:
+            if may_retry_task(task.attempts):
+                log.warning("task %s: forge error, will retry: %s", task.id, exc)
+            return forge_failure(exc, attempts=task.attempts, now=self._clock())
+        except Exception as exc:
+            log.exception("task %s crashed", task.id)
+            outcome = crashed(exc)
+        with contextlib.suppress(ForgeError):
+            await reporter.end(outcome)
+        if outcome.state not in ACTIVE_STATES:
+            self._clean_workspace(task.id)
+        return outcome
+
+    async def _context(
+        self,
+        task: Task,
+        forge: Forge,
+        reporter: IssueReporter,
+        stack: contextlib.AsyncExitStack,
+    ) -> TaskContext | Outcome:
+        """The task's context with its tools, or the Outcome that stops it before it starts."""
+        issue = task.request.issue
+        if not self.settings.planning.enabled:
+            return planning_disabled()
+        info = await forge.get_repo_info(issue.repo)
+        try:
+            repo_config = await load_repo_config(forge, issue.repo, info.default_branch)
+        except RepoConfigError as exc:
+            return invalid_repo_config(exc)
+        branch = None
+        if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
+            branch = issue.head_branch
+        built = await build_tools(
+            settings=self.settings,
+            forge=forge,
+            issue=issue,
+            task_id=task.id,
+            base_branch=info.default_branch,
+            repo_config=repo_config,
+            stack=stack,
+            branch=branch,
+        )
+        for note in built.notes:
+            log.info("task %s: %s", task.id, note)
+        return TaskContext(
+            task=task,
+            issue=issue,
+            settings=self.settings,
+            store=self.store,
+            forge=forge,
+            llm=self.runtime.llm,
+            tools=built.registry,
+            emit=reporter.handle,
+            data_dir=self.settings.data_dir,
+            workspace=built.workspace.path,
+            built=built,
+        )
+
+    def _clean_workspace(self, task_id: str) -> None:
+        path = self.settings.data_dir / "workspaces" / task_id
+        shutil.rmtree(path, ignore_errors=True)
