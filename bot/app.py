@@ -216,8 +216,11 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
-def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> WebhookApp:
-    """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime."""
+def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> WebhookApp | Starlette:
+    """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime.
+
+    A worker-only runtime gets the health and metrics routes alone: webhooks go to the
+    web replicas."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -238,4 +241,6 @@ def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> WebhookApp:
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
+    if runtime.role == "worker":
+        return app
     return WebhookApp(app, runtime)

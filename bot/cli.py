@@ -99,8 +99,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # collect cycles less often so the collector does not stall requests under load.
     gc.set_threshold(20_000, 20, 20)
     runtime = Runtime.from_settings(settings, role=role)
-    if role == "worker":
-        return asyncio.run(_worker_only(runtime))
+    if role == "worker" and args.port is None:
+        return asyncio.run(_worker_only(runtime))  # no HTTP at all (several on one host)
     app = create_app(runtime)
     # Everything imported so far lives as long as the process: keep it out of the
     # collector's full passes, which would otherwise walk it all and stall requests.
@@ -127,7 +127,9 @@ async def _worker_only(runtime: Runtime) -> int:
         loop.add_signal_handler(sig, stop.set)
     await runtime.start()
     runtime.watch_reload_signal(os.environ)
-    logging.getLogger("bot").info("worker running; Ctrl-C to stop")
+    logging.getLogger("bot").info(
+        "worker running; Ctrl-C to stop (with --port it also serves /healthz, /readyz, /metrics)"
+    )
     try:
         await stop.wait()
     finally:

@@ -154,6 +154,34 @@ def test_serve_starts_on_defaults_and_says_once_which_forges_are_disabled(
     assert "GITHUB_WEBHOOK_SECRET" in output
 
 
+def test_a_worker_with_a_port_serves_health_and_metrics_but_no_webhooks(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve", "--role", "worker", "--port", str(port)],
+        cwd=ROOT,
+        env=base_env(tmp_path, GITHUB_WEBHOOK_SECRET="s", GITHUB_TOKEN="t"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the worker did not become ready"
+            time.sleep(0.2)
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics")
+        assert metrics.status_code == 200 and "bot_tasks_finished_total" in metrics.text
+        hook = httpx.post(f"http://127.0.0.1:{port}/webhooks/github", content=b"{}")
+        assert hook.status_code == 404  # webhooks go to the web replicas
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 @pytest.mark.parametrize(
     ("url", "forge", "name", "number", "change"),
     [

@@ -189,7 +189,9 @@ def test_compose_sandbox_exceptions_only_where_tasks_run(compose: dict[str, Any]
             assert not opts & SANDBOX_OPTS, f"{name} runs no commands"
         else:
             assert opts >= SANDBOX_OPTS, name
-    assert compose["services"]["worker"]["healthcheck"] == {"disable": True}
+    worker = compose["services"]["worker"]
+    assert "healthcheck" not in worker  # it serves /healthz on 8080 (--port), as the image asks
+    assert worker["command"][worker["command"].index("--port") + 1] == "8080"
 
 
 # --- Kubernetes --------------------------------------------------------------------------------
@@ -279,7 +281,7 @@ def _probe_path(container: dict[str, Any], probe: str) -> str:
     return str(container[probe]["httpGet"]["path"])
 
 
-def test_k8s_web_pods_are_probed_and_served(k8s: list[dict[str, Any]]) -> None:
+def test_k8s_pods_are_probed_and_only_web_pods_take_webhooks(k8s: list[dict[str, Any]]) -> None:
     service = _one(k8s, "Service", "coding-agent-bot")
     selector = service["spec"]["selector"]
     for deployment in _deployments(k8s).values():
@@ -287,11 +289,8 @@ def test_k8s_web_pods_are_probed_and_served(k8s: list[dict[str, Any]]) -> None:
         role = _role(container["args"])
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
-        serves_http = role in ("web", "all")
-        assert (selector.items() <= labels.items()) == serves_http, role
-        if not serves_http:
-            assert "readinessProbe" not in container and "livenessProbe" not in container
-            continue
+        takes_webhooks = role in ("web", "all")
+        assert (selector.items() <= labels.items()) == takes_webhooks, role
         assert _probe_path(container, "readinessProbe") == "/readyz"
         assert _probe_path(container, "livenessProbe") == "/healthz"
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
