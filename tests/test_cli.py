@@ -121,6 +121,18 @@ def test_history_of_an_unknown_task(tmp_path: Path) -> None:
     assert result.returncode == 1 and "no planning history" in result.stderr
 
 
+def wait_ready(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"nothing became ready on port {port}"
+        time.sleep(0.2)
+
+
 def test_serve_starts_on_defaults_and_says_once_which_forges_are_disabled(
     tmp_path: Path,
 ) -> None:
@@ -134,15 +146,7 @@ def test_serve_starts_on_defaults_and_says_once_which_forges_are_disabled(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "bot serve did not become ready"
-            time.sleep(0.2)
+        wait_ready(port)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").text == "ok"
         assert (tmp_path / "data" / "bot.sqlite3").exists()
     finally:
@@ -164,15 +168,7 @@ def test_a_worker_with_a_port_serves_health_and_metrics_but_no_webhooks(tmp_path
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the worker did not become ready"
-            time.sleep(0.2)
+        wait_ready(port)
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics")
         assert metrics.status_code == 200 and "bot_tasks_finished_total" in metrics.text
         hook = httpx.post(f"http://127.0.0.1:{port}/webhooks/github", content=b"{}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -33,7 +33,7 @@ from bot.forges.base import (
     TreeEntry,
 )
 from bot.forges.github_auth import GitHubSession, reading, repo_url
-from bot.forges.github_git import GitData, repo_call
+from bot.forges.github_git import GitData
 from bot.forges.retry import WritePacer
 
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
@@ -120,28 +120,16 @@ class GitHubForge:
             "or GITHUB_TOKEN"
         )
 
-    async def _call(
-        self,
-        repo: RepoRef,
-        method: str,
-        parts: tuple[str, ...],
-        what: str,
-        *,
-        data: Any = None,
-        query: Mapping[str, Any] | None = None,
-    ) -> Any:
-        return await repo_call(self._gh, repo, method, parts, what, data=data, query=query)
-
     # --- issues and comments ---------------------------------------------------------------
 
     async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
         """GitHub numbers issues and pull requests together: the issue API serves both."""
         kind = "pull request" if change_request else "issue"
         what = f"{kind} #{number} of {repo.full_name}"
-        data = await self._call(repo, "GET", ("issues", str(number)), what)
+        data = await self._git.call(repo, "GET", ("issues", str(number)), what)
         head = head_repo = None
         if isinstance(data, dict) and data.get("pull_request"):
-            pull = await self._call(repo, "GET", ("pulls", str(number)), what)
+            pull = await self._git.call(repo, "GET", ("pulls", str(number)), what)
             with reading(what):
                 head = str(pull["head"]["ref"])
                 source = pull["head"].get("repo")  # null when the fork was deleted
@@ -157,14 +145,14 @@ class GitHubForge:
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
         what = f"a comment on #{issue.number} of {issue.repo.full_name}"
         parts = ("issues", str(issue.number), "comments")
-        data = await self._call(issue.repo, "POST", parts, what, data={"body": body})
+        data = await self._git.call(issue.repo, "POST", parts, what, data={"body": body})
         with reading(what):
             return _comment(data)
 
     async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None:
         what = f"comment {comment_id} of {issue.repo.full_name}"
         parts = ("issues", "comments", str(comment_id))
-        await self._call(issue.repo, "PATCH", parts, what, data={"body": body})
+        await self._git.call(issue.repo, "PATCH", parts, what, data={"body": body})
 
     async def add_reaction(
         self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
@@ -179,23 +167,23 @@ class GitHubForge:
             kind = "pulls" if line_comment else "issues"
             parts = (kind, "comments", str(comment_id), "reactions")
             what = f"a reaction on comment {comment_id} of {issue.repo.full_name}"
-        await self._call(issue.repo, "POST", parts, what, data={"content": content})
+        await self._git.call(issue.repo, "POST", parts, what, data={"content": content})
 
     # --- labels and permissions ------------------------------------------------------------
 
     async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:
         what = f"label {name!r} of {repo.full_name}"
         try:
-            await self._call(repo, "GET", ("labels", name), what)
+            await self._git.call(repo, "GET", ("labels", name), what)
             return
         except NotFound:
             pass
         data = {"name": name, "color": color.lstrip("#"), "description": description}
         try:
-            await self._call(repo, "POST", ("labels",), what, data=data)
+            await self._git.call(repo, "POST", ("labels",), what, data=data)
         except Conflict as refused:  # fine when someone else created it meanwhile
             try:
-                await self._call(repo, "GET", ("labels", name), what)
+                await self._git.call(repo, "GET", ("labels", name), what)
             except NotFound:
                 raise refused from None
 
@@ -203,12 +191,12 @@ class GitHubForge:
         if labels:
             what = f"labels of #{issue.number} of {issue.repo.full_name}"
             parts = ("issues", str(issue.number), "labels")
-            await self._call(issue.repo, "POST", parts, what, data={"labels": labels})
+            await self._git.call(issue.repo, "POST", parts, what, data={"labels": labels})
 
     async def remove_label(self, issue: IssueRef, label: str) -> None:
         what = f"label {label!r} on #{issue.number} of {issue.repo.full_name}"
         try:
-            await self._call(
+            await self._git.call(
                 issue.repo, "DELETE", ("issues", str(issue.number), "labels", label), what
             )
         except NotFound:
@@ -217,7 +205,7 @@ class GitHubForge:
     async def get_permission(self, repo: RepoRef, user: str) -> Permission:
         what = f"the permission of {user} on {repo.full_name}"
         try:
-            data = await self._call(repo, "GET", ("collaborators", user, "permission"), what)
+            data = await self._git.call(repo, "GET", ("collaborators", user, "permission"), what)
         except NotFound:
             return Permission.NONE
         with reading(what):

@@ -57,7 +57,7 @@ class GitData:
     def __init__(self, gh: GitHubSession) -> None:
         self._gh = gh
 
-    async def _call(
+    async def call(
         self,
         repo: RepoRef,
         method: str,
@@ -67,13 +67,14 @@ class GitData:
         data: Any = None,
         query: Mapping[str, Any] | None = None,
     ) -> Any:
+        """One request to ``/repos/{owner}/{repo}/<parts>`` about ``what``."""
         return await repo_call(self._gh, repo, method, parts, what, data=data, query=query)
 
     # --- the repository and its content --------------------------------------------------------
 
     async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
         what = f"repository {repo.full_name}"
-        data = await self._call(repo, "GET", (), what)
+        data = await self.call(repo, "GET", (), what)
         with reading(what):
             branch, web_url = str(data["default_branch"]), str(data.get("html_url") or "")
             return RepoInfo(
@@ -88,7 +89,7 @@ class GitData:
         at = ref or repo.default_branch or "HEAD"
         what = f"file {path} at {at} in {repo.full_name}"
         parts = ("contents", *split_path(path))
-        data = await self._call(repo, "GET", parts, what, query={"ref": ref})
+        data = await self.call(repo, "GET", parts, what, query={"ref": ref})
         if not isinstance(data, dict) or data.get("type") != "file":
             kind = "a directory" if isinstance(data, list) else "not a regular file"
             raise ForgeError(f"{path} at {at} in {repo.full_name} is {kind}")
@@ -106,7 +107,7 @@ class GitData:
         if recursive:
             return await self._walk_tree(repo, path, ref or repo.default_branch or "HEAD")
         what = f"directory {path or '/'} in {repo.full_name}"
-        data = await self._call(
+        data = await self.call(
             repo, "GET", ("contents", *split_path(path)), what, query={"ref": ref}
         )
         kinds = {"file": "file", "symlink": "file", "dir": "dir"}
@@ -121,7 +122,7 @@ class GitData:
     async def _walk_tree(self, repo: RepoRef, path: str, ref: str) -> list[TreeEntry]:
         what = f"the tree of {ref} in {repo.full_name}"
         parts = ("git", "trees", *split_path(ref))
-        data = await self._call(repo, "GET", parts, what, query={"recursive": "1"})
+        data = await self.call(repo, "GET", parts, what, query={"recursive": "1"})
         prefix = path.strip("/") + "/" if path.strip("/") else ""
         kinds = {"blob": "file", "tree": "dir"}
         with reading(what):
@@ -157,7 +158,7 @@ class GitData:
             return branch
         what = f"branch {branch} of {repo.full_name}"
         parts = ("git", "ref", "heads", *split_path(branch))
-        data = await self._call(repo, "GET", parts, what)
+        data = await self.call(repo, "GET", parts, what)
         with reading(what):
             return str(data["object"]["sha"])
 
@@ -165,7 +166,7 @@ class GitData:
         sha = await self.branch_sha(repo, from_ref)
         data = {"ref": f"refs/heads/{name}", "sha": sha}
         what = f"branch {name} of {repo.full_name}"
-        await self._call(repo, "POST", ("git", "refs"), what, data=data)
+        await self.call(repo, "POST", ("git", "refs"), what, data=data)
 
     async def commit_files(
         self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
@@ -194,11 +195,11 @@ class GitData:
         what = f"a pull request from {head} into {base} of {repo.full_name}"
         data = {"title": title, "head": head, "base": base, "body": body, "draft": draft}
         try:
-            pull = await self._call(repo, "POST", ("pulls",), what, data=data)
+            pull = await self.call(repo, "POST", ("pulls",), what, data=data)
         except Conflict as refused:  # drafts need a plan that has them: open a ready one
             if not draft or "draft pull requests are not supported" not in str(refused).lower():
                 raise
-            pull = await self._call(repo, "POST", ("pulls",), what, data={**data, "draft": False})
+            pull = await self.call(repo, "POST", ("pulls",), what, data={**data, "draft": False})
         with reading(what):
             return ChangeRequest(
                 number=int(pull["number"]),
@@ -218,7 +219,7 @@ class GitData:
         data: Any = None,
     ) -> str:
         """A git data API call; returns the object's ``sha`` (or the value at ``keys``)."""
-        node = await self._call(repo, method, ("git", *parts), what, data=data)
+        node = await self.call(repo, method, ("git", *parts), what, data=data)
         with reading(what):
             for key in keys or ("sha",):
                 node = node[key]
