@@ -28,6 +28,11 @@ _WANTED = {
 }
 
 
+class Part(msgspec.Struct, gc=False):
+    """The base of the payload structs. ``gc=False``: they hold no reference cycles, so
+    the garbage collector need not track the thousands a busy installation decodes."""
+
+
 def decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
     """A reusable decoder for one payload struct (building one is the costly part)."""
     return msgspec.json.Decoder(kind)

@@ -1,18 +1,13 @@
 """The parts of GitHub's webhook payloads the bot reads, as msgspec structs.
 
 Only these fields are decoded (and type-checked); everything else in a payload is
-skipped. A field typed ``X | None = None`` may be missing or null; any other field
-is required. ``gc=False``: payload structs hold no reference cycles, so the garbage
-collector need not track the thousands of them a busy installation decodes.
+skipped (see ``bot.webhooks.decode``). A field typed ``X | None = None`` may be
+missing or null; any other field is required.
 """
 
 from __future__ import annotations
 
-import msgspec
-
-
-class _Part(msgspec.Struct, gc=False):
-    pass
+from bot.webhooks.decode import Part as _Part
 
 
 class User(_Part):
