@@ -4,8 +4,8 @@ Two implementations share it: ``sqlite.py`` (the embedded default, one WAL file
 under ``data_dir``) and ``postgres.py`` (scale-out: several web and worker
 replicas share one queue). Every method is one transaction.
 
-Data path: the web handler calls ``record_delivery`` (delivery record and inbox
-event in one transaction; a redelivery is a no-op). A worker's dispatcher leases
+Data path: the web handler calls ``record_delivery`` (one inbox row, whose unique
+delivery key makes a redelivery a no-op). A worker's dispatcher leases
 inbox events, decides, and calls ``create_task`` or ``add_message`` with the
 event id, which completes the event in the same transaction as the task or
 message it produced. Worker slots lease tasks.
@@ -125,8 +125,9 @@ class Store(Protocol):
     async def pending_events(self) -> int: ...
 
     async def prune(self, *, older_than: float) -> int:
-        """Delete handled inbox events and delivery records received before ``older_than``
-        (epoch seconds); returns how many rows went. Pending events are kept."""
+        """Delete handled inbox events received before ``older_than`` (epoch seconds):
+        the end of the redelivery window. Returns how many rows went; pending and leased
+        events are kept."""
         ...
 
     # --- tasks ---------------------------------------------------------------------------------
