@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import shutil
@@ -121,16 +122,23 @@ def signed(body: bytes) -> str:
 
 
 WRK_SCRIPT = """
+-- GitHub names each delivery with a GUID (X-GitHub-Delivery). Ours are GUID-shaped
+-- too, random in front (as the bot's unique index sees real ones) and unique by the
+-- thread number and a counter at the end. `tid` is the global that setup() gives each
+-- thread (a local of that name would hide it, and every thread would send the same ids).
 local body = io.open(os.getenv("BENCH_BODY"), "rb"):read("*a")
 local signature = os.getenv("BENCH_SIGNATURE")
-local prefix = os.getenv("BENCH_PREFIX")
+local run = tonumber(os.getenv("BENCH_RUN"))
 local counter = 0
-local tid = 0
 local threads = 0
 
 function setup(thread)
   threads = threads + 1
   thread:set("tid", threads)
+end
+
+function init(args)
+  math.randomseed(run * 1000 + tid)
 end
 
 function request()
@@ -139,10 +147,15 @@ function request()
   headers["Content-Type"] = "application/json"
   headers["X-GitHub-Event"] = "issue_comment"
   headers["X-Hub-Signature-256"] = signature
-  headers["X-GitHub-Delivery"] = prefix .. "-" .. tid .. "-" .. counter
+  headers["X-GitHub-Delivery"] = string.format(
+    "%04x%04x-%04x-%04x-%04x-%04x%08x", math.random(0, 65535), math.random(0, 65535),
+    math.random(0, 65535), run % 65536, tid, math.random(0, 65535), counter)
   return wrk.format("POST", "/webhooks/github", headers, body)
 end
 """
+
+
+WRK_RUNS = itertools.count(1)
 
 
 def _ms(value: str) -> float:
@@ -163,7 +176,7 @@ def fire_wrk(
         os.environ,
         BENCH_BODY=str(body_path),
         BENCH_SIGNATURE=signed(body),
-        BENCH_PREFIX=f"wrk-{port}-{concurrency}-{time.time_ns()}",
+        BENCH_RUN=str(next(WRK_RUNS)),  # no two runs send the same delivery ids
     )
     threads = 1 if concurrency == 1 else 2
     out = subprocess.run(
