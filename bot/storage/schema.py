@@ -102,6 +102,7 @@ CREATE TABLE IF NOT EXISTS {inbox} (
     error TEXT
 );
 CREATE INDEX IF NOT EXISTS inbox_open ON inbox (state, available_at) WHERE state <> 'done';
+CREATE INDEX IF NOT EXISTS inbox_done ON inbox (received_at) WHERE state = 'done';
 CREATE TABLE IF NOT EXISTS tasks (
     seq {serial},
     id TEXT NOT NULL UNIQUE,
