@@ -20,18 +20,14 @@ import httpx
 from bot.config import GitHubSettings
 from bot.events import ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
-    ChangeRequest,
     CloneAuth,
     Comment,
     Conflict,
-    FileContent,
     IssueDetails,
     NotFound,
     Permission,
-    RepoInfo,
-    SearchHit,
-    TreeEntry,
 )
+from bot.forges.content import DelegatedContent
 from bot.forges.github_auth import GitHubSession, reading, repo_url
 from bot.forges.github_git import GitData
 from bot.forges.retry import WritePacer
@@ -75,8 +71,10 @@ def _permission(data: dict[str, Any]) -> Permission:
     return ROLES.get(str(data.get("permission", "")).lower(), Permission.NONE)
 
 
-class GitHubForge:
+class GitHubForge(DelegatedContent):
     """``Forge`` for one GitHub App or token, on github.com or GitHub Enterprise Server."""
+
+    _git: GitData  # also its request helper, for the issue and comment calls here
 
     kind = ForgeKind.GITHUB
 
@@ -210,38 +208,6 @@ class GitHubForge:
             return Permission.NONE
         with reading(what):
             return _permission(data)
-
-    # --- repository content, branches, commits, pull requests: ``github_git`` ---------------
-
-    async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
-        return await self._git.get_repo_info(repo)
-
-    async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
-        return await self._git.get_file(repo, path, ref=ref)
-
-    async def list_tree(
-        self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
-    ) -> list[TreeEntry]:
-        return await self._git.list_tree(repo, path=path, ref=ref, recursive=recursive)
-
-    async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]:
-        return await self._git.search_code(repo, query)
-
-    async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
-        await self._git.create_branch(repo, name, from_ref=from_ref)
-
-    async def commit_files(
-        self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
-    ) -> str:
-        """One commit through the git data API: blobs, a tree on the head's tree, the ref."""
-        return await self._git.commit_files(repo, branch=branch, message=message, files=files)
-
-    async def open_change_request(
-        self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
-    ) -> ChangeRequest:
-        return await self._git.open_change_request(
-            repo, head=head, base=base, title=title, body=body, draft=draft
-        )
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:
         """The clone URL without credentials; the token goes to git as a password only."""

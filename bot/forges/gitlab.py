@@ -21,18 +21,14 @@ from gitlab.exceptions import GitlabError
 from bot.config import GitLabSettings
 from bot.events import ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
-    ChangeRequest,
     CloneAuth,
     Comment,
     Conflict,
-    FileContent,
     ForgeError,
     IssueDetails,
     Permission,
-    RepoInfo,
-    SearchHit,
-    TreeEntry,
 )
+from bot.forges.content import DelegatedContent
 from bot.forges.gitlab_client import GitLabClient
 from bot.forges.gitlab_git import GitLabGit, commit_actions, draft_title, project_handle
 from bot.forges.retry import WritePacer
@@ -99,7 +95,7 @@ def _what(issue: IssueRef) -> str:
     return f"{sign}{issue.number} in {issue.repo.full_name}"
 
 
-class GitLabForge:
+class GitLabForge(DelegatedContent):
     """A GitLab instance (gitlab.com or self-hosted) reached with one access token."""
 
     kind = ForgeKind.GITLAB
@@ -244,37 +240,6 @@ class GitLabForge:
             return int(member.access_level) if states <= {None, "active"} else None
 
         return permission_for(await self._read(f"member {user} of {repo.full_name}", op))
-
-    # --- the project, its content and git data: ``GitLabGit`` ----------------------------------
-
-    async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
-        return await self._git.get_repo_info(repo)
-
-    async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
-        return await self._git.get_file(repo, path, ref=ref)
-
-    async def list_tree(
-        self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
-    ) -> list[TreeEntry]:
-        return await self._git.list_tree(repo, path=path, ref=ref, recursive=recursive)
-
-    async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]:
-        return await self._git.search_code(repo, query)
-
-    async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
-        await self._git.create_branch(repo, name, from_ref=from_ref)
-
-    async def commit_files(
-        self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
-    ) -> str:
-        return await self._git.commit_files(repo, branch=branch, message=message, files=files)
-
-    async def open_change_request(
-        self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
-    ) -> ChangeRequest:
-        return await self._git.open_change_request(
-            repo, head=head, base=base, title=title, body=body, draft=draft
-        )
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:
         info = await self.get_repo_info(repo)

@@ -1,0 +1,72 @@
+"""The forge methods for a repository's content and git data, passed on to one object.
+
+Both adapters keep these operations in a module of their own (``github_git.GitData``,
+``gitlab_git.GitLabGit``); ``DelegatedContent`` gives each adapter the ``Forge``
+methods that hand the call to it, written once.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bot.events import RepoRef
+from bot.forges.base import ChangeRequest, FileContent, RepoInfo, SearchHit, TreeEntry
+
+
+class ContentOps(Protocol):
+    async def get_repo_info(self, repo: RepoRef) -> RepoInfo: ...
+
+    async def get_file(
+        self, repo: RepoRef, path: str, *, ref: str | None = None
+    ) -> FileContent: ...
+
+    async def list_tree(
+        self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
+    ) -> list[TreeEntry]: ...
+
+    async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]: ...
+
+    async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None: ...
+
+    async def commit_files(
+        self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
+    ) -> str: ...
+
+    async def open_change_request(
+        self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
+    ) -> ChangeRequest: ...
+
+
+class DelegatedContent:
+    """Mixed into an adapter that sets ``self._git``."""
+
+    _git: ContentOps
+
+    async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
+        return await self._git.get_repo_info(repo)
+
+    async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
+        return await self._git.get_file(repo, path, ref=ref)
+
+    async def list_tree(
+        self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
+    ) -> list[TreeEntry]:
+        return await self._git.list_tree(repo, path=path, ref=ref, recursive=recursive)
+
+    async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]:
+        return await self._git.search_code(repo, query)
+
+    async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
+        await self._git.create_branch(repo, name, from_ref=from_ref)
+
+    async def commit_files(
+        self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
+    ) -> str:
+        return await self._git.commit_files(repo, branch=branch, message=message, files=files)
+
+    async def open_change_request(
+        self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
+    ) -> ChangeRequest:
+        return await self._git.open_change_request(
+            repo, head=head, base=base, title=title, body=body, draft=draft
+        )
