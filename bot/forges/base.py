@@ -121,39 +121,8 @@ class CloneAuth:
     password: str = field(repr=False)
 
 
-@runtime_checkable
-class Forge(Protocol):
-    """One forge (a GitHub App / token, or a GitLab instance)."""
-
-    kind: ForgeKind
-
-    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
-        """The issue or change request with its comments (oldest first)."""
-        ...
-
-    async def create_comment(self, issue: IssueRef, body: str) -> Comment: ...
-
-    async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None: ...
-
-    async def add_reaction(
-        self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
-    ) -> None:
-        """React (``eyes``, ...) to a comment, or to the issue when ``comment_id`` is None.
-        ``line_comment``: the comment is on a line of a change request's diff (GitHub keeps
-        those apart from the conversation's comments)."""
-        ...
-
-    async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:
-        """Create the label when the repository does not have it."""
-        ...
-
-    async def add_labels(self, issue: IssueRef, labels: list[str]) -> None: ...
-
-    async def remove_label(self, issue: IssueRef, label: str) -> None:
-        """Remove one label; a label that is not there is not an error."""
-        ...
-
-    async def get_permission(self, repo: RepoRef, user: str) -> Permission: ...
+class RepoContent(Protocol):
+    """A repository's content and git data: what the agent's tools read and write."""
 
     async def get_repo_info(self, repo: RepoRef) -> RepoInfo: ...
 
@@ -190,6 +159,41 @@ class Forge(Protocol):
         body: str,
         draft: bool = True,
     ) -> ChangeRequest: ...
+
+
+@runtime_checkable
+class Forge(RepoContent, Protocol):
+    """One forge (a GitHub App / token, or a GitLab instance)."""
+
+    kind: ForgeKind
+
+    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
+        """The issue or change request with its comments (oldest first)."""
+        ...
+
+    async def create_comment(self, issue: IssueRef, body: str) -> Comment: ...
+
+    async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None: ...
+
+    async def add_reaction(
+        self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
+    ) -> None:
+        """React (``eyes``, ...) to a comment, or to the issue when ``comment_id`` is None.
+        ``line_comment``: the comment is on a line of a change request's diff (GitHub keeps
+        those apart from the conversation's comments)."""
+        ...
+
+    async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:
+        """Create the label when the repository does not have it."""
+        ...
+
+    async def add_labels(self, issue: IssueRef, labels: list[str]) -> None: ...
+
+    async def remove_label(self, issue: IssueRef, label: str) -> None:
+        """Remove one label; a label that is not there is not an error."""
+        ...
+
+    async def get_permission(self, repo: RepoRef, user: str) -> Permission: ...
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth: ...
 

@@ -7,40 +7,21 @@ methods that hand the call to it, written once.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from bot.events import RepoRef
-from bot.forges.base import ChangeRequest, FileContent, RepoInfo, SearchHit, TreeEntry
-
-
-class ContentOps(Protocol):
-    async def get_repo_info(self, repo: RepoRef) -> RepoInfo: ...
-
-    async def get_file(
-        self, repo: RepoRef, path: str, *, ref: str | None = None
-    ) -> FileContent: ...
-
-    async def list_tree(
-        self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
-    ) -> list[TreeEntry]: ...
-
-    async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]: ...
-
-    async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None: ...
-
-    async def commit_files(
-        self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
-    ) -> str: ...
-
-    async def open_change_request(
-        self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
-    ) -> ChangeRequest: ...
+from bot.forges.base import (
+    ChangeRequest,
+    FileContent,
+    RepoContent,
+    RepoInfo,
+    SearchHit,
+    TreeEntry,
+)
 
 
 class DelegatedContent:
     """Mixed into an adapter that sets ``self._git``."""
 
-    _git: ContentOps
+    _git: RepoContent
 
     async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
         return await self._git.get_repo_info(repo)

@@ -132,17 +132,26 @@ def _label_fields(action: str | None, label: p.Named | None) -> dict[str, Any]:
 
 def _issues(name: str, delivery_id: str, body: bytes) -> ForgeEvent:
     root = decode(_ISSUES, body)
-    repo = _repo(root.repository, root.installation)
-    issue = _issue(root.issue, repo, change_request=root.issue.pull_request is not None)
-    kind = _ISSUE_KINDS.get(root.action or "", EventKind.ISSUE_OTHER)
-    fields = _label_fields(root.action, root.label)
-    return _event(name, delivery_id, root, kind, repo=repo, issue=issue, **fields)
+    change_request = root.issue.pull_request is not None
+    return _issue_event(name, delivery_id, root, root.issue, change_request=change_request)
 
 
 def _pull_request(name: str, delivery_id: str, body: bytes) -> ForgeEvent:
     root = decode(_PULL_REQUEST, body)
+    return _issue_event(name, delivery_id, root, root.pull_request, change_request=True)
+
+
+def _issue_event(
+    name: str,
+    delivery_id: str,
+    root: p.IssuesEvent | p.PullRequestEvent,
+    data: p.Issue,
+    *,
+    change_request: bool,
+) -> ForgeEvent:
+    """An issue or pull request opened, labelled, closed, ...: the same shape on both."""
     repo = _repo(root.repository, root.installation)
-    issue = _issue(root.pull_request, repo, change_request=True)
+    issue = _issue(data, repo, change_request=change_request)
     kind = _ISSUE_KINDS.get(root.action or "", EventKind.ISSUE_OTHER)
     fields = _label_fields(root.action, root.label)
     return _event(name, delivery_id, root, kind, repo=repo, issue=issue, **fields)
