@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+from bot.forges.base import ForgeError
 
 BACKOFF = (1.0, 2.0, 4.0)
 MAX_WAIT = 60.0
+# Longest a write waits for its turn. A turn can be held through a rate-limit wait
+# (up to three waits of MAX_WAIT), so the bound sits well above that.
+SLOT_TIMEOUT = 300.0
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -68,31 +74,41 @@ def _told_wait(headers: Mapping[str, str], now: float) -> float | None:
     return None
 
 
-class WritePacer:
-    """One mutating call at a time per key, at least ``interval`` seconds apart."""
+class WriteSlotTimeout(ForgeError):
+    """A write waited longer than its bound for its turn: earlier writes for the same
+    installation or token are stuck or far behind. Transient: the task is retried."""
 
-    def __init__(self, interval: float = 1.0) -> None:
+
+class WritePacer:
+    """One mutating call at a time per key, at least ``interval`` seconds apart.
+
+    A write waits at most ``slot_timeout`` seconds for its turn (then
+    ``WriteSlotTimeout``), and the turn is given back on every path out of the
+    ``async with``: an error, a cancellation during the pacing wait, or the body's end.
+    """
+
+    def __init__(self, interval: float = 1.0, *, slot_timeout: float = SLOT_TIMEOUT) -> None:
         self.interval = interval
+        self.slot_timeout = slot_timeout
         self._locks: dict[str, asyncio.Lock] = {}
         self._last: dict[str, float] = {}
 
-    def slot(self, key: str) -> _Slot:
+    @asynccontextmanager
+    async def slot(self, key: str) -> AsyncIterator[None]:
         lock = self._locks.setdefault(key, asyncio.Lock())
-        return _Slot(self, key, lock)
-
-
-class _Slot:
-    def __init__(self, pacer: WritePacer, key: str, lock: asyncio.Lock) -> None:
-        self._pacer = pacer
-        self._key = key
-        self._lock = lock
-
-    async def __aenter__(self) -> None:
-        await self._lock.acquire()
-        wait = self._pacer._last.get(self._key, 0.0) + self._pacer.interval - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._pacer._last[self._key] = time.monotonic()
-        self._lock.release()
+        try:
+            async with asyncio.timeout(self.slot_timeout):
+                await lock.acquire()
+        except TimeoutError:
+            raise WriteSlotTimeout(
+                f"no turn to write for {key} within {self.slot_timeout:g} s: "
+                "earlier writes for it are stuck or far behind"
+            ) from None
+        try:  # from here on the lock is ours: every way out releases it
+            wait = self._last.get(key, 0.0) + self.interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            yield
+        finally:
+            self._last[key] = time.monotonic()
+            lock.release()

@@ -966,6 +966,29 @@ async def test_writes_are_paced_per_installation(
     assert overlap.peak == 2
 
 
+async def test_a_comment_cancelled_during_its_pacing_wait_does_not_block_later_writes(
+    http: httpx.AsyncClient, sleeps: Sleeps, clock: Clock, mock: respx.MockRouter
+) -> None:
+    """What a reporter does to its pending status edit right after a milestone comment:
+    the edit is cancelled while it sleeps out the pause between writes. The next write
+    (the final status edit, the labels) must still go out."""
+    forge = GitHubForge(
+        api_url=API, http=http, token="ghp_test", pacer=WritePacer(interval=0.3),
+        sleep=sleeps, clock=clock,
+    )  # fmt: skip
+    posted = mock.post(f"{REPO_PATH}/issues/1347/comments").respond(201, json=rest("issue-comment"))
+    edited = mock.patch(f"{REPO_PATH}/issues/comments/1").respond(200, json={})
+    await forge.create_comment(ISSUE, "milestone")
+    pending = asyncio.create_task(forge.edit_comment(ISSUE, 1, "coalesced status"))
+    await asyncio.sleep(0.05)
+    pending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pending
+    await asyncio.wait_for(forge.edit_comment(ISSUE, 1, "final status"), timeout=2.0)
+    assert posted.call_count == 1
+    assert [sent_json(edited, i)["body"] for i in range(edited.call_count)] == ["final status"]
+
+
 async def test_validation_errors_are_spelled_out(
     forge: GitHubForge, mock: respx.MockRouter
 ) -> None:
