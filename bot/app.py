@@ -202,6 +202,10 @@ async def readyz(request: Request) -> Response:
         await runtime.store.ping()
     except StoreError as exc:
         return _json(503, f"store not writable: {exc}")
+    worker = runtime.worker
+    stuck = worker.stuck() if worker is not None else []
+    if stuck:
+        return _json(503, "worker stuck: " + " | ".join(stuck))
     return PlainTextResponse("ready")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 
 class ConfigError(Exception):
@@ -105,6 +105,9 @@ class WorkerSettings(_Section):
     max_workers: int = Field(2, ge=1, le=64)
     lease_seconds: int = Field(60, ge=5, le=3600)
     poll_interval: float = Field(0.5, gt=0, le=60)
+    # A run that makes no progress (no store, forge, model or tool call starts or ends)
+    # for this long is stuck: the watchdog logs what it awaits and retries it.
+    stall_seconds: int = Field(900, ge=1, le=86400)
 
 
 # --- forges --------------------------------------------------------------------------------
@@ -234,6 +237,17 @@ class Settings(_Section):
     workspace: WorkspaceSettings = WorkspaceSettings()
     mcp_servers: tuple[McpServer, ...] = ()
     source_path: Path | None = None
+
+    @model_validator(mode="after")
+    def _stall_bound_outlasts_one_step(self) -> Settings:
+        longest = max(self.sandbox.timeout, self.llm.request_timeout)
+        if self.worker.stall_seconds <= longest:
+            raise ValueError(
+                f"worker.stall_seconds ({self.worker.stall_seconds}) must exceed the longest "
+                f"single step a run may wait on: sandbox.timeout ({self.sandbox.timeout}) and "
+                f"llm.request_timeout ({self.llm.request_timeout:g})"
+            )
+        return self
 
     @property
     def data_dir(self) -> Path:

@@ -27,9 +27,16 @@ from bot.agent.context import Outcome
 from bot.comments.replies import Replier
 from bot.config import Settings
 from bot.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher
+from bot.progress import RunProgress, awaited_by, describe_stall, watch
 from bot.storage.base import StoreError, Task, TaskState
 from bot.worker_maintenance import RETENTION_SECONDS, Maintenance
-from bot.worker_outcomes import MAX_TASK_ATTEMPTS, WAITING_FOR_PEOPLE, event_retry_delay
+from bot.worker_outcomes import (
+    MAX_TASK_ATTEMPTS,
+    STALLED,
+    WAITING_FOR_PEOPLE,
+    event_retry_delay,
+    stalled,
+)
 from bot.worker_run import Coordinator, TaskRunner, _default_coordinator
 
 if TYPE_CHECKING:
@@ -66,6 +73,7 @@ class Worker:
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self._running: dict[str, RunProgress] = {}
         self._runner = TaskRunner(
             runtime,
             owner=self.owner,
@@ -179,22 +187,64 @@ class Worker:
         """Run one leased task to its next resting state.
 
         If the lease is lost (another worker took the task after this one stopped
-        renewing in time), the run is cancelled at once and nothing more is stored."""
-        work = asyncio.create_task(self._runner.run(task))
+        renewing in time), the run is cancelled at once and nothing more is stored.
+        If the run stops moving for ``worker.stall_seconds`` (the watchdog), it is
+        cancelled, logged with what it awaited, and given back to the queue."""
+        progress = RunProgress()
+        work = asyncio.create_task(self._runner.run(task), context=watch(progress))
+        self._running[task.id] = progress
         renewer = asyncio.create_task(self._renew(task.id, work))
+        watchdog = asyncio.create_task(self._watch(task, work, progress))
         try:
             outcome = await work
         except asyncio.CancelledError:
-            if not renewer.done() or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise
-            log.error("task %s: lease lost; this worker stopped working on it", task.id)
-            return Outcome(TaskState.RUNNING, reason="lease lost")
+            if watchdog.done() and not watchdog.cancelled():
+                outcome = watchdog.result()
+            elif renewer.done():
+                log.error("task %s: lease lost; this worker stopped working on it", task.id)
+                return Outcome(TaskState.RUNNING, reason="lease lost")
+            else:
+                raise
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            self._running.pop(task.id, None)
+            for helper in (renewer, watchdog):
+                helper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await helper
         await self._runner.settle(task.id, outcome)
+        if outcome.state is TaskState.FAILED and outcome.reason.startswith(STALLED):
+            await self._runner.report_late(task, outcome)
         return outcome
+
+    def stuck(self) -> list[str]:
+        """The runs that have made no progress for longer than the bound, described."""
+        bound = self.settings.worker.stall_seconds
+        return [
+            describe_stall(task_id, progress)
+            for task_id, progress in list(self._running.items())
+            if progress.idle_for() > bound
+        ]
+
+    async def _watch(
+        self, task: Task, work: asyncio.Task[Outcome], progress: RunProgress
+    ) -> Outcome:
+        """Wait until the run stalls; then cancel it and say what it was waiting for."""
+        while True:
+            bound = self.settings.worker.stall_seconds
+            await asyncio.sleep(min(max(bound / 4, 0.05), 10.0))
+            if progress.idle_for() > bound:
+                break
+        log.error(
+            "task %s: stalled: %s; its run is cancelled and the task retried",
+            task.id,
+            describe_stall(task.id, progress, awaiting=awaited_by(work)),
+        )
+        work.cancel()
+        return stalled(
+            progress.awaiting() or awaited_by(work)[-1:], attempts=task.attempts, now=self._now()
+        )
 
     async def _renew(self, task_id: str, work: asyncio.Task[Outcome]) -> None:
         lease = self.settings.worker.lease_seconds

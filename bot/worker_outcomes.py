@@ -12,6 +12,7 @@ WAITING_FOR_PEOPLE = frozenset(
     {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
 )
 LLM_UNAVAILABLE = "llm_unavailable"  # the reason a task is paused while the LLM is down
+STALLED = "stalled"  # how the reason of a run the watchdog stopped begins
 
 
 def event_retry_delay(attempts: int) -> float:
@@ -41,6 +42,21 @@ def forge_failure(exc: ForgeError, *, attempts: int, now: float) -> Outcome:
         return Outcome(TaskState.FAILED, reason=f"forge error, gave up: {exc}")
     return Outcome(
         TaskState.QUEUED, reason=f"forge error: {exc}", wake_at=now + task_retry_delay(attempts)
+    )
+
+
+def stalled(awaiting: list[str], *, attempts: int, now: float) -> Outcome:
+    """A run that stopped moving (the watchdog cancelled it): run it again later, like a
+    transient forge error, until the attempts run out; then it fails, saying where."""
+    where = awaiting[0] if awaiting else "nothing the bot could name"
+    if not may_retry_task(attempts):
+        return Outcome(
+            TaskState.FAILED, reason=f"{STALLED} {attempts} times, gave up; awaiting {where}"
+        )
+    return Outcome(
+        TaskState.QUEUED,
+        reason=f"{STALLED}: no progress, awaiting {where}",
+        wake_at=now + task_retry_delay(attempts),
     )
 
 

@@ -8,6 +8,7 @@ functions in bot/worker_outcomes.py.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import shutil
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from bot.runtime import Runtime
 
 log = logging.getLogger("bot.worker")  # the worker's log, whichever of its modules writes
+
+LATE_REPORT_SECONDS = 60.0
 
 
 class Coordinator(Protocol):
@@ -84,6 +87,22 @@ class TaskRunner:
             return await self._run_reported(task, forge, reporter)
         finally:  # also on cancellation: no coalesced status edit may land afterwards
             await reporter.aclose()
+
+    async def report_late(self, task: Task, outcome: Outcome) -> None:
+        """Say an outcome reached without the run (the watchdog's): the closing comment,
+        status and labels, within a bound, since the forge may be what stalled."""
+        forge = self.runtime.forge(task.request.issue.repo.forge)
+        if forge is None:
+            return
+        reporter = IssueReporter(self.runtime, task, forge)
+        try:
+            async with asyncio.timeout(LATE_REPORT_SECONDS):
+                await reporter.recover()
+                await reporter.end(outcome)
+        except (ForgeError, TimeoutError) as exc:
+            log.warning(
+                "task %s: could not report %s on the issue: %s", task.id, outcome.state, exc
+            )
 
     async def settle(self, task_id: str, outcome: Outcome) -> None:
         """Store the outcome, unless another worker has taken the task meanwhile."""

@@ -7,6 +7,7 @@ what a maintainer would see. Failures can be injected per method.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,22 @@ from bot.forges.base import (
     RepoInfo,
     SearchHit,
     TreeEntry,
+)
+from bot.forges.retry import WritePacer
+from bot.progress import step
+
+WRITES = frozenset(
+    {
+        "create_comment",
+        "edit_comment",
+        "add_reaction",
+        "ensure_label",
+        "add_labels",
+        "remove_label",
+        "create_branch",
+        "commit_files",
+        "open_change_request",
+    }
 )
 
 
@@ -66,6 +83,8 @@ class FakeForge:
         self.failures: dict[str, list[BaseException]] = {}
         self.conditions: dict[str, Callable[[tuple[Any, ...]], bool]] = {}
         self.edits: list[tuple[int, str]] = []
+        self.hangs: set[str] = set()  # methods whose next call never answers
+        self.pacer: WritePacer | None = None  # pace writes as the real adapters do
         self._ids = itertools.count(1000)
         self._numbers = itertools.count(100)
 
@@ -138,6 +157,10 @@ class FakeForge:
         if when is not None:
             self.conditions[method] = when
 
+    def hang(self, method: str) -> None:
+        """The next call of ``method`` never answers (a forge that stopped responding)."""
+        self.hangs.add(method)
+
     # --- inspection --------------------------------------------------------------------------
 
     def issue(self, repo: RepoRef, number: int) -> FakeIssue:
@@ -151,12 +174,21 @@ class FakeForge:
 
     # --- the protocol --------------------------------------------------------------------------
 
-    def _enter(self, method: str, *args: Any) -> None:
-        self.calls.append((method, args))
-        queue = self.failures.get(method)
-        condition = self.conditions.get(method)
-        if queue and (condition is None or condition(args)):
-            raise queue.pop(0)
+    async def _enter(self, method: str, *args: Any) -> None:
+        """Record the call; raise an injected failure; wait for the write pacer's turn
+        (writes, when ``pacer`` is set, as the real adapters do); hang when told to."""
+        with step(f"{self.kind.value} (fake) {method}"):
+            self.calls.append((method, args))
+            queue = self.failures.get(method)
+            condition = self.conditions.get(method)
+            if queue and (condition is None or condition(args)):
+                raise queue.pop(0)
+            if method in self.hangs:
+                self.hangs.discard(method)
+                await asyncio.Event().wait()  # a call that never answers
+            if self.pacer is not None and method in WRITES:
+                async with self.pacer.slot(f"{self.kind.value}:fake"):
+                    pass
 
     def _issue(self, issue: IssueRef) -> FakeIssue:
         try:
@@ -171,7 +203,7 @@ class FakeForge:
             raise NotFound(f"repository {repo.full_name} not found", status=404) from None
 
     async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
-        self._enter("get_issue", repo.full_name, number)
+        await self._enter("get_issue", repo.full_name, number)
         found = self.issues.get((repo.full_name, number))
         if found is None:
             raise NotFound(f"issue {number} not found", status=404)
@@ -179,13 +211,13 @@ class FakeForge:
         return IssueDetails(issue=ref, comments=tuple(found.comments))
 
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
-        self._enter("create_comment", issue.number, body)
+        await self._enter("create_comment", issue.number, body)
         comment = Comment(id=next(self._ids), body=body, author=self.bot_login)
         self._issue(issue).comments.append(comment)
         return comment
 
     async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None:
-        self._enter("edit_comment", issue.number, comment_id, body)
+        await self._enter("edit_comment", issue.number, comment_id, body)
         fake = self._issue(issue)
         for index, comment in enumerate(fake.comments):
             if comment.id == comment_id:
@@ -197,32 +229,32 @@ class FakeForge:
     async def add_reaction(
         self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
     ) -> None:
-        self._enter("add_reaction", issue.number, comment_id, reaction, line_comment)
+        await self._enter("add_reaction", issue.number, comment_id, reaction, line_comment)
         self._issue(issue).reactions.append((comment_id, reaction))
 
     async def ensure_label(self, repo: RepoRef, name: str, *, color: str, description: str) -> None:
-        self._enter("ensure_label", repo.full_name, name)
+        await self._enter("ensure_label", repo.full_name, name)
         self._repo(repo).labels.setdefault(name, (color, description))
 
     async def add_labels(self, issue: IssueRef, labels: list[str]) -> None:
-        self._enter("add_labels", issue.number, tuple(labels))
+        await self._enter("add_labels", issue.number, tuple(labels))
         fake = self._issue(issue)
         for label in labels:
             if label not in fake.labels:
                 fake.labels.append(label)
 
     async def remove_label(self, issue: IssueRef, label: str) -> None:
-        self._enter("remove_label", issue.number, label)
+        await self._enter("remove_label", issue.number, label)
         fake = self._issue(issue)
         if label in fake.labels:
             fake.labels.remove(label)
 
     async def get_permission(self, repo: RepoRef, user: str) -> Permission:
-        self._enter("get_permission", repo.full_name, user)
+        await self._enter("get_permission", repo.full_name, user)
         return self._repo(repo).permissions.get(user, Permission.READ)
 
     async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
-        self._enter("get_repo_info", repo.full_name)
+        await self._enter("get_repo_info", repo.full_name)
         fake = self._repo(repo)
         return RepoInfo(
             repo=fake.ref,
@@ -232,7 +264,7 @@ class FakeForge:
         )
 
     async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
-        self._enter("get_file", repo.full_name, path, ref)
+        await self._enter("get_file", repo.full_name, path, ref)
         fake = self._repo(repo)
         branch = ref or fake.default_branch
         files = fake.branches.get(branch)
@@ -245,7 +277,7 @@ class FakeForge:
     async def list_tree(
         self, repo: RepoRef, *, path: str = "", ref: str | None = None, recursive: bool = False
     ) -> list[TreeEntry]:
-        self._enter("list_tree", repo.full_name, path, ref, recursive)
+        await self._enter("list_tree", repo.full_name, path, ref, recursive)
         fake = self._repo(repo)
         files = fake.branches.get(ref or fake.default_branch, {})
         prefix = path.strip("/") + "/" if path.strip("/") else ""
@@ -262,7 +294,7 @@ class FakeForge:
         return list(entries.values())
 
     async def search_code(self, repo: RepoRef, query: str) -> list[SearchHit]:
-        self._enter("search_code", repo.full_name, query)
+        await self._enter("search_code", repo.full_name, query)
         fake = self._repo(repo)
         hits = []
         for file_path, content in sorted(fake.branches[fake.default_branch].items()):
@@ -274,7 +306,7 @@ class FakeForge:
         return hits
 
     async def create_branch(self, repo: RepoRef, name: str, *, from_ref: str) -> None:
-        self._enter("create_branch", repo.full_name, name, from_ref)
+        await self._enter("create_branch", repo.full_name, name, from_ref)
         fake = self._repo(repo)
         if name in fake.branches:
             raise Conflict(f"branch {name} already exists", status=422)
@@ -285,7 +317,7 @@ class FakeForge:
     async def commit_files(
         self, repo: RepoRef, *, branch: str, message: str, files: dict[str, bytes | None]
     ) -> str:
-        self._enter("commit_files", repo.full_name, branch, message, tuple(sorted(files)))
+        await self._enter("commit_files", repo.full_name, branch, message, tuple(sorted(files)))
         fake = self._repo(repo)
         if branch not in fake.branches:
             raise NotFound(f"branch {branch} not found", status=404)
@@ -302,7 +334,7 @@ class FakeForge:
     async def open_change_request(
         self, repo: RepoRef, *, head: str, base: str, title: str, body: str, draft: bool = True
     ) -> ChangeRequest:
-        self._enter("open_change_request", repo.full_name, head, base, title)
+        await self._enter("open_change_request", repo.full_name, head, base, title)
         fake = self._repo(repo)
         for existing in fake.change_requests:
             if existing.head_branch == head:
@@ -331,15 +363,15 @@ class FakeForge:
         return change
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:
-        self._enter("clone_auth", repo.full_name)
+        await self._enter("clone_auth", repo.full_name)
         fake = self._repo(repo)
         if not fake.clone_url:
             raise ForgeError("this fake repository has no clone URL")
         return CloneAuth(url=fake.clone_url, username="x-access-token", password="fake-token")
 
     async def whoami(self) -> str:
-        self._enter("whoami")
+        await self._enter("whoami")
         return self.bot_login
 
     async def aclose(self) -> None:
-        self._enter("aclose")
+        await self._enter("aclose")

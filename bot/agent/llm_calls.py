@@ -22,6 +22,7 @@ from bot.agent.runlog import ANSWER_CHARS, CONTENT_CHARS, RunLog, cut
 from bot.agent.schema import PhaseAnswer, ask_phase
 from bot.llm.base import LLM, HealthReport, LLMError, LLMRequest, LLMResponse, LLMUnavailable, Usage
 from bot.llm.tokens import count_messages
+from bot.progress import step
 
 UsageHook = Callable[[str, Usage, int], Awaitable[None]]
 
@@ -78,7 +79,8 @@ class _Recorder:
     async def complete(self, request: LLMRequest) -> LLMResponse:
         started = self.monotonic()
         try:
-            response = await self.llm.complete(request)
+            with step(f"the model ({self.template})"):
+                response = await self.llm.complete(request)
         except LLMError as exc:
             took = self.monotonic() - started
             error = f"{type(exc).__name__}: {exc}"

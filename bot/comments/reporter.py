@@ -95,13 +95,17 @@ class IssueReporter:
     async def begin(self) -> None:
         """Labels to processing, recover comment ids and the status view, post or refresh
         the status comment."""
+        await self.recover()
+        await self._ensure_labels()
+        await self._set_labels(TaskState.RUNNING)
+        await self._write_status()
+
+    async def recover(self) -> None:
+        """Find this task's comments on the issue and its last status view."""
         await self._recover_markers()
         snapshot = status_snapshot(await self.runtime.store.load_checkpoint(self.task.id))
         if snapshot is not None:
             self.view.restore(snapshot)
-        await self._ensure_labels()
-        await self._set_labels(TaskState.RUNNING)
-        await self._write_status()
 
     async def handle(self, event: ProgressEvent) -> None:
         """The coordinator's ``emit``: fold into the status; post milestones."""

@@ -28,6 +28,7 @@ from gidgethub import abc as gh_abc
 from bot.events import RepoRef
 from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
 from bot.forges.retry import WritePacer, retry_delay
+from bot.progress import step
 
 ACCEPT = "application/vnd.github+json"
 API_VERSION = "2022-11-28"
@@ -214,7 +215,8 @@ class GitHubSession:
             path, url_vars, accept=ACCEPT, oauth_token=token, extra_headers=_headers()
         )
         try:
-            return [item async for item in pages]
+            with step(f"GitHub GET {path} (all pages)"):
+                return [item async for item in pages]
         except HTTPException as exc:
             raise forge_error(exc, method="GET", path=path, what=what, now=self._clock()) from exc
 
@@ -247,6 +249,19 @@ class GitHubSession:
     ) -> Any:
         api = self._api
         options: dict[str, Any] = {"accept": accept, "extra_headers": _headers(), **auth}
+        with step(f"GitHub {method} {path}"):
+            return await self._dispatch(api, method, path, url_vars, data, options, what)
+
+    async def _dispatch(
+        self,
+        api: _Client,
+        method: str,
+        path: str,
+        url_vars: Mapping[str, Any] | None,
+        data: Any,
+        options: dict[str, Any],
+        what: str,
+    ) -> Any:
         try:
             if method == "GET":
                 return await api.getitem(path, url_vars, **options)

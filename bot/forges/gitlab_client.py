@@ -23,6 +23,7 @@ from gitlab.exceptions import GitlabError
 
 from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
 from bot.forges.retry import WritePacer, retry_delay
+from bot.progress import step
 
 T = TypeVar("T")
 
@@ -113,7 +114,8 @@ class GitLabClient:
 
     async def read(self, what: str, op: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._run, what, op)
+        with step(f"GitLab: {what}"):
+            return await loop.run_in_executor(self._executor, self._run, what, op)
 
     async def write(self, what: str, op: Callable[[], T]) -> T:
         async with self._pacer.slot(self._pace_key):

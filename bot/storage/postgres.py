@@ -19,6 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from bot.progress import step
 from bot.storage import scripts
 from bot.storage.base import StoreError
 from bot.storage.schema import POSTGRES, render
@@ -94,8 +95,9 @@ class PostgresStore(SqlStore):
         if pool is None:
             raise StoreError(f"PostgreSQL store {self.where} is not open")
         try:
-            async with pool.connection() as conn, conn.transaction():
-                return await scripts.run_async(script, _executor(conn))
+            with step("the store (PostgreSQL)"):
+                async with pool.connection() as conn, conn.transaction():
+                    return await scripts.run_async(script, _executor(conn))
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL {self.where}: {exc}") from exc
 

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bot.progress import step
 from bot.storage import scripts
 from bot.storage.base import StoreError
 from bot.storage.schema import SQLITE, dump_json
@@ -93,7 +94,8 @@ class SqliteStore(SqlStore):
         await self._call(self._wal_checkpoint)
 
     async def _run(self, script: Script[T], *, write: bool) -> T:
-        return await self._call(self._transact, script, write)
+        with step("the store (SQLite)"):
+            return await self._call(self._transact, script, write)
 
     async def _call(self, fn: Callable[..., T], *args: object) -> T:
         if self._executor is None:

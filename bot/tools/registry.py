@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 
 from bot.comments.redact import redact
+from bot.progress import step
 from bot.tools.policy import PolicyDecision, ToolPolicy
 
 
@@ -131,7 +132,8 @@ class ToolRegistry:
         if error is not None:
             return ToolResult.fail(f"invalid arguments for {name}: {error.message}")
         try:
-            result = await asyncio.wait_for(tool.handler(arguments), timeout=timeout)
+            with step(f"tool {name}"):
+                result = await asyncio.wait_for(tool.handler(arguments), timeout=timeout)
         except TimeoutError:
             result = ToolResult.fail(f"{name} timed out after {timeout:g} s")
         except Exception as exc:  # a tool bug must not crash the task
