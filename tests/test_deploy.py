@@ -363,8 +363,21 @@ def _args(dockerfile: list[tuple[str, str]], instruction: str) -> list[str]:
     return [args for name, args in dockerfile if name == instruction]
 
 
+def _stages(dockerfile: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The instructions of each build stage, in order (each starts with its FROM)."""
+    stages: list[list[tuple[str, str]]] = []
+    for name, args in dockerfile:
+        if name == "FROM":
+            stages.append([])
+        stages[-1].append((name, args))
+    return stages
+
+
 def test_dockerfile_base_packages_and_user(dockerfile: list[tuple[str, str]]) -> None:
-    assert _args(dockerfile, "FROM") == ["python:3.11-slim-bookworm"]
+    assert _args(dockerfile, "FROM") == [
+        "python:3.11-slim-bookworm AS build",
+        "python:3.11-slim-bookworm",
+    ]
     installs = [a for a in _args(dockerfile, "RUN") if "apt-get install" in a]
     assert installs and {"bubblewrap", "git"} <= set(installs[0].split())
     user = _args(dockerfile, "USER")[-1].split(":")[0]
@@ -381,13 +394,26 @@ def test_dockerfile_serves_and_checks_health(dockerfile: list[tuple[str, str]]) 
     assert json.loads(cmd) == ["bot", "serve", "--host", "0.0.0.0"]  # noqa: S104
 
 
-def test_dockerfile_copies_what_the_install_needs(dockerfile: list[tuple[str, str]]) -> None:
-    sources = [src for args in _args(dockerfile, "COPY") for src in args.split()[:-1]]
+def test_dockerfile_installs_the_wheel_not_the_source_tree(
+    dockerfile: list[tuple[str, str]],
+) -> None:
+    build, image = _stages(dockerfile)
+    build_copies = [args.split() for args in _args(build, "COPY")]
+    sources = [src for args in build_copies for src in args[:-1]]
     for src in sources:
         assert (ROOT / src).exists(), f"COPY {src}: not in the build context"
-    assert {"pyproject.toml", "bot", "prompts"} <= set(sources)
-    # prompts/ is read from next to the bot package: only an editable install keeps it there.
-    assert any("pip install -e" in a and "[postgres]" in a for a in _args(dockerfile, "RUN"))
+    assert {"pyproject.toml", "README.md", "bot", "prompts"} <= set(sources)
+    (wheel,) = _args(build, "RUN")
+    assert "pip wheel" in wheel and "--no-deps" in wheel
+    wheel_dir = wheel.split("--wheel-dir", 1)[1].split()[0]
+    # The image takes only the wheel (and the config) from outside: prompts/ ships inside it.
+    image_copies = [args.split() for args in _args(image, "COPY")]
+    assert ["--from=build", wheel_dir, "/tmp/dist"] in image_copies
+    assert [args[:-1] for args in image_copies if not args[0].startswith("--")] == [["config.yaml"]]
+    (install,) = [a for a in _args(image, "RUN") if "pip install" in a]
+    assert 'pip install "$(echo /tmp/dist/bot-*.whl)[postgres]"' in install
+    runs = " ".join(_args(dockerfile, "RUN"))
+    assert " -e " not in f" {runs} " and "--editable" not in runs
 
 
 # --- systemd -----------------------------------------------------------------------------------

@@ -88,7 +88,9 @@ def library() -> PromptLibrary:
 
 
 def test_every_template_exists_and_the_variables_cover_every_phase() -> None:
-    names = {p.stem for p in default_prompt_dir().glob("*.j2")}
+    names = {
+        p.name.removesuffix(".j2") for p in default_prompt_dir().iterdir() if p.name.endswith(".j2")
+    }
     assert names == set(TEMPLATES)
     assert set(VARIABLES) == set(PHASES)
 
