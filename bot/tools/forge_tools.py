@@ -26,6 +26,7 @@ from bot.forges.base import (
     NotFound,
     RateLimited,
 )
+from bot.text import clip
 from bot.tools.registry import Tool, ToolResult
 
 _STR = {"type": "string"}
@@ -118,10 +119,7 @@ class ForgeToolkit:
         self.branch_ready = True
 
     def _cut(self, text: str) -> str:
-        if len(text) <= self.max_output_chars:
-            return text
-        rest = len(text) - self.max_output_chars
-        return text[: self.max_output_chars] + f"\n[... {rest} more characters cut]"
+        return clip(text, self.max_output_chars, note="\n[... {n} more characters cut]")
 
     # --- reads ---------------------------------------------------------------------------
 

@@ -103,17 +103,6 @@ def encode_text(text: str, encoding: str) -> bytes:
     return text.encode(encoding)
 
 
-def cap_text(text: str, limit: int, *, hint: str = "") -> str:
-    """``text`` when it fits in ``limit`` characters, else its head and tail with a note
-    saying how much was left out (and ``hint``: how to see the rest)."""
-    if len(text) <= limit:
-        return text
-    half = max(limit // 2, 1)
-    omitted = len(text) - 2 * half
-    note = f"\n[... {omitted} characters omitted{'; ' + hint if hint else ''} ...]\n"
-    return text[:half] + note + text[-half:]
-
-
 def decode_output(data: bytes) -> str:
     """Command output: UTF-8 when it is (a character cut at either end of a captured
     chunk is tolerated), else the detected encoding; never an exception."""
