@@ -90,7 +90,7 @@ def render_content(result: mcp_types.CallToolResult, *, max_chars: int) -> str:
     if not any(parts) and result.structured_content is not None:
         parts = [json.dumps(result.structured_content, ensure_ascii=False)]
     text = "\n".join(part for part in parts if part)
-    return clip(text, max_chars, note="\n[... {n} more characters cut]")
+    return clip(text, max_chars)
 
 
 def _render_block(block: mcp_types.ContentBlock) -> str:
