@@ -58,6 +58,7 @@ class DecodedText:
 
 
 def looks_binary(data: bytes) -> bool:
+    """NUL bytes in the first 8 KiB of data without a byte order mark (UTF-16/32 has them)."""
     head = data[:_SNIFF_BYTES]
     return not any(head.startswith(bom) for bom, _ in _BOMS) and b"\0" in head
 
@@ -67,7 +68,7 @@ def decode_text(data: bytes) -> DecodedText | None:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return _decoded(data, encoding)
-    if b"\0" in data[:_SNIFF_BYTES]:
+    if looks_binary(data):
         return None
     try:
         return DecodedText(data.decode("utf-8"), "utf_8")
