@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import yaml
 
-from bot.config import ConfigError, Settings, load_settings, masked
+from bot.config import ConfigError, Settings, load_settings, masked, secret_values
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskMode, TaskRequest
 from bot.runtime import Role, Runtime
 
@@ -68,11 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _logging(settings: Settings) -> None:
     from bot.comments.redact import RedactingFilter
-    from bot.comments.reporter import secrets_of
 
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter(secrets_of(settings)))
+    handler.addFilter(RedactingFilter(secret_values(settings)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(os.environ.get("BOT_LOG_LEVEL", "INFO").upper())

@@ -1,8 +1,9 @@
 """Read-only views of loaded settings: forge status, secret values, a masked dump.
 
 Pure functions of a ``Settings``: what ``doctor`` / ``serve`` tell the operator
-about disabled forges, the values log redaction must hide, and the effective
-configuration with every secret shown as ``***``.
+about disabled forges, the one list of secret values that logs, comments, prompts
+and tool output redact, and the effective configuration with every secret shown
+as ``***``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def disabled_forges(settings: Settings) -> list[str]:
 
 
 def secret_values(settings: Settings) -> tuple[str, ...]:
-    """Every configured secret value (and MCP env / header values), for redaction."""
+    """Every configured secret value, MCP servers' env and header values included: the
+    one list that logs, comments, the run log (prompts) and tool output redact."""
     s = settings
     secrets = [s.github.private_key, s.github.webhook_secret, s.github.token, s.gitlab.token]
     secrets += [s.gitlab.webhook_secret, s.llm.api_key, s.storage.postgres_dsn]

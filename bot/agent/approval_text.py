@@ -16,6 +16,8 @@ import re
 import unicodedata
 from typing import Any
 
+from bot.text import clip
+
 MAX_SHOWN_CHARS = 4000
 _HIDING = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})
 _BACKTICKS = re.compile(r"`+")
@@ -51,8 +53,7 @@ def tool_call_text(
     """The details of a tool call approval request (Markdown)."""
     shown = arguments_json(arguments)
     cut = len(shown) > MAX_SHOWN_CHARS
-    if cut:
-        shown = shown[:MAX_SHOWN_CHARS] + "\n…"
+    shown = clip(shown, MAX_SHOWN_CHARS, note="\n…")
     summary = f"Arguments of {plain(tool)} ({len(arguments)} keys)"
     lines = [plain(purpose)] if purpose.strip() else []
     lines += ["", f"<details open><summary>{summary}</summary>", "", code_fence(shown, "json")]

@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.agent.state import ActionRecord
 from bot.llm.base import Usage
+from bot.text import clip
 
 # A call whose answer could not hold this many tokens is not worth making.
 MIN_ANSWER_TOKENS = 256
@@ -131,15 +132,14 @@ def _arguments_brief(arguments: dict[str, Any]) -> str:
     for key, value in arguments.items():
         text = value if isinstance(value, str) else repr(value)
         text = text.replace("\n", " ")
-        parts.append(f"{key}={text[:40]}{'...' if len(text) > 40 else ''}")
+        parts.append(f"{key}={clip(text, 40, note='...')}")
     return ", ".join(parts)
 
 
 def one_line(record: ActionRecord) -> str:
     text = f"(summary) {record.summary}" if record.summary else record.output
     text = text.strip().replace("\n", " ")
-    if len(text) > ONE_LINE_CHARS:
-        text = text[: ONE_LINE_CHARS - 3] + "..."
+    text = clip(text, ONE_LINE_CHARS, note="...", fit=True)
     return (
         f"- [{record.key}] {record.tool}({_arguments_brief(record.arguments)}) "
         f"-> {record.status.value}: {text}"
@@ -147,9 +147,7 @@ def one_line(record: ActionRecord) -> str:
 
 
 def full_entry(record: ActionRecord, max_chars: int) -> str:
-    output = record.output
-    if len(output) > max_chars:
-        output = output[:max_chars] + f"\n[... {len(record.output) - max_chars} more characters]"
+    output = clip(record.output, max_chars)
     if record.summary and len(record.output) > max_chars:
         output = f"(summary) {record.summary}\n{output}"
     return (

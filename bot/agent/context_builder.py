@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from bot.config import Settings
 from bot.events import IssueRef
 from bot.forges.base import Comment, Forge, ForgeError, TreeEntry
+from bot.text import clip
 from bot.tools.registry import Tool
 
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
@@ -62,12 +63,6 @@ def clean_untrusted(text: str) -> str:
     while (cleaned := _strip_once(text)) != text:
         text = cleaned
     return _BLANK_LINES.sub("\n\n", text).strip()
-
-
-def clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[: max(limit - 20, 0)].rstrip() + f"\n[... {len(text) - limit} more characters]"
 
 
 def fence(text: str, source: str) -> str:
@@ -118,13 +113,13 @@ class PlanningContext:
 
 def task_text(issue: IssueRef, instructions: str = "") -> str:
     """The text that defines the task (cache key and complexity measure)."""
-    parts = [issue.title, clip(issue.body, MAX_BODY_CHARS), instructions]
+    parts = [issue.title, clip(issue.body, MAX_BODY_CHARS, fit=True), instructions]
     return clean_untrusted("\n\n".join(p for p in parts if p))
 
 
 def issue_block(issue: IssueRef, instructions: str = "") -> str:
     kind = "change request" if issue.is_change_request else "issue"
-    text = f"Title: {issue.title}\n\n{clip(issue.body, MAX_BODY_CHARS)}"
+    text = f"Title: {issue.title}\n\n{clip(issue.body, MAX_BODY_CHARS, fit=True)}"
     block = fence(text, f"{kind} #{issue.number} by {issue.author or 'unknown'}")
     if instructions:
         block += "\n" + fence(instructions, "instructions given with the command")
@@ -135,7 +130,7 @@ def comments_block(comments: Iterable[Comment], *, bot_logins: Iterable[str]) ->
     ignored = {login.lower() for login in bot_logins}
     kept = [c for c in comments if c.author.lower() not in ignored and c.body.strip()]
     blocks = [
-        fence(clip(c.body, MAX_COMMENT_CHARS), f"comment by {c.author}")
+        fence(clip(c.body, MAX_COMMENT_CHARS, fit=True), f"comment by {c.author}")
         for c in kept[-MAX_COMMENTS:]
     ]
     return "\n".join(blocks)
@@ -153,7 +148,7 @@ async def _file_excerpt(forge: Forge, issue: IssueRef, path: str, ref: str, limi
         found = await forge.get_file(issue.repo, path, ref=ref)
     except ForgeError:
         return ""
-    return fence(clip(found.text, limit), path)
+    return fence(clip(found.text, limit, fit=True), path)
 
 
 async def repo_facts(forge: Forge, issue: IssueRef) -> RepoFacts:

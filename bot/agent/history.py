@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.text import clip
+
 ENTRY_TYPES = frozenset(
     {
         "plan",
@@ -137,8 +139,7 @@ SUMMARY_TEXT = 200
 
 
 def _short(value: object, limit: int = SUMMARY_TEXT) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(" ".join(str(value).split()), limit, note="…", fit=True)
 
 
 def _attempt_line(entry: dict[str, Any]) -> str | None:

@@ -18,11 +18,12 @@ from typing import Any
 
 from bot.agent.budget import Budget
 from bot.agent.prompts import PromptLibrary
-from bot.agent.runlog import ANSWER_CHARS, CONTENT_CHARS, RunLog, cut
+from bot.agent.runlog import ANSWER_CHARS, CONTENT_CHARS, RunLog
 from bot.agent.schema import PhaseAnswer, ask_phase
 from bot.llm.base import LLM, HealthReport, LLMError, LLMRequest, LLMResponse, LLMUnavailable, Usage
 from bot.llm.tokens import count_messages
 from bot.progress import step
+from bot.text import clip
 
 UsageHook = Callable[[str, Usage, int], Awaitable[None]]
 
@@ -46,13 +47,13 @@ def exchange(
         "phase": template,
         "document": request.phase,
         "messages": [
-            {"role": m.role, "content": cut(clean(m.content), CONTENT_CHARS)}
+            {"role": m.role, "content": clip(clean(m.content), CONTENT_CHARS)}
             for m in request.messages
         ],
         "duration": round(duration, 3),
     }
     if response is not None:
-        entry["answer"] = cut(clean(response.text), ANSWER_CHARS)
+        entry["answer"] = clip(clean(response.text), ANSWER_CHARS)
         entry["usage"] = {
             "prompt_tokens": response.usage.prompt_tokens,
             "completion_tokens": response.usage.completion_tokens,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.text import clip
+
 MAX_ERROR_CHARS = 600
 
 
@@ -56,9 +58,7 @@ def push_hints(error: str, *, branch: str) -> list[str]:
 
 def push_failure(error: str, *, branch: str, kept_in: str = "") -> DeliveryFailed:
     """The intervention for a refused push; ``kept_in``: where the changed files are."""
-    detail = " ".join(error.split())
-    if len(detail) > MAX_ERROR_CHARS:
-        detail = detail[:MAX_ERROR_CHARS] + " …"
+    detail = clip(" ".join(error.split()), MAX_ERROR_CHARS, note=" …")
     hints = push_hints(error, branch=branch)
     if kept_in:
         hints.append(f"The changed files are kept in {kept_in}")

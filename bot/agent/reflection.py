@@ -17,6 +17,7 @@ from bot.agent.llm_calls import PhaseCaller
 from bot.agent.plan import Goal, PlannedAction
 from bot.agent.state import ActionRecord
 from bot.config import ReflectionSettings
+from bot.text import clip
 
 REFLECTION_OUTPUT_CHARS = 600
 
@@ -121,9 +122,7 @@ class ReflectionEngine:
     async def evaluate_action(
         self, action: PlannedAction | None, record: ActionRecord, *, trigger: str
     ) -> Evaluation:
-        output = record.summary or record.output
-        if len(output) > REFLECTION_OUTPUT_CHARS:
-            output = output[:REFLECTION_OUTPUT_CHARS] + " [...]"
+        output = clip(record.summary or record.output, REFLECTION_OUTPUT_CHARS, note=" [...]")
         answer = await self.caller.ask(
             "reflection",
             "reflection",

@@ -26,12 +26,6 @@ CONTENT_CHARS = 4000  # per message in conversation.jsonl
 ANSWER_CHARS = 16000
 
 
-def cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... {len(text) - limit} more characters]"
-
-
 class RunLog:
     def __init__(
         self, data_dir: Path, task_id: str, *, secrets: Iterable[str] = (), enabled: bool = True

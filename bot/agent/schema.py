@@ -29,6 +29,7 @@ import json_repair
 import jsonschema
 
 from bot.llm.base import LLM, LLMRequest, Message, Usage
+from bot.text import clip
 
 PHASES = ("planning", "execution", "reflection", "completion")
 MAX_ERRORS = 20
@@ -225,9 +226,7 @@ def validate_phase(phase: str, doc: object) -> list[str]:
     errors = sorted(_validator(phase).iter_errors(doc), key=lambda e: [str(p) for p in e.path])
     lines = []
     for error in errors:
-        message = error.message
-        if len(message) > _MAX_ERROR_CHARS:
-            message = message[:_MAX_ERROR_CHARS] + "..."
+        message = clip(error.message, _MAX_ERROR_CHARS, note="...")
         lines.append(f"{_where(error)}: {message}")
     if len(lines) > MAX_ERRORS:
         lines = [*lines[:MAX_ERRORS], f"... and {len(lines) - MAX_ERRORS} more"]

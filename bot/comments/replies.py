@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from bot.comments.language import choose_language
 from bot.comments.render import Marker, finish, quote, render
+from bot.config import secret_values
 from bot.events import ForgeKind, IssueRef
 from bot.storage.base import Task
 from bot.triggers import Action, ActionKind
@@ -82,8 +83,6 @@ class Replier:
         forge = self.runtime.forge(issue.repo.forge)
         if forge is None:
             return
-        from bot.comments.reporter import secrets_of
-
         settings = self.runtime.settings
         marker = Marker(task.id if task else "none", reply_kind(action), seq)
         body = finish(
@@ -91,7 +90,7 @@ class Replier:
             marker=marker,
             language=choose_language(settings, f"{issue.title}\n{issue.body}"),
             max_length=settings.comments.max_length,
-            secrets=secrets_of(settings),
+            secrets=secret_values(settings),
         )
         await forge.create_comment(issue, body)
 

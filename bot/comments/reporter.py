@@ -27,7 +27,7 @@ from bot.comments.milestones import milestone_body
 from bot.comments.redact import redact
 from bot.comments.render import Marker, find_markers, finish, fits, render
 from bot.comments.status import StatusView
-from bot.config import Settings
+from bot.config import Settings, secret_values
 from bot.forges.base import Forge, ForgeError
 from bot.storage.base import Task, TaskState
 from bot.storage.runs import RunDirectory
@@ -65,14 +65,6 @@ def save_full_text(settings: Settings, marker: Marker, text: str) -> str:
     return str(path)
 
 
-def secrets_of(settings: Settings) -> tuple[str, ...]:
-    """Every configured secret value, for redaction."""
-    s = settings
-    values = [s.github.private_key, s.github.webhook_secret, s.github.token, s.gitlab.token]
-    values += [s.gitlab.webhook_secret, s.llm.api_key, s.storage.postgres_dsn]
-    return tuple(v.get_secret_value() for v in values if v is not None)
-
-
 class IssueReporter:
     def __init__(self, runtime: Runtime, task: Task, forge: Forge) -> None:
         self.runtime = runtime
@@ -86,7 +78,7 @@ class IssueReporter:
         self._counts: dict[str, int] = {}
         self._last_edit = 0.0
         self._flush: asyncio.Task[None] | None = None
-        self._secrets = secrets_of(runtime.settings)
+        self._secrets = secret_values(runtime.settings)
 
     @property
     def prefix(self) -> str:

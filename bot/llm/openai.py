@@ -7,36 +7,19 @@ above differ in what they accept. Output modes degrade on a 400 that names the
 response format: ``json_schema`` -> ``json_object`` -> ``text`` (schema given in
 the prompt instead). Other known refusals adjust the request too (OpenAI's newer
 models want ``max_completion_tokens`` and the default temperature). Whatever
-worked is remembered for the provider instance.
+worked is remembered for the provider instance. Sending, retries, errors, usage
+and health are ``HttpChatLLM``'s; this module builds the body and reads the answer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
-from bot.llm.base import (
-    HealthReport,
-    LLMBadRequest,
-    LLMError,
-    LLMRequest,
-    LLMResponse,
-    OutputMode,
-)
-from bot.llm.health import health_report
-from bot.llm.transport import (
-    Call,
-    Sleep,
-    error_message,
-    fetch_model_ids,
-    send,
-    usage_from,
-    with_json_instructions,
-)
+from bot.llm.base import LLMRequest, OutputMode
+from bot.llm.http_chat import HttpChatLLM
+from bot.llm.transport import with_json_instructions
 
 _MODES: tuple[OutputMode, ...] = ("json_schema", "json_object", "text")
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "unsupported", "not supported")
@@ -80,45 +63,18 @@ def response_format(phase: str, schema: dict[str, Any] | None, mode: OutputMode)
     return None
 
 
-def _content(data: Any) -> str:
-    """The text of the first choice of a chat.completion object."""
-    message = data["choices"][0]["message"]
-    content = message.get("content")
-    if content is None:
-        content = message.get("refusal") or ""
-    if not isinstance(content, str):
-        raise TypeError("message.content is not a string")
-    return content
-
-
-class OpenAICompatibleLLM:
+class OpenAICompatibleLLM(HttpChatLLM):
     """``LLM`` over POST {base_url}/chat/completions."""
 
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        http: httpx.AsyncClient | None = None,
-        timeout: float = 120.0,
-        max_retries: int = 3,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self.name = "openai"
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.quirks = Quirks()
-        self._api_key = api_key
-        self._owns_http = http is None
-        self._http = http if http is not None else httpx.AsyncClient()
-        self._timeout = timeout
-        self._max_retries = max_retries
-        self._sleep = sleep
+    name = "openai"
+    chat_path = "/chat/completions"
+    models_path = "/models"
+    answer_shape = "a chat.completion object"
+    usage_keys = ("prompt_tokens", "completion_tokens")
+    quirks = Quirks()  # what worked, per instance once a refusal taught something
 
     @property
     def mode(self) -> OutputMode:
-        """The output mode the next request with a schema will use."""
         return self.quirks.mode
 
     def _headers(self) -> dict[str, str]:
@@ -143,59 +99,19 @@ class OpenAICompatibleLLM:
             body["response_format"] = fmt
         return body
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        url = f"{self.base_url}/chat/completions"
-        while True:
-            mode: OutputMode = self.quirks.mode if request.schema is not None else "text"
-            call = Call("POST", url, self._headers(), self._body(request, mode), request.phase)
-            response = await send(
-                self._http,
-                call,
-                timeout=self._timeout,
-                sleep=self._sleep,
-                max_retries=self._max_retries,
-            )
-            if response.is_success:
-                return self._parse(response, request, mode)
-            adjusted = adjust(self.quirks, mode, response.status_code, response.text)
-            if adjusted is None:
-                raise LLMBadRequest(
-                    f"{request.phase}: HTTP {response.status_code} from {url}: "
-                    f"{error_message(response)}"
-                )
-            self.quirks = adjusted
+    def _text(self, data: Any, request: LLMRequest) -> str:
+        """The text of the first choice of a chat.completion object."""
+        message = data["choices"][0]["message"]
+        content = message.get("content")
+        if content is None:
+            content = message.get("refusal") or ""
+        if not isinstance(content, str):
+            raise TypeError("message.content is not a string")
+        return content
 
-    def _parse(
-        self, response: httpx.Response, request: LLMRequest, mode: OutputMode
-    ) -> LLMResponse:
-        try:
-            data = response.json()
-            text = _content(data)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise LLMError(
-                f"{request.phase}: {response.url} did not answer with a chat.completion object "
-                f"({type(exc).__name__}: {exc}); check LLM_BASE_URL"
-            ) from exc
-        return LLMResponse(
-            text=text,
-            usage=usage_from(
-                data, request, text, prompt="prompt_tokens", answer="completion_tokens"
-            ),
-            model=str(data.get("model") or self.model),
-            mode=mode,
-        )
-
-    async def health(self) -> HealthReport:
-        listing = await fetch_model_ids(self._http, f"{self.base_url}/models", self._headers())
-        return health_report(
-            "openai",
-            self.base_url,
-            self.model,
-            status=listing.status,
-            models=listing.models,
-            error=listing.error,
-        )
-
-    async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
+    def _learn(self, mode: OutputMode, status: int, body: str) -> bool:
+        adjusted = adjust(self.quirks, mode, status, body)
+        if adjusted is None:
+            return False
+        self.quirks = adjusted
+        return True

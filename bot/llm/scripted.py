@@ -113,10 +113,6 @@ class ScriptedLLM:
         ]
         self.requests: list[LLMRequest] = []
 
-    @property
-    def remaining(self) -> int:
-        return max(0, len(self.items) - len(self.requests))
-
     async def complete(self, request: LLMRequest) -> LLMResponse:
         position = len(self.requests)
         self.requests.append(request)

@@ -42,11 +42,6 @@ def _encoding() -> Any | None:
         return None
 
 
-def exact() -> bool:
-    """True when counts come from the real encoding, False when estimated."""
-    return _encoding() is not None
-
-
 def count_tokens(text: str) -> int:
     """Tokens in ``text`` (special-token markers in the text count as plain text)."""
     if not text:

@@ -1,4 +1,4 @@
-"""HTTP plumbing shared by the OpenAI-compatible and Anthropic providers.
+"""HTTP plumbing under ``HttpChatLLM`` (``http_chat.py``), the providers' one base.
 
 ``retry_wait`` is the pure retry policy: timeouts, connection failures, 408, 429
 and 5xx wait 1, 2, 4 s (``Retry-After`` seconds win when given, capped at 60 s).
@@ -18,8 +18,7 @@ from typing import Any
 
 import httpx
 
-from bot.llm.base import LLMBadRequest, LLMRequest, LLMUnavailable, Message, Usage
-from bot.llm.tokens import count_messages, count_tokens
+from bot.llm.base import LLMBadRequest, LLMUnavailable, Message
 
 log = logging.getLogger(__name__)
 
@@ -188,11 +187,3 @@ def with_json_instructions(
             out[index] = Message("system", f"{message.content}\n\n{note}")
             return tuple(out)
     return (Message("system", note), *out)
-
-
-def usage_from(data: Any, request: LLMRequest, text: str, *, prompt: str, answer: str) -> Usage:
-    """The token usage the endpoint reported (under its own key names), else a local count."""
-    usage = data.get("usage") if isinstance(data, dict) else None
-    if isinstance(usage, dict) and isinstance(usage.get(prompt), int):
-        return Usage(int(usage[prompt]), int(usage.get(answer) or 0))
-    return Usage(count_messages(request.messages), count_tokens(text))

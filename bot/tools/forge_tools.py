@@ -26,6 +26,7 @@ from bot.forges.base import (
     NotFound,
     RateLimited,
 )
+from bot.text import clip
 from bot.tools.registry import Tool, ToolResult
 
 _STR = {"type": "string"}
@@ -117,12 +118,6 @@ class ForgeToolkit:
             await self.forge.create_branch(self.issue.repo, self.branch, from_ref=self.base_branch)
         self.branch_ready = True
 
-    def _cut(self, text: str) -> str:
-        if len(text) <= self.max_output_chars:
-            return text
-        rest = len(text) - self.max_output_chars
-        return text[: self.max_output_chars] + f"\n[... {rest} more characters cut]"
-
     # --- reads ---------------------------------------------------------------------------
 
     @_guarded
@@ -135,7 +130,8 @@ class ForgeToolkit:
             return ToolResult.success(
                 f"{found.path} is a binary file of {len(found.content)} bytes", path=found.path
             )
-        return ToolResult.success(self._cut(text), path=found.path, ref=found.ref, sha=found.sha)
+        text = clip(text, self.max_output_chars)
+        return ToolResult.success(text, path=found.path, ref=found.ref, sha=found.sha)
 
     @_guarded
     async def list_files(self, args: dict[str, Any]) -> ToolResult:
@@ -148,14 +144,14 @@ class ForgeToolkit:
         )
         lines = [f"{e.path}/" if e.kind == "dir" else e.path for e in entries]
         text = "\n".join(lines) if lines else f"no files under {path or 'the root'}"
-        return ToolResult.success(self._cut(text), count=len(entries))
+        return ToolResult.success(clip(text, self.max_output_chars), count=len(entries))
 
     @_guarded
     async def search_code(self, args: dict[str, Any]) -> ToolResult:
         hits = await self.forge.search_code(self.issue.repo, args["query"])
         lines = [f"{hit.path}: {hit.snippet}" if hit.snippet else hit.path for hit in hits]
         text = "\n".join(lines) if lines else f"no matches for {args['query']!r}"
-        return ToolResult.success(self._cut(text), count=len(hits))
+        return ToolResult.success(clip(text, self.max_output_chars), count=len(hits))
 
     @_guarded
     async def get_issue(self, args: dict[str, Any]) -> ToolResult:
@@ -167,7 +163,9 @@ class ForgeToolkit:
         parts = [f"#{found.number} {found.title} ({found.state})", found.body or "(no description)"]
         parts += [f"--- comment by {c.author} ---\n{c.body}" for c in details.comments]
         return ToolResult.success(
-            self._cut("\n\n".join(parts)), number=found.number, comments=len(details.comments)
+            clip("\n\n".join(parts), self.max_output_chars),
+            number=found.number,
+            comments=len(details.comments),
         )
 
     # --- writes --------------------------------------------------------------------------

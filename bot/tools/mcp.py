@@ -37,6 +37,7 @@ from mcp.shared.exceptions import MCPError
 
 from bot import __version__
 from bot.config import McpServer
+from bot.text import clip
 from bot.tools.registry import Tool, ToolResult
 
 log = logging.getLogger(__name__)
@@ -89,9 +90,7 @@ def render_content(result: mcp_types.CallToolResult, *, max_chars: int) -> str:
     if not any(parts) and result.structured_content is not None:
         parts = [json.dumps(result.structured_content, ensure_ascii=False)]
     text = "\n".join(part for part in parts if part)
-    if len(text) > max_chars:
-        text = text[:max_chars] + f"\n[... {len(text) - max_chars} more characters cut]"
-    return text
+    return clip(text, max_chars)
 
 
 def _render_block(block: mcp_types.ContentBlock) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.tools.textfiles import cap_text, decode_output
+from bot.text import clip, omitted_note
+from bot.tools.textfiles import decode_output
 
 _CHUNK = 65536
 
@@ -36,7 +37,9 @@ class OutputCapture:
 
     def text(self) -> str:
         if self.total <= len(self._head):
-            return cap_text(decode_output(bytes(self._head)), self.max_chars)
+            return clip(
+                decode_output(bytes(self._head)), self.max_chars, keep="both", note=omitted_note()
+            )
         half = max(self.max_chars // 2, 1)
         head = decode_output(bytes(self._head[:half]))
         tail = decode_output(bytes(self._tail[-half:]))

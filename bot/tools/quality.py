@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.text import clip
 from bot.tools.bwrap import DEFAULT_PATH
 from bot.tools.quality_feedback import problems, summary_counts, tail_lines
 from bot.tools.sandbox import CommandRefused, Sandbox, SandboxUnavailable
@@ -145,7 +146,7 @@ async def _step(
         "duration": round(result.duration, 3),
         "counts": summary_counts(kind, output),
         "problems": problems(kind, output) if status != "passed" else [],
-        "output": output[-_STORED_OUTPUT_CHARS:],
+        "output": clip(output, _STORED_OUTPUT_CHARS, keep="tail", note=""),
     }
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from bot.text import clip
+
 MAX_PROBLEMS = 20
 MAX_LINE_CHARS = 240
 TAIL_LINES = 30
@@ -51,7 +53,7 @@ def problems(kind: str, output: str) -> list[str]:
             found.append(located)
         if line.strip():
             previous = line
-    unique = list(dict.fromkeys(item[:MAX_LINE_CHARS] for item in found))
+    unique = list(dict.fromkeys(clip(item, MAX_LINE_CHARS, note="") for item in found))
     if len(unique) > MAX_PROBLEMS:
         return [*unique[:MAX_PROBLEMS], f"... and {len(unique) - MAX_PROBLEMS} more"]
     return unique
@@ -76,5 +78,6 @@ def summary_counts(kind: str, output: str) -> dict[str, int]:
 
 
 def tail_lines(output: str) -> list[str]:
-    lines = [line[:MAX_LINE_CHARS] for line in _clean(output) if line.strip()]
+    """The last ``TAIL_LINES`` lines that are not blank, each cut to ``MAX_LINE_CHARS``."""
+    lines = [clip(line, MAX_LINE_CHARS, note="") for line in _clean(output) if line.strip()]
     return lines[-TAIL_LINES:]

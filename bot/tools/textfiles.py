@@ -58,6 +58,7 @@ class DecodedText:
 
 
 def looks_binary(data: bytes) -> bool:
+    """NUL bytes in the first 8 KiB of data without a byte order mark (UTF-16/32 has them)."""
     head = data[:_SNIFF_BYTES]
     return not any(head.startswith(bom) for bom, _ in _BOMS) and b"\0" in head
 
@@ -67,7 +68,7 @@ def decode_text(data: bytes) -> DecodedText | None:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return _decoded(data, encoding)
-    if b"\0" in data[:_SNIFF_BYTES]:
+    if looks_binary(data):
         return None
     try:
         return DecodedText(data.decode("utf-8"), "utf_8")
@@ -101,17 +102,6 @@ def _guess_encoding(data: bytes) -> str | None:
 def encode_text(text: str, encoding: str) -> bytes:
     """``text`` in ``encoding``; raises ``UnicodeEncodeError`` when it does not fit."""
     return text.encode(encoding)
-
-
-def cap_text(text: str, limit: int, *, hint: str = "") -> str:
-    """``text`` when it fits in ``limit`` characters, else its head and tail with a note
-    saying how much was left out (and ``hint``: how to see the rest)."""
-    if len(text) <= limit:
-        return text
-    half = max(limit // 2, 1)
-    omitted = len(text) - 2 * half
-    note = f"\n[... {omitted} characters omitted{'; ' + hint if hint else ''} ...]\n"
-    return text[:half] + note + text[-half:]
 
 
 def decode_output(data: bytes) -> str:

@@ -20,6 +20,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot.text import clip, omitted_note
 from bot.tools import file_ops, file_search
 from bot.tools.file_ops import FileOpError, Limits
 from bot.tools.gitcmd import WorkspaceError
@@ -27,7 +28,6 @@ from bot.tools.paths import PathRefused
 from bot.tools.quality import QualityCommands, detect_commands, run_quality_gate
 from bot.tools.registry import Tool, ToolResult
 from bot.tools.sandbox import CommandRefused, CommandResult, Sandbox, SandboxUnavailable
-from bot.tools.textfiles import cap_text
 from bot.tools.workspace import Workspace
 
 _PATH = {"type": "string", "minLength": 1, "description": "path relative to the workspace root"}
@@ -80,7 +80,7 @@ def format_command(result: CommandResult, limit: int) -> str:
         text += f"--- stdout ---\n{result.stdout}\n"
     if result.stderr:
         text += f"--- stderr ---\n{result.stderr}\n"
-    return cap_text(text, limit)
+    return clip(text, limit, keep="both", note=omitted_note())
 
 
 def workspace_tools(
@@ -98,7 +98,8 @@ def workspace_tools(
     network = "network allowed" if sandbox.network else "no network"
 
     def capped(text: str, *, hint: str = "", changed: bool = False) -> ToolResult:
-        return ToolResult.success(cap_text(text, max_output_chars, hint=hint), changed=changed)
+        text = clip(text, max_output_chars, keep="both", note=omitted_note(hint))
+        return ToolResult.success(text, changed=changed)
 
     async def list_directory(args: Args) -> ToolResult:
         text = await asyncio.to_thread(file_ops.list_directory, root, args.get("path", "."),
@@ -168,8 +169,8 @@ def workspace_tools(
         commands = quality_commands or detect_commands(root)
         timeout = quality_timeout or float(sandbox.settings.timeout)
         report = await run_quality_gate(root, sandbox, commands, timeout=timeout)
-        return ToolResult(ok=report.passed, output=cap_text(report.feedback, max_output_chars),
-                          data=report.to_dict())  # fmt: skip
+        output = clip(report.feedback, max_output_chars, keep="both", note=omitted_note())
+        return ToolResult(ok=report.passed, output=output, data=report.to_dict())
 
     specs: list[tuple[str, str, dict[str, Any], bool, Handler]] = [
         ("list_directory", "List a directory of the workspace (recursive optional).",

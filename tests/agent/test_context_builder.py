@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.agent.context_builder import (
+    MAX_COMMENT_CHARS,
     as_data,
     build_context,
     clean_untrusted,
@@ -90,6 +91,15 @@ def test_comments_skip_the_bot_and_empty_ones_and_keep_the_last_ten() -> None:
     assert "comment 0\n" not in block and "comment 1\n" not in block
     assert "comment 2" in block and "comment 11" in block and "status" not in block
     assert block.count('<untrusted source="comment by alice">') == 10
+
+
+def test_a_long_comment_is_cut_within_its_limit_saying_how_much_is_left_out() -> None:
+    block = comments_block([Comment(1, "x" * 5000, "alice")], bot_logins=[])
+
+    body = block.split("\n", 1)[1].rsplit("\n", 1)[0]  # inside the fence
+    kept = body.count("x")
+    assert len(body) <= MAX_COMMENT_CHARS
+    assert body.endswith(f"\n[... {5000 - kept} more characters]")
 
 
 def test_tool_lines_name_each_tool_with_its_first_purpose_line() -> None:

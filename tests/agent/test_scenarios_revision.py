@@ -52,7 +52,7 @@ async def test_three_failed_revisions_ask_for_a_person(harness: Harness) -> None
 
     assert outcome.state is TaskState.NEEDS_HUMAN
     assert "max_revisions" in outcome.reason
-    assert llm.remaining == 0
+    assert len(llm.requests) == len(llm.items)  # the whole script was used
     assert len(harness.of(ProgressKind.REVISION)) == 3
     [help_event] = harness.of(ProgressKind.HUMAN_INTERVENTION)
     summary = help_event["summary"]
@@ -82,7 +82,7 @@ async def test_the_same_failure_after_a_revision_stops_at_once(harness: Harness)
 
     assert outcome.state is TaskState.NEEDS_HUMAN
     assert "the same failure repeated after a plan revision" in outcome.reason
-    assert llm.remaining == 0
+    assert len(llm.requests) == len(llm.items)  # the whole script was used
     [help_event] = harness.of(ProgressKind.HUMAN_INTERVENTION)
     assert help_event["summary"]["recommendations"] == ["Create nope.md first"]
 

@@ -326,4 +326,4 @@ async def test_long_output_is_cut() -> None:
     result = await ToolRegistry(tools).call(
         "github_get_file_contents", {"path": "big.txt"}, timeout=5
     )
-    assert result.output == "y" * 20 + "\n[... 30 more characters cut]"
+    assert result.output == "y" * 20 + "\n[... 30 more characters]"

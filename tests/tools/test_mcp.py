@@ -117,7 +117,7 @@ def test_render_content_of_every_block_kind() -> None:
         "[resource link file:///c.txt]",
     ]
     cut = render_content(result, max_chars=3)
-    assert cut.startswith("hel\n[... ") and cut.endswith("more characters cut]")
+    assert cut.startswith("hel\n[... ") and cut.endswith("more characters]")
 
 
 def test_render_structured_only_result() -> None:

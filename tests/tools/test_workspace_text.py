@@ -7,7 +7,7 @@ import codecs
 import pytest
 
 from bot.tools.output import OutputCapture
-from bot.tools.textfiles import cap_text, decode_output, decode_text, encode_text, looks_binary
+from bot.tools.textfiles import decode_output, decode_text, encode_text, looks_binary
 
 JAPANESE = (
     "# 設定ファイル\n"
@@ -67,15 +67,6 @@ def test_binary_data_is_not_text() -> None:
     data = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"
     assert looks_binary(data)
     assert decode_text(data) is None
-
-
-def test_cap_text_keeps_head_and_tail_and_says_what_is_missing() -> None:
-    text = "A" * 50 + "B" * 100 + "C" * 50
-    capped = cap_text(text, 100, hint="read a range")
-    assert capped.startswith("A" * 50)
-    assert capped.endswith("C" * 50)
-    assert "[... 100 characters omitted; read a range ...]" in capped
-    assert cap_text("short", 100) == "short"
 
 
 def test_decode_output_tolerates_a_character_cut_at_the_edges() -> None:

@@ -1,0 +1,153 @@
+"""The one HTTP chat base under the OpenAI-compatible and Anthropic providers.
+
+``HttpChatLLM`` owns what both do alike: the HTTP client (shared, or its own to
+close), sending under the retry policy of ``transport.send``, a refusal becoming
+``LLMBadRequest`` unless the provider learns from it and asks again, an answer of
+the wrong shape becoming ``LLMError``, the usage the endpoint reported (else a local
+count), and the health check. A provider names its paths, headers and answer shape,
+builds its request body, reads the text out of its answer and says what a refusal
+teaches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import httpx
+
+from bot.llm.base import (
+    HealthReport,
+    LLMBadRequest,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    OutputMode,
+    Usage,
+)
+from bot.llm.health import health_report
+from bot.llm.tokens import count_messages, count_tokens
+from bot.llm.transport import Call, Sleep, error_message, fetch_model_ids, send
+
+
+class HttpChatLLM(ABC):
+    """``LLM`` over one chat endpoint at ``base_url + chat_path``."""
+
+    name: str
+    chat_path: ClassVar[str]
+    models_path: ClassVar[str]
+    answer_shape: ClassVar[str]  # what a good answer is, for the error when it is not
+    usage_keys: ClassVar[tuple[str, str]]  # the endpoint's names for prompt and answer tokens
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        http: httpx.AsyncClient | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.base_url = self._root(base_url)
+        self.model = model
+        self._api_key = api_key
+        self._owns_http = http is None
+        self._http = http if http is not None else httpx.AsyncClient()
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._sleep = sleep
+
+    # --- what each provider says ------------------------------------------------------------
+
+    @staticmethod
+    def _root(base_url: str) -> str:
+        """``base_url`` as the paths are appended to it."""
+        return base_url.rstrip("/")
+
+    @property
+    @abstractmethod
+    def mode(self) -> OutputMode:
+        """The output mode the next request with a schema will use."""
+
+    @abstractmethod
+    def _headers(self) -> dict[str, str]: ...
+
+    @abstractmethod
+    def _body(self, request: LLMRequest, mode: OutputMode) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def _text(self, data: Any, request: LLMRequest) -> str:
+        """The answer's text; any ``KeyError``, ``TypeError``, ... means the wrong shape."""
+
+    @abstractmethod
+    def _learn(self, mode: OutputMode, status: int, body: str) -> bool:
+        """Adjust the request shape after a refusal of a request in ``mode``; True to
+        ask again, False when nothing is left to change."""
+
+    # --- the same for every provider --------------------------------------------------------
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        url = self.base_url + self.chat_path
+        while True:
+            mode: OutputMode = self.mode if request.schema is not None else "text"
+            call = Call("POST", url, self._headers(), self._body(request, mode), request.phase)
+            response = await send(
+                self._http,
+                call,
+                timeout=self._timeout,
+                sleep=self._sleep,
+                max_retries=self._max_retries,
+            )
+            if response.is_success:
+                return self._answer(response, request, mode)
+            if not self._learn(mode, response.status_code, response.text):
+                raise LLMBadRequest(
+                    f"{request.phase}: HTTP {response.status_code} from {url}: "
+                    f"{error_message(response)}"
+                )
+
+    def _answer(
+        self, response: httpx.Response, request: LLMRequest, mode: OutputMode
+    ) -> LLMResponse:
+        try:
+            data = response.json()
+            text = self._text(data, request)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise LLMError(
+                f"{request.phase}: {response.url} did not answer with {self.answer_shape} "
+                f"({type(exc).__name__}: {exc}); check LLM_BASE_URL"
+            ) from exc
+        return LLMResponse(
+            text=text,
+            usage=self._usage(data, request, text),
+            model=str(data.get("model") or self.model),
+            mode=mode,
+        )
+
+    def _usage(self, data: Any, request: LLMRequest, text: str) -> Usage:
+        """The token usage the endpoint reported (under its own key names), else a local
+        count."""
+        prompt, answer = self.usage_keys
+        usage = data.get("usage") if isinstance(data, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get(prompt), int):
+            return Usage(int(usage[prompt]), int(usage.get(answer) or 0))
+        return Usage(count_messages(request.messages), count_tokens(text))
+
+    async def health(self) -> HealthReport:
+        url = self.base_url + self.models_path
+        listing = await fetch_model_ids(self._http, url, self._headers())
+        return health_report(
+            self.name,
+            self.base_url,
+            self.model,
+            status=listing.status,
+            models=listing.models,
+            error=listing.error,
+        )
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
