@@ -1,4 +1,4 @@
-"""``create_app(runtime)``: the HTTP surface. Routes only; decisions live elsewhere.
+"""``create_app(runtime, worker=...)``: the HTTP surface. Routes only; decisions live elsewhere.
 
 POST /webhooks/github and /webhooks/gitlab: size limit -> verify -> parse ->
 classify (pure) -> one store transaction (an inbox row; its unique delivery key is the
@@ -29,6 +29,7 @@ from bot.triggers import Ignore, classify
 from bot.webhooks import github as github_hooks
 from bot.webhooks import gitlab as gitlab_hooks
 from bot.webhooks.errors import PayloadError
+from bot.worker import Worker
 
 log = logging.getLogger("bot.app")
 
@@ -38,6 +39,7 @@ class _TooLarge(Exception):
 
 
 Answer = tuple[int, dict[str, Any]]
+Wake = Callable[[], None]
 
 
 def _answer(status: int, message: str, **extra: Any) -> Answer:
@@ -48,7 +50,7 @@ def _json(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse(_answer(status, message, **extra)[1], status_code=status)
 
 
-async def _accept(runtime: Runtime, key: str, event: ForgeEvent) -> Answer:
+async def _accept(runtime: Runtime, wake: Wake, key: str, event: ForgeEvent) -> Answer:
     """Classify; queue what could matter in one transaction; answer at once."""
     verdict = classify(event, runtime.settings)
     if isinstance(verdict, Ignore):
@@ -64,12 +66,11 @@ async def _accept(runtime: Runtime, key: str, event: ForgeEvent) -> Answer:
         metrics.webhook(event.forge.value, "duplicate")
         return _answer(202, "duplicate delivery: already queued")
     metrics.webhook(event.forge.value, "queued")
-    if runtime.worker is not None:
-        runtime.worker.poke()  # a worker in this process looks at the inbox now
+    wake()  # a worker in this process looks at the inbox now
     return _answer(202, "queued")
 
 
-async def _github(headers: Mapping[str, str], runtime: Runtime, body: bytes) -> Answer:
+async def _github(headers: Mapping[str, str], runtime: Runtime, wake: Wake, body: bytes) -> Answer:
     settings = runtime.settings.github
     if settings.webhook_secret is None:
         return _answer(404, "GitHub is not configured on this bot (set GITHUB_WEBHOOK_SECRET)")
@@ -87,10 +88,10 @@ async def _github(headers: Mapping[str, str], runtime: Runtime, body: bytes) -> 
     if event.kind is EventKind.PING:
         return _answer(200, "pong")
     key = github_hooks.delivery_key(delivery, settings.app_id, body)
-    return await _accept(runtime, key, event)
+    return await _accept(runtime, wake, key, event)
 
 
-async def _gitlab(headers: Mapping[str, str], runtime: Runtime, body: bytes) -> Answer:
+async def _gitlab(headers: Mapping[str, str], runtime: Runtime, wake: Wake, body: bytes) -> Answer:
     settings = runtime.settings.gitlab
     if settings.webhook_secret is None:
         return _answer(404, "GitLab is not configured on this bot (set GITLAB_WEBHOOK_SECRET)")
@@ -104,10 +105,10 @@ async def _gitlab(headers: Mapping[str, str], runtime: Runtime, body: bytes) -> 
     delivery = headers.get("x-gitlab-event-uuid", "")
     event = gitlab_hooks.parse_event(name, delivery, body)
     key = gitlab_hooks.delivery_key(headers, body)
-    return await _accept(runtime, key, event)
+    return await _accept(runtime, wake, key, event)
 
 
-Handler = Callable[[Mapping[str, str], Runtime, bytes], Awaitable[Answer]]
+Handler = Callable[[Mapping[str, str], Runtime, Wake, bytes], Awaitable[Answer]]
 WEBHOOKS: dict[str, tuple[ForgeKind, Handler]] = {
     "/webhooks/github": (ForgeKind.GITHUB, _github),
     "/webhooks/gitlab": (ForgeKind.GITLAB, _gitlab),
@@ -140,9 +141,10 @@ class WebhookApp:
     middleware keeps its cost to the verification, parsing and durable write it needs.
     Everything else goes to the Starlette app."""
 
-    def __init__(self, app: Starlette, runtime: Runtime) -> None:
+    def __init__(self, app: Starlette, runtime: Runtime, wake: Wake) -> None:
         self.app = app
         self.runtime = runtime
+        self.wake = wake
         self.state = app.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -185,7 +187,7 @@ class WebhookApp:
         except ConnectionError:
             return _answer(400, "the request body did not arrive")
         try:
-            return await handler(headers, runtime, body)
+            return await handler(headers, runtime, self.wake, body)
         except PayloadError as exc:
             metrics.webhook(forge.value, "bad_payload")
             log.warning("%s webhook rejected: %s", forge.value, exc)
@@ -202,7 +204,7 @@ async def readyz(request: Request) -> Response:
         await runtime.store.ping()
     except StoreError as exc:
         return _json(503, f"store not writable: {exc}")
-    worker = runtime.worker
+    worker: Worker | None = request.app.state.worker
     stuck = worker.stuck() if worker is not None else []
     if stuck:
         return _json(503, "worker stuck: " + " | ".join(stuck))
@@ -220,21 +222,32 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
-def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> WebhookApp | Starlette:
-    """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime.
+def create_app(
+    runtime: Runtime,
+    *,
+    worker: Worker | None = None,
+    webhooks: bool = True,
+    manage_runtime: bool = True,
+) -> WebhookApp | Starlette:
+    """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime and
+    the ``worker`` (when this process runs one); webhooks wake that worker.
 
-    A worker-only runtime gets the health and metrics routes alone: webhooks go to the
-    web replicas."""
+    Without ``webhooks`` (a worker replica) the app has the health and metrics routes
+    alone: webhooks go to the web replicas."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if manage_runtime:
             await runtime.start()
+            if worker is not None:
+                await worker.start()
             runtime.watch_reload_signal(os.environ)
         try:
             yield
         finally:
             if manage_runtime:
+                if worker is not None:
+                    await worker.stop()
                 await runtime.stop()
 
     routes = [
@@ -245,6 +258,11 @@ def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> WebhookApp |
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
-    if runtime.role == "worker":
+    app.state.worker = worker
+    if not webhooks:
         return app
-    return WebhookApp(app, runtime)
+    return WebhookApp(app, runtime, worker.poke if worker is not None else _no_worker)
+
+
+def _no_worker() -> None:
+    """A web replica: the worker processes poll the shared queue."""

@@ -14,13 +14,16 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import yaml
 
 from bot.config import ConfigError, Settings, load_settings, masked, secret_values
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskMode, TaskRequest
-from bot.runtime import Role, Runtime
+from bot.runtime import Runtime
+from bot.worker import Worker
+
+Role = Literal["all", "web", "worker"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,10 +100,11 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # Request handling allocates many short-lived objects that reference counting frees;
     # collect cycles less often so the collector does not stall requests under load.
     gc.set_threshold(20_000, 20, 20)
-    runtime = Runtime.from_settings(settings, role=role)
-    if role == "worker" and args.port is None:
-        return asyncio.run(_worker_only(runtime))  # no HTTP at all (several on one host)
-    app = create_app(runtime)
+    runtime = Runtime.from_settings(settings)
+    worker = Worker(runtime) if role in ("all", "worker") else None
+    if worker is not None and role == "worker" and args.port is None:
+        return asyncio.run(_worker_only(runtime, worker))  # no HTTP at all (several on one host)
+    app = create_app(runtime, worker=worker, webhooks=role != "worker")
     # Everything imported so far lives as long as the process: keep it out of the
     # collector's full passes, which would otherwise walk it all and stall requests.
     gc.freeze()
@@ -119,12 +123,13 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _worker_only(runtime: Runtime) -> int:
+async def _worker_only(runtime: Runtime, worker: Worker) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await runtime.start()
+    await worker.start()
     runtime.watch_reload_signal(os.environ)
     logging.getLogger("bot").info(
         "worker running; Ctrl-C to stop (with --port it also serves /healthz, /readyz, /metrics)"
@@ -132,6 +137,7 @@ async def _worker_only(runtime: Runtime) -> int:
     try:
         await stop.wait()
     finally:
+        await worker.stop()
         await runtime.stop()
     return 0
 
@@ -140,7 +146,7 @@ def _doctor(settings: Settings, args: argparse.Namespace) -> int:
     from bot.doctor import failed, format_checks, run_checks
 
     async def go() -> int:
-        runtime = Runtime.from_settings(settings, role="web")
+        runtime = Runtime.from_settings(settings)
         try:
             checks = await run_checks(settings, runtime)
         finally:
@@ -256,7 +262,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
 async def _run_now(settings: Settings, ref: IssueRef, *, dry_run: bool) -> int:
     from bot.oneshot import plan_once, run_once
 
-    runtime = Runtime.from_settings(settings, role="web")
+    runtime = Runtime.from_settings(settings)
     forge = runtime.forge(ref.repo.forge)
     if forge is None:
         print(f"bot: {ref.repo.forge.value} is not configured (see bot doctor)", file=sys.stderr)

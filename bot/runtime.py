@@ -1,7 +1,9 @@
-"""The running bot: settings, store, forges, LLM and (for worker roles) the worker.
+"""The running bot's parts: the current settings, the store, the forges and the LLM.
 
-``Runtime.from_settings`` builds the real parts; tests build a ``Runtime`` with the
-FakeForge and the scripted LLM directly. Nothing connects until ``start()``.
+A plain container: it knows nothing of roles, the worker or the web app (the CLI
+wires those around it). ``Runtime.from_settings`` builds the real parts; tests build
+a ``Runtime`` with the FakeForge and the scripted LLM directly. Nothing connects
+until ``start()``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import httpx
 
@@ -22,12 +24,7 @@ from bot.forges.base import Forge
 from bot.llm.base import LLM, HealthReport
 from bot.storage.base import Store
 
-if TYPE_CHECKING:
-    from bot.worker import Worker
-
 log = logging.getLogger("bot.runtime")
-
-Role = Literal["all", "web", "worker"]
 
 # Sections whose objects are built at start-up (the listening socket, the store, the
 # forge and LLM clients). Everything else is read when it is used, so a reload applies
@@ -45,7 +42,6 @@ class Runtime:
         store: Store,
         forges: dict[ForgeKind, Forge],
         llm: LLM,
-        role: Role = "all",
         clock: Callable[[], float] | None = None,
         http: httpx.AsyncClient | None = None,
     ) -> None:
@@ -53,15 +49,12 @@ class Runtime:
         self.store = store
         self.forges = forges
         self.llm = llm
-        self.role = role
         self.clock = clock
         self._http = http
-        self.worker: Worker | None = None
         self._health: tuple[float, HealthReport] | None = None
-        self._probe: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, role: Role = "all") -> Runtime:
+    def from_settings(cls, settings: Settings) -> Runtime:
         from bot.llm.factory import make_llm
         from bot.storage.factory import open_store
 
@@ -80,7 +73,6 @@ class Runtime:
             store=open_store(settings),
             forges=forges,
             llm=make_llm(settings.llm, http=http),
-            role=role,
             http=http,
         )
 
@@ -102,21 +94,8 @@ class Runtime:
         await self.store.open()
         for line in disabled_forges(self.settings):
             log.warning("%s", line)
-        if self.role in ("all", "worker"):
-            self._probe = asyncio.create_task(self._say_llm_health())
-            from bot.worker import Worker
-
-            self.worker = Worker(self)
-            await self.worker.start()
 
     async def stop(self) -> None:
-        if self._probe is not None:
-            self._probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._probe
-        if self.worker is not None:
-            await self.worker.stop()
-            self.worker = None
         for forge in self.forges.values():
             await forge.aclose()
         await self.llm.aclose()
@@ -145,22 +124,6 @@ class Runtime:
                 lines.append(f"{section}: reloaded")
         self.settings = fresh.model_copy(update=kept)
         return lines or ["configuration unchanged"]
-
-    async def _say_llm_health(self) -> None:
-        """Say once at start-up whether the LLM endpoint answers, with setup steps if not."""
-        try:
-            report = await self.llm_health()
-        except Exception as exc:  # a probe must never take the bot down
-            log.warning("LLM health probe failed: %s", exc)
-            return
-        if report.reachable and report.model_available is not False:
-            log.info("LLM endpoint %s answers (model %s)", report.base_url, report.model)
-            return
-        steps = "; ".join(report.setup_steps)
-        problem = report.error or f"model {report.model} is not served"
-        log.warning(
-            "LLM endpoint %s: %s. Tasks wait until it answers. %s", report.base_url, problem, steps
-        )
 
     async def llm_health(self) -> HealthReport:
         """The LLM endpoint's health, cached briefly: ``/health/ai`` is public and every

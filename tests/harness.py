@@ -20,7 +20,7 @@ from bot.llm.scripted import ScriptedLLM
 from bot.runtime import Runtime
 from bot.storage.base import Task
 from bot.storage.sqlite import SqliteStore
-from bot.worker import Coordinator, Worker, _default_coordinator
+from bot.worker import Coordinator, Worker, default_coordinator
 from tests.fakes import FakeForge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ class Harness:
         *,
         script: Sequence[object] = (),
         overrides: dict[str, Any] | None = None,
-        coordinator_factory: Callable[[], Coordinator] = _default_coordinator,
+        coordinator_factory: Callable[[], Coordinator] = default_coordinator,
         clock: Callable[[], float] | None = None,
     ) -> None:
         env = bot_environment(tmp_path, script)
@@ -84,11 +84,10 @@ class Harness:
             store=self.store,
             forges={ForgeKind.GITHUB: self.github, ForgeKind.GITLAB: self.gitlab},
             llm=self.llm,
-            role="web",
             clock=clock,
         )
         self.worker = Worker(self.runtime, coordinator_factory=coordinator_factory, owner="test")
-        self.app = create_app(self.runtime, manage_runtime=False)
+        self.app = create_app(self.runtime, worker=self.worker, manage_runtime=False)
         self.client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=self.app), base_url="http://bot.test"
         )

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bot.config import load_settings
-from bot.config_env import ENV_OVERRIDES, ENV_SECRETS
+from bot.config.env import ENV_OVERRIDES, ENV_SECRETS
 from bot.webhooks.github import _HANDLERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 UNITS = DEPLOY / "systemd"
 
-# Every environment variable the bot reads: the mappings in bot/config_env.py plus the ones
+# Every environment variable the bot reads: the mappings in bot/config/env.py plus the ones
 # read elsewhere (the config file, the log level, the LLM key fallbacks).
 KNOWN_ENV = (
     set(ENV_OVERRIDES)

@@ -28,7 +28,6 @@ def runtime_for(config: Path, tmp_path: Path) -> Runtime:
         store=SqliteStore(tmp_path / "d" / "x.sqlite3"),
         forges={ForgeKind.GITHUB: FakeForge()},
         llm=ScriptedLLM([]),
-        role="web",
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.agent.context import Outcome
 from bot.forges.base import AccessDenied, ForgeError
 from bot.storage.base import TaskState
-from bot.worker_outcomes import (
+from bot.worker.outcomes import (
     LLM_UNAVAILABLE,
     MAX_TASK_ATTEMPTS,
     crashed,

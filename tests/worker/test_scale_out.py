@@ -52,7 +52,6 @@ def replica(tmp_path: Path, dsn: str, role: str, forge: FakeForge) -> Runtime:
         store=PostgresStore(dsn=dsn),
         forges={ForgeKind.GITHUB: forge},
         llm=ScriptedLLM([]),
-        role="web",
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from bot.config import ConfigError, load_settings
 from bot.storage.base import TaskState
-from bot.worker_outcomes import MAX_TASK_ATTEMPTS
+from bot.worker.outcomes import MAX_TASK_ATTEMPTS
 from tests.agent import docs
 from tests.e2e.support import gh_labeled, github_repo, origin
 from tests.fakes import FakeIssue
@@ -76,7 +76,6 @@ async def test_a_stalled_task_runs_again_and_finishes(tmp_path: Path) -> None:
 async def test_readyz_reports_a_stuck_worker_while_its_run_is_stuck(tmp_path: Path) -> None:
     async with Harness(tmp_path, script=one_write(), overrides=WATCHED) as bot:
         await queued_task(bot, tmp_path)
-        bot.runtime.worker = bot.worker
         bot.github.hang("get_repo_info")
         task = await bot.store.lease_task(bot.worker.owner, 60)
         assert task is not None

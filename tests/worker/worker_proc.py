@@ -43,7 +43,6 @@ async def main(data_dir: Path, marker: Path, config: Path) -> None:
         store=store,
         forges={ForgeKind.GITHUB: forge},
         llm=ScriptedLLM([]),
-        role="web",
     )
     await store.open()
     worker = Worker(runtime, coordinator_factory=lambda: SlowCoordinator(marker), owner="victim")

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bot.config_sections import ConfigError
+from bot.config.sections import ConfigError
 
 # Keys that hold secrets: refused in config.yaml, read from the environment or named files.
 SECRET_KEYS: dict[tuple[str, str], str] = {

@@ -31,13 +31,13 @@ from bot.triggers import (
     decide,
     needs_permission,
 )
-from bot.worker_outcomes import event_retry_delay
+from bot.worker.outcomes import event_retry_delay
 
 if TYPE_CHECKING:
     from bot.comments.replies import Replier
     from bot.runtime import Runtime
 
-log = logging.getLogger("bot.dispatcher")
+log = logging.getLogger("bot.worker.dispatcher")
 
 # Also the worker's limit for events whose handling fails unexpectedly (it imports this).
 MAX_EVENT_ATTEMPTS = 6

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from bot.config_env import apply_env, apply_secret_files, refuse_inline_secrets
-from bot.config_sections import ConfigError, Settings
+from bot.config.env import apply_env, apply_secret_files, refuse_inline_secrets
+from bot.config.sections import ConfigError, Settings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
 

@@ -4,14 +4,17 @@ down), and prune handled webhook events and the dedup window after 14 days."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bot.storage.base import Task, TaskState
-from bot.worker_outcomes import LLM_UNAVAILABLE, waits_for_llm
+from bot.worker.outcomes import LLM_UNAVAILABLE, waits_for_llm
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
+
+log = logging.getLogger("bot.worker")
 
 RETENTION_SECONDS = 14 * 86400  # handled webhook events and the dedup window
 PRUNE_INTERVAL_SECONDS = 3600.0
@@ -32,6 +35,22 @@ class Maintenance:
         self._clock = clock
         self._wake = wake
         self._next_prune = 0.0
+
+    async def say_llm_health(self) -> None:
+        """Say once at start-up whether the LLM endpoint answers, with setup steps if not."""
+        try:
+            report = await self.runtime.llm_health()
+        except Exception as exc:  # a probe must never take the bot down
+            log.warning("LLM health probe failed: %s", exc)
+            return
+        if report.reachable and report.model_available is not False:
+            log.info("LLM endpoint %s answers (model %s)", report.base_url, report.model)
+            return
+        steps = "; ".join(report.setup_steps)
+        problem = report.error or f"model {report.model} is not served"
+        log.warning(
+            "LLM endpoint %s: %s. Tasks wait until it answers. %s", report.base_url, problem, steps
+        )
 
     async def run(self) -> None:
         """Re-queue expired leases and waiting tasks whose time has come; prune old records."""

@@ -7,8 +7,8 @@ coordinator runs; if the process dies, the lease expires and ``requeue_expired``
 from the task's last checkpoint.
 
 This module holds the loops, leasing and lease renewal. What one run does and how
-its outcome is stored is bot/worker_run.py; the periodic maintenance is
-bot/worker_maintenance.py; the pure decisions are bot/worker_outcomes.py.
+its outcome is stored is bot/worker/run.py; the periodic maintenance is
+bot/worker/maintenance.py; the pure decisions are bot/worker/outcomes.py.
 """
 
 from __future__ import annotations
@@ -26,31 +26,15 @@ from typing import TYPE_CHECKING
 from bot.agent.context import Outcome
 from bot.comments.replies import Replier
 from bot.config import Settings
-from bot.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher
 from bot.progress import RunProgress, awaited_by, describe_stall, watch
 from bot.storage.base import StoreError, Task, TaskState
-from bot.worker_maintenance import RETENTION_SECONDS, Maintenance
-from bot.worker_outcomes import (
-    MAX_TASK_ATTEMPTS,
-    STALLED,
-    WAITING_FOR_PEOPLE,
-    event_retry_delay,
-    stalled,
-)
-from bot.worker_run import Coordinator, TaskRunner, _default_coordinator
+from bot.worker.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher
+from bot.worker.maintenance import Maintenance
+from bot.worker.outcomes import STALLED, event_retry_delay, stalled
+from bot.worker.run import Coordinator, TaskRunner, default_coordinator
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
-
-__all__ = [
-    "EVENT_LEASE_SECONDS",
-    "MAX_TASK_ATTEMPTS",
-    "RETENTION_SECONDS",
-    "WAITING_FOR_PEOPLE",
-    "Coordinator",
-    "Worker",
-    "_default_coordinator",
-]
 
 log = logging.getLogger("bot.worker")
 
@@ -62,7 +46,7 @@ class Worker:
         self,
         runtime: Runtime,
         *,
-        coordinator_factory: Callable[[], Coordinator] = _default_coordinator,
+        coordinator_factory: Callable[[], Coordinator] = default_coordinator,
         owner: str | None = None,
     ) -> None:
         self.runtime = runtime
@@ -108,6 +92,8 @@ class Worker:
         for slot in range(self.settings.worker.max_workers):
             self._loops.append(asyncio.create_task(self._slot_loop(), name=f"slot-{slot}"))
         self._loops.append(asyncio.create_task(self._maintenance_loop(), name="maintenance"))
+        probe = self._maintenance.say_llm_health()
+        self._loops.append(asyncio.create_task(probe, name="llm-probe"))
 
     async def stop(self) -> None:
         self._stopping.set()

@@ -2,7 +2,7 @@
 
 Each section forbids unknown keys and checks types and ranges; ``Settings`` gathers
 them. ``ConfigError`` is the one error type for a configuration that does not fit.
-Nothing here reads files or the environment (``bot.config_load`` does).
+Nothing here reads files or the environment (``bot.config.load`` does).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.config_env import SECRET_KEYS
-from bot.config_sections import Settings
+from bot.config.env import SECRET_KEYS
+from bot.config.sections import Settings
 
 
 def disabled_forges(settings: Settings) -> list[str]:

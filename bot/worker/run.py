@@ -2,8 +2,8 @@
 what happened into an Outcome (forge refusals, transient forge errors, crashes), and
 store that outcome, re-queuing the task if a reply slipped in while it settled.
 
-Leasing and lease renewal are the worker's (bot/worker.py); the decisions are pure
-functions in bot/worker_outcomes.py.
+Leasing and lease renewal are the worker's (bot/worker/loop.py); the decisions are pure
+functions in bot/worker/outcomes.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.storage.base import ACTIVE_STATES, Task, TaskState
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import RepoConfigError, load_repo_config
-from bot.worker_outcomes import (
+from bot.worker.outcomes import (
     crashed,
     forge_failure,
     invalid_repo_config,
@@ -47,7 +47,7 @@ class Coordinator(Protocol):
     async def run(self, ctx: TaskContext) -> Outcome: ...
 
 
-def _default_coordinator() -> Coordinator:
+def default_coordinator() -> Coordinator:
     from bot.agent.coordinator import ExecutionCoordinator
 
     return ExecutionCoordinator()

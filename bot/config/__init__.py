@@ -8,10 +8,10 @@ whose paths the configuration (or environment) names.
 
 This module only re-exports; the code lives in one module per job:
 
-- ``bot.config_sections``: the pydantic models of every section, and ``ConfigError``;
-- ``bot.config_env``: environment variables and secret sources merged into the raw data;
-- ``bot.config_load``: finding, reading and validating the file (``load_settings``);
-- ``bot.config_views``: views of loaded settings (``disabled_forges``, ``secret_values``,
+- ``bot.config.sections``: the pydantic models of every section, and ``ConfigError``;
+- ``bot.config.env``: environment variables and secret sources merged into the raw data;
+- ``bot.config.load``: finding, reading and validating the file (``load_settings``);
+- ``bot.config.views``: views of loaded settings (``disabled_forges``, ``secret_values``,
   ``masked``).
 
 Import from ``bot.config``; the split is an implementation detail.
@@ -19,8 +19,8 @@ Import from ``bot.config``; the split is an implementation detail.
 
 from __future__ import annotations
 
-from bot.config_load import DEFAULT_CONFIG_NAME, config_path_from, load_settings
-from bot.config_sections import (
+from bot.config.load import DEFAULT_CONFIG_NAME, config_path_from, load_settings
+from bot.config.sections import (
     BotIdentity,
     CacheSettings,
     CommandSettings,
@@ -45,7 +45,7 @@ from bot.config_sections import (
     WorkerSettings,
     WorkspaceSettings,
 )
-from bot.config_views import disabled_forges, masked, secret_values
+from bot.config.views import disabled_forges, masked, secret_values
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",
