@@ -32,7 +32,8 @@ from bot.agent.cache import PlanCache  # noqa: E402
 from bot.agent.context import Emit, Outcome, ProgressEvent, TaskContext  # noqa: E402
 from bot.agent.coordinator import ExecutionCoordinator  # noqa: E402
 from bot.agent.history import history_path  # noqa: E402
-from bot.config import PlanningSettings, Settings, StorageSettings  # noqa: E402
+from bot.comments.render import agent_comment  # noqa: E402
+from bot.config import PlanningSettings, Settings, StorageSettings, secret_values  # noqa: E402
 from bot.events import TaskRequest  # noqa: E402
 from bot.llm.base import LLM  # noqa: E402
 from bot.llm.scripted import ScriptedLLM  # noqa: E402
@@ -118,6 +119,7 @@ async def run_task(
         base_branch="main",
         repo_config=None,
         stack=stack,
+        finish_comment=agent_comment(task.id, secret_values(env.settings)),
     )
     for tool in extra_tools:
         built.registry.add(tool)

@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _logging(settings: Settings) -> None:
-    from bot.comments.redact import RedactingFilter
+    from bot.redact import RedactingFilter
 
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.context import Outcome, ProgressEvent, TaskContext
+from bot.comments.render import agent_comment
+from bot.config import secret_values
 from bot.events import TaskRequest
 from bot.runtime import Runtime
 from bot.storage.base import TaskState
@@ -62,6 +64,7 @@ async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
                     base_branch=info.default_branch,
                     repo_config=repo_config,
                     stack=stack,
+                    finish_comment=agent_comment(task.id, secret_values(settings)),
                 )
                 ctx = TaskContext(
                     task=task,

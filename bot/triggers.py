@@ -15,13 +15,12 @@ import functools
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bot.config import Settings
+from bot.config import Settings, bot_names
 from bot.events import (
     Command,
     CommandName,
     EventKind,
     ForgeEvent,
-    ForgeKind,
     IssueRef,
     TaskMode,
     TaskRequest,
@@ -90,12 +89,6 @@ class Action:
 WAITING_STATES = frozenset(
     {TaskState.AWAITING_APPROVAL, TaskState.AWAITING_INPUT, TaskState.PAUSED}
 )
-
-
-def bot_names(settings: Settings, forge: ForgeKind) -> tuple[str, ...]:
-    if forge is ForgeKind.GITHUB:
-        return (settings.bot.github_login,)
-    return (settings.bot.gitlab_username,)
 
 
 def is_own_or_bot(event: ForgeEvent, settings: Settings) -> bool:

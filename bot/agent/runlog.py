@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.comments.redact import redact
+from bot.redact import redact
 from bot.storage.runs import RunDirectory
 
 log = logging.getLogger("bot.agent.runlog")

@@ -8,6 +8,7 @@ already posted instead of posting it twice.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -16,7 +17,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from bot.comments.redact import redact
+from bot.redact import redact
 
 LANGUAGES = ("en", "ja")
 MARKER_RE = re.compile(
@@ -122,3 +123,14 @@ def _cut(text: str, limit: int) -> str:
     if cut.count("<details>") > cut.count("</details>"):
         cut += "\n</details>"
     return cut
+
+
+def agent_comment(task_id: str, secrets: tuple[str, ...]) -> Callable[[str, int], str]:
+    """How a comment the agent writes (a forge tool) goes out: its text, marked as the
+    bot's own (so it can never trigger the bot), fitted to the forge's limit, redacted."""
+
+    def finish_comment(text: str, seq: int) -> str:
+        marker = Marker(task_id, "agent-comment", seq)
+        return finish(text, marker=marker, language="en", max_length=65_000, secrets=secrets)
+
+    return finish_comment

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
 
 from bot.comments.language import choose_language
 from bot.comments.render import Marker, finish, quote, render
 from bot.config import secret_values
 from bot.events import ForgeKind, IssueRef
+from bot.runtime import Runtime
 from bot.storage.base import Task
 from bot.triggers import Action, ActionKind
 from bot.webhooks.commands import help_text
-
-if TYPE_CHECKING:
-    from bot.runtime import Runtime
 
 _ACKS = {"approve", "reject", "stop", "pause", "resume"}
 

@@ -5,9 +5,9 @@ per ``comments.edit_interval`` seconds (milestones too), plus the final edit in
 ``end()``; a separate comment per milestone. Every comment carries a marker; the
 comment ids live in the store, and ``begin()`` also scans the bot's own comments
 on the issue for markers, so a restarted worker edits what it already posted
-instead of posting again. ``begin()`` takes the status view (plan, progress,
-tokens, waiting, links) from the task's checkpoint, so a resumed task's status
-comment never falls back to an empty checklist.
+instead of posting again. ``begin(snapshot)`` takes the status view (plan, progress,
+tokens, waiting, links) the worker read from the task's checkpoint, so a resumed
+task's status comment never falls back to an empty checklist.
 """
 
 from __future__ import annotations
@@ -17,24 +17,20 @@ import contextlib
 import logging
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import Any
 
 from bot.agent.context import Outcome, ProgressEvent, ProgressKind
-from bot.agent.snapshot import status_snapshot
 from bot.comments.labels import managed, transition
 from bot.comments.language import choose_language
 from bot.comments.milestones import milestone_body
-from bot.comments.redact import redact
 from bot.comments.render import Marker, find_markers, finish, fits, render
 from bot.comments.status import StatusView
-from bot.config import Settings, secret_values
+from bot.config import Settings, bot_names, secret_values
 from bot.forges.base import Forge, ForgeError
+from bot.redact import redact
+from bot.runtime import Runtime
 from bot.storage.base import Task, TaskState
 from bot.storage.runs import RunDirectory
-from bot.triggers import bot_names
-
-if TYPE_CHECKING:
-    from bot.runtime import Runtime
 
 log = logging.getLogger("bot.comments")
 
@@ -84,18 +80,17 @@ class IssueReporter:
     def prefix(self) -> str:
         return self.settings.commands.prefix
 
-    async def begin(self) -> None:
+    async def begin(self, snapshot: dict[str, Any] | None = None) -> None:
         """Labels to processing, recover comment ids and the status view, post or refresh
         the status comment."""
-        await self.recover()
+        await self.recover(snapshot)
         await self._ensure_labels()
         await self._set_labels(TaskState.RUNNING)
         await self._write_status()
 
-    async def recover(self) -> None:
-        """Find this task's comments on the issue and its last status view."""
+    async def recover(self, snapshot: dict[str, Any] | None = None) -> None:
+        """Find this task's comments on the issue; take over its last status view."""
         await self._recover_markers()
-        snapshot = status_snapshot(await self.runtime.store.load_checkpoint(self.task.id))
         if snapshot is not None:
             self.view.restore(snapshot)
 

@@ -45,7 +45,7 @@ from bot.config.sections import (
     WorkerSettings,
     WorkspaceSettings,
 )
-from bot.config.views import disabled_forges, masked, secret_values
+from bot.config.views import bot_names, disabled_forges, masked, secret_values
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",
@@ -72,6 +72,7 @@ __all__ = [
     "StorageSettings",
     "WorkerSettings",
     "WorkspaceSettings",
+    "bot_names",
     "config_path_from",
     "disabled_forges",
     "load_settings",

@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.config.env import SECRET_KEYS
 from bot.config.sections import Settings
+from bot.events import ForgeKind
 
 
 def disabled_forges(settings: Settings) -> list[str]:
@@ -52,3 +53,10 @@ def masked(settings: Settings) -> dict[str, Any]:
         server["env"] = {k: "***" for k in server.get("env", {})}
         server["headers"] = {k: "***" for k in server.get("headers", {})}
     return data
+
+
+def bot_names(settings: Settings, forge: ForgeKind) -> tuple[str, ...]:
+    """The bot's own account names on ``forge`` (its comments, mentions and branches)."""
+    if forge is ForgeKind.GITHUB:
+        return (settings.bot.github_login,)
+    return (settings.bot.gitlab_username,)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from bot.tools.paths import PathRefused, resolve_inside
+from bot.paths import PathRefused, resolve_inside
 
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from bot.config import Settings, secret_values
 from bot.events import IssueRef
 from bot.forges.base import Forge
-from bot.tools.forge_tools import forge_tools
+from bot.tools.forge_tools import CommentFinisher, forge_tools
 from bot.tools.mcp import McpToolset
 from bot.tools.quality import QualityCommands
 from bot.tools.registry import Tool, ToolRegistry
@@ -71,6 +71,7 @@ async def build_tools(
     base_branch: str,
     repo_config: RepoConfig | None,
     stack: contextlib.AsyncExitStack,
+    finish_comment: CommentFinisher,
     branch: str | None = None,
 ) -> BuiltTools:
     """Build the task's tools; MCP sessions close when ``stack`` closes.
@@ -104,7 +105,7 @@ async def build_tools(
     )
     gate = repo.quality_gate
     quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
-    builtin = _builtin_tools(settings, forge, issue, task_id, workspace, sandbox, quality)
+    builtin = _builtin_tools(settings, forge, issue, finish_comment, workspace, sandbox, quality)
     mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
     await stack.enter_async_context(mcp)
     tools, skipped = combine(builtin, mcp.tools)
@@ -131,7 +132,7 @@ def _builtin_tools(
     settings: Settings,
     forge: Forge,
     issue: IssueRef,
-    task_id: str,
+    finish_comment: CommentFinisher,
     workspace: Workspace,
     sandbox: Sandbox,
     quality: QualityCommands | None,
@@ -145,8 +146,8 @@ def _builtin_tools(
         max_file_bytes=settings.workspace.max_file_bytes,
         max_output_chars=max_chars,
         draft=settings.workspace.draft_change_requests,
-        task_id=task_id,
         secrets=secret_values(settings),
+        finish_comment=finish_comment,
     )
     return tools + workspace_tools(
         workspace, sandbox, max_output_chars=max_chars, quality_commands=quality

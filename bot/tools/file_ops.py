@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.tools.paths import PathRefused, ensure_size, resolve_inside
+from bot.paths import PathRefused, ensure_size, resolve_inside
 from bot.tools.textfiles import DecodedText, decode_text, encode_text
 
 MAX_LIST_ENTRIES = 2000

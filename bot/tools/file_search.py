@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from bot.paths import PathRefused, resolve_inside
 from bot.tools.file_ops import FileOpError, Limits, rel_name
-from bot.tools.paths import PathRefused, resolve_inside
 from bot.tools.textfiles import decode_text
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (

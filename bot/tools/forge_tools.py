@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.comments.redact import redact
-from bot.comments.render import Marker, finish
 from bot.events import ForgeKind, IssueRef
 from bot.forges.base import (
     AccessDenied,
@@ -26,6 +24,7 @@ from bot.forges.base import (
     NotFound,
     RateLimited,
 )
+from bot.redact import redact
 from bot.text import clip
 from bot.tools.registry import Tool, ToolResult
 
@@ -76,6 +75,10 @@ def _guarded(
     return wrapper
 
 
+# The agent's comment text and its sequence number -> the body to post.
+CommentFinisher = Callable[[str, int], str]
+
+
 @dataclass
 class ForgeToolkit:
     """The state the forge tools of one task share: the forge, the issue, the branch."""
@@ -84,11 +87,11 @@ class ForgeToolkit:
     issue: IssueRef
     branch: str
     base_branch: str
+    finish_comment: CommentFinisher
     max_file_bytes: int = 10 * 1024 * 1024
     max_output_chars: int = 20_000
     draft: bool = True
     branch_ready: bool = False
-    task_id: str = "task"
     secrets: tuple[str, ...] = ()
     comments_posted: int = 0
 
@@ -254,11 +257,8 @@ class ForgeToolkit:
                 f"not #{number}"
             )
         # Redacted, and marked as the bot's own so it can never trigger the bot.
-        marker = Marker(self.task_id, "agent-comment", self.comments_posted)
+        body = self.finish_comment(args["body"], self.comments_posted)
         self.comments_posted += 1
-        body = finish(
-            args["body"], marker=marker, language="en", max_length=65_000, secrets=self.secrets
-        )
         comment = await self.forge.create_comment(self.issue, body)
         return ToolResult.success(f"commented: {comment.web_url or comment.id}", id=comment.id)
 
@@ -312,10 +312,12 @@ def forge_tools(
     max_file_bytes: int = 10 * 1024 * 1024,
     max_output_chars: int = 20_000,
     draft: bool = True,
-    task_id: str = "task",
     secrets: tuple[str, ...] = (),
+    finish_comment: CommentFinisher,
 ) -> list[Tool]:
-    """The forge API tools of one task; writes go only to ``branch``.
+    """The forge API tools of one task; writes go only to ``branch``. A comment the
+    agent posts goes out as ``finish_comment(text, seq)`` makes it: marked as the bot's
+    own, fitted and redacted (the worker passes ``bot.comments.render.agent_comment``).
 
     Raises ``ValueError`` when ``branch`` is the base or the default branch: the
     bot's writes must never land there.
@@ -328,10 +330,10 @@ def forge_tools(
         issue,
         branch,
         base_branch,
+        finish_comment,
         max_file_bytes=max_file_bytes,
         max_output_chars=max_output_chars,
         draft=draft,
-        task_id=task_id,
         secrets=secrets,
     )
     return toolkit.tools()

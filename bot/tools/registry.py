@@ -17,8 +17,8 @@ from typing import Any
 
 import jsonschema
 
-from bot.comments.redact import redact
 from bot.progress import step
+from bot.redact import redact
 from bot.tools.policy import PolicyDecision, ToolPolicy
 
 

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.forges.base import CloneAuth
+from bot.paths import resolve_inside
 from bot.tools.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
-from bot.tools.paths import resolve_inside
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot.paths import PathRefused
 from bot.text import clip, omitted_note
 from bot.tools import file_ops, file_search
 from bot.tools.file_ops import FileOpError, Limits
 from bot.tools.gitcmd import WorkspaceError
-from bot.tools.paths import PathRefused
 from bot.tools.quality import QualityCommands, detect_commands, run_quality_gate
 from bot.tools.registry import Tool, ToolResult
 from bot.tools.sandbox import CommandRefused, CommandResult, Sandbox, SandboxUnavailable

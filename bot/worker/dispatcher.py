@@ -12,14 +12,15 @@ A forge failure gives the event back to be retried later; nothing is lost.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import msgspec.structs
 from cachetools import TTLCache
 
 from bot import metrics
+from bot.comments.replies import Replier
 from bot.events import EventKind, ForgeEvent
 from bot.forges.base import Forge, ForgeError, Permission
+from bot.runtime import Runtime
 from bot.storage.base import InboxEvent, Task
 from bot.triggers import (
     Action,
@@ -32,10 +33,6 @@ from bot.triggers import (
     needs_permission,
 )
 from bot.worker.outcomes import event_retry_delay
-
-if TYPE_CHECKING:
-    from bot.comments.replies import Replier
-    from bot.runtime import Runtime
 
 log = logging.getLogger("bot.worker.dispatcher")
 

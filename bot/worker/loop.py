@@ -21,20 +21,17 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from bot.agent.context import Outcome
 from bot.comments.replies import Replier
 from bot.config import Settings
 from bot.progress import RunProgress, awaited_by, describe_stall, watch
+from bot.runtime import Runtime
 from bot.storage.base import StoreError, Task, TaskState
 from bot.worker.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher
 from bot.worker.maintenance import Maintenance
 from bot.worker.outcomes import STALLED, event_retry_delay, stalled
 from bot.worker.run import Coordinator, TaskRunner, default_coordinator
-
-if TYPE_CHECKING:
-    from bot.runtime import Runtime
 
 log = logging.getLogger("bot.worker")
 

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from bot.runtime import Runtime
 from bot.storage.base import Task, TaskState
 from bot.worker.outcomes import LLM_UNAVAILABLE, waits_for_llm
-
-if TYPE_CHECKING:
-    from bot.runtime import Runtime
 
 log = logging.getLogger("bot.worker")
 

@@ -13,15 +13,18 @@ import contextlib
 import logging
 import shutil
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from bot import metrics
 from bot.agent.context import Outcome, TaskContext
+from bot.agent.snapshot import status_snapshot
 from bot.agent.state import consumed_message_seq
+from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
-from bot.config import Settings
+from bot.config import Settings, secret_values
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
+from bot.runtime import Runtime
 from bot.storage.base import ACTIVE_STATES, Task, TaskState
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import RepoConfigError, load_repo_config
@@ -34,9 +37,6 @@ from bot.worker.outcomes import (
     planning_disabled,
     refused,
 )
-
-if TYPE_CHECKING:
-    from bot.runtime import Runtime
 
 log = logging.getLogger("bot.worker")  # the worker's log, whichever of its modules writes
 
@@ -97,12 +97,16 @@ class TaskRunner:
         reporter = IssueReporter(self.runtime, task, forge)
         try:
             async with asyncio.timeout(LATE_REPORT_SECONDS):
-                await reporter.recover()
+                await reporter.recover(await self._snapshot(task))
                 await reporter.end(outcome)
         except (ForgeError, TimeoutError) as exc:
             log.warning(
                 "task %s: could not report %s on the issue: %s", task.id, outcome.state, exc
             )
+
+    async def _snapshot(self, task: Task) -> dict[str, Any] | None:
+        """What the status comment showed of the task, from its checkpoint."""
+        return status_snapshot(await self.store.load_checkpoint(task.id))
 
     async def settle(self, task_id: str, outcome: Outcome) -> None:
         """Store the outcome, unless another worker has taken the task meanwhile."""
@@ -139,7 +143,7 @@ class TaskRunner:
 
     async def _run_reported(self, task: Task, forge: Forge, reporter: IssueReporter) -> Outcome:
         try:
-            await reporter.begin()
+            await reporter.begin(await self._snapshot(task))
             async with contextlib.AsyncExitStack() as stack:
                 ctx = await self._context(task, forge, reporter, stack)
                 if isinstance(ctx, Outcome):
@@ -189,6 +193,7 @@ class TaskRunner:
             base_branch=info.default_branch,
             repo_config=repo_config,
             stack=stack,
+            finish_comment=agent_comment(task.id, secret_values(self.settings)),
             branch=branch,
         )
         for note in built.notes:

@@ -21,7 +21,8 @@ import yaml
 from bot.agent.cache import PlanCache
 from bot.agent.context import Outcome, ProgressEvent, ProgressKind, TaskContext
 from bot.agent.coordinator import ExecutionCoordinator
-from bot.config import PlanningSettings, Settings, StorageSettings
+from bot.comments.render import agent_comment
+from bot.config import PlanningSettings, Settings, StorageSettings, secret_values
 from bot.events import IssueRef, RepoRef, TaskMode, TaskRequest
 from bot.llm.base import LLM
 from bot.llm.scripted import ScriptedLLM
@@ -182,6 +183,7 @@ async def make_harness(
         base_branch="main",
         repo_config=None,
         stack=stack,
+        finish_comment=agent_comment(task.id, secret_values(settings)),
     )
     return Harness(tmp_path, settings, store, forge, repo, issue, task, built, Clock())
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from bot import cli
-from bot.comments.redact import REDACTED
 from bot.comments.replies import Replier
 from bot.config import McpServer, Settings, secret_values
 from bot.events import ForgeKind
 from bot.llm.scripted import ScriptedLLM
+from bot.redact import REDACTED
 from bot.runtime import Runtime
 from bot.storage.sqlite import SqliteStore
 from bot.triggers import Action, ActionKind

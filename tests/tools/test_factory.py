@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from bot.comments.render import agent_comment
 from bot.config import (
     McpServer,
     PlanningSettings,
@@ -77,6 +78,7 @@ async def _built(
             base_branch="main",
             repo_config=repo_config,
             stack=stack,
+            finish_comment=agent_comment("task", ()),
         )
         yield built, forge
 
@@ -224,6 +226,7 @@ async def test_bad_task_id_is_refused(tmp_path: Path, task_id: str) -> None:
                 base_branch="main",
                 repo_config=None,
                 stack=stack,
+                finish_comment=agent_comment("task", ()),
             )
 
 
@@ -259,6 +262,7 @@ async def test_workspace_clones_with_the_forge_credentials_on_first_use(
             base_branch="main",
             repo_config=None,
             stack=stack,
+            finish_comment=agent_comment("task", ()),
         )
         assert forge.calls_of("clone_auth") == []
         read = await built.registry.call("read_file", {"path": "README.md"}, timeout=120)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from bot.comments.render import agent_comment
 from bot.events import ForgeKind, IssueRef
 from bot.forges.base import AccessDenied, ForgeError, RateLimited
 from bot.tools.forge_tools import check_path, forge_tools
@@ -13,6 +14,7 @@ from bot.tools.registry import ToolRegistry, ToolResult
 from tests.fakes import FakeForge
 
 BRANCH = "agent/7-fix-the-parser"
+FINISH = agent_comment("task", ())
 
 FILES = {
     "README.md": "# Demo\n",
@@ -31,7 +33,9 @@ class Setup:
         )
         self.prefix = f"{kind.value}_"
         self.registry = ToolRegistry(
-            forge_tools(self.forge, self.issue, branch=BRANCH, base_branch="main")
+            forge_tools(
+                self.forge, self.issue, branch=BRANCH, base_branch="main", finish_comment=FINISH
+            )
         )
 
     async def call(self, tool: str, **args: Any) -> ToolResult:
@@ -232,7 +236,9 @@ async def test_too_large_file_is_refused() -> None:
     forge = FakeForge()
     repo = forge.add_repo("acme/demo", FILES)
     issue = forge.add_issue(repo, 7, title="t")
-    tools = forge_tools(forge, issue, branch=BRANCH, base_branch="main", max_file_bytes=10)
+    tools = forge_tools(
+        forge, issue, branch=BRANCH, base_branch="main", finish_comment=FINISH, max_file_bytes=10
+    )
     result = await ToolRegistry(tools).call(
         "github_create_or_update_file",
         {"path": "big.txt", "content": "x" * 11, "message": "m"},
@@ -311,18 +317,20 @@ def test_the_task_branch_must_not_be_the_base_or_default() -> None:
     repo = forge.add_repo("acme/demo", FILES, default_branch="trunk")
     issue = IssueRef(repo=repo, number=1)
     with pytest.raises(ValueError, match="must differ"):
-        forge_tools(forge, issue, branch="main", base_branch="main")
+        forge_tools(forge, issue, branch="main", base_branch="main", finish_comment=FINISH)
     with pytest.raises(ValueError, match="must differ"):
-        forge_tools(forge, issue, branch="trunk", base_branch="main")
+        forge_tools(forge, issue, branch="trunk", base_branch="main", finish_comment=FINISH)
     with pytest.raises(ValueError, match="must differ"):
-        forge_tools(forge, issue, branch="", base_branch="main")
+        forge_tools(forge, issue, branch="", base_branch="main", finish_comment=FINISH)
 
 
 async def test_long_output_is_cut() -> None:
     forge = FakeForge()
     repo = forge.add_repo("acme/demo", {"big.txt": "y" * 50})
     issue = forge.add_issue(repo, 7, title="t")
-    tools = forge_tools(forge, issue, branch=BRANCH, base_branch="main", max_output_chars=20)
+    tools = forge_tools(
+        forge, issue, branch=BRANCH, base_branch="main", finish_comment=FINISH, max_output_chars=20
+    )
     result = await ToolRegistry(tools).call(
         "github_get_file_contents", {"path": "big.txt"}, timeout=5
     )

@@ -2,7 +2,7 @@ import logging
 
 import pytest
 
-from bot.comments.redact import REDACTED, RedactingFilter, redact
+from bot.redact import REDACTED, RedactingFilter, redact
 
 SECRETS = [
     "ghp_" + "a1B2" * 9,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.tools.paths import PathRefused, ensure_size, resolve_inside
+from bot.paths import PathRefused, ensure_size, resolve_inside
 
 
 @pytest.fixture
