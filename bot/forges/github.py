@@ -10,9 +10,6 @@ endpoint serves issues, comments, reactions, labels and permissions, and delegat
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -30,7 +27,6 @@ from bot.forges.base import (
 from bot.forges.content import DelegatedContent
 from bot.forges.github_auth import GitHubSession, reading, repo_url
 from bot.forges.github_git import GitData
-from bot.forges.retry import WritePacer
 
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 REACTION_ALIASES = {"thumbsup": "+1", "thumbsdown": "-1", "tada": "hooray"}
@@ -78,41 +74,23 @@ class GitHubForge(DelegatedContent):
 
     kind = ForgeKind.GITHUB
 
-    def __init__(
-        self,
-        *,
-        api_url: str,
-        http: httpx.AsyncClient,
-        app_id: str | None = None,
-        private_key: str | None = None,
-        token: str | None = None,
-        user_agent: str = "coding-agent-bot",
-        pacer: WritePacer | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._gh = GitHubSession(
-            api_url=api_url,
-            http=http,
-            app_id=app_id,
-            private_key=private_key,
-            token=token,
-            user_agent=user_agent,
-            pacer=pacer or WritePacer(),
-            sleep=sleep,
-            clock=clock,
-        )
-        self._git = GitData(self._gh)
+    def __init__(self, session: GitHubSession) -> None:
+        self._gh = session
+        self._git = GitData(session)
 
     @classmethod
     def from_settings(cls, settings: GitHubSettings, http: httpx.AsyncClient) -> GitHubForge:
         """App credentials when both app_id and the private key are set, else the token."""
         if settings.app_id and settings.private_key is not None:
             key = settings.private_key.get_secret_value()
-            return cls(api_url=settings.api_url, http=http, app_id=settings.app_id, private_key=key)
+            return cls(
+                GitHubSession(
+                    api_url=settings.api_url, http=http, app_id=settings.app_id, private_key=key
+                )
+            )
         if settings.token is not None:
             token = settings.token.get_secret_value()
-            return cls(api_url=settings.api_url, http=http, token=token)
+            return cls(GitHubSession(api_url=settings.api_url, http=http, token=token))
         raise ValueError(
             "GitHub needs GITHUB_APP_ID with GITHUB_PRIVATE_KEY / GITHUB_PRIVATE_KEY_PATH, "
             "or GITHUB_TOKEN"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -161,14 +162,17 @@ class GitHubSession:
         *,
         api_url: str,
         http: httpx.AsyncClient,
-        app_id: str | None,
-        private_key: str | None,
-        token: str | None,
-        user_agent: str,
-        pacer: WritePacer,
-        sleep: Sleep,
-        clock: Clock,
+        app_id: str | None = None,
+        private_key: str | None = None,
+        token: str | None = None,
+        user_agent: str = "coding-agent-bot",
+        pacer: WritePacer | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.time,
     ) -> None:
+        """Raises ``ValueError`` unless the credentials are one kind (App or token) and
+        well formed."""
+        pacer = pacer or WritePacer()
         self._key = check_credentials(app_id, private_key, token)
         self._api = _Client(http, requester=user_agent, base_url=api_url, sleep=sleep, clock=clock)
         self._app_id = app_id

@@ -11,11 +11,9 @@ The token travels only in the ``PRIVATE-TOKEN`` header and, for git, in
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import requests
 from gitlab.exceptions import GitlabError
 
 from bot.config import GitLabSettings
@@ -100,29 +98,10 @@ class GitLabForge(DelegatedContent):
 
     kind = ForgeKind.GITLAB
 
-    def __init__(
-        self,
-        *,
-        url: str,
-        token: str,
-        pacer: WritePacer | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.time,
-        session: requests.Session | None = None,
-        max_workers: int = 4,
-    ) -> None:
-        self._token = token
-        self._client = GitLabClient(
-            url=url,
-            token=token,
-            pacer=pacer,
-            sleep=sleep,
-            clock=clock,
-            session=session,
-            max_workers=max_workers,
-        )
-        self._gl = self._client.gl
-        self._git = GitLabGit(self._client)
+    def __init__(self, client: GitLabClient) -> None:
+        self._client = client
+        self._gl = client.gl
+        self._git = GitLabGit(client)
 
     @classmethod
     def from_settings(
@@ -130,7 +109,9 @@ class GitLabForge(DelegatedContent):
     ) -> GitLabForge:
         if settings.token is None:
             raise ValueError("gitlab.token is not configured")
-        return cls(url=settings.url, token=settings.token.get_secret_value(), pacer=pacer)
+        return cls(
+            GitLabClient(url=settings.url, token=settings.token.get_secret_value(), pacer=pacer)
+        )
 
     # --- calling -------------------------------------------------------------------------------
 
@@ -243,7 +224,7 @@ class GitLabForge(DelegatedContent):
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:
         info = await self.get_repo_info(repo)
-        return CloneAuth(url=info.clone_url, username="oauth2", password=self._token)
+        return CloneAuth(url=info.clone_url, username="oauth2", password=self._client.token)
 
     async def whoami(self) -> str:
         """The username the token acts as (checks the URL and the token)."""

@@ -72,6 +72,7 @@ class GitLabClient:
         session: requests.Session | None = None,
         max_workers: int = 4,
     ) -> None:
+        self.token = token  # for git over HTTPS (clone and push)
         self._owns_session = session is None
         self._session = session or requests.Session()
         self.gl = _Client(

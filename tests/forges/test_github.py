@@ -37,6 +37,7 @@ from bot.forges.base import (
     TreeEntry,
 )
 from bot.forges.github import GitHubForge
+from bot.forges.github_auth import GitHubSession
 from bot.forges.retry import WritePacer
 
 REST = Path(__file__).resolve().parent.parent / "fixtures" / "github" / "rest"
@@ -140,25 +141,29 @@ def clock() -> Clock:
 def forge(http: httpx.AsyncClient, sleeps: Sleeps, clock: Clock) -> GitHubForge:
     """Token mode: most tests are about endpoints, not credentials."""
     return GitHubForge(
-        api_url=API,
-        http=http,
-        token="ghp_test",
-        pacer=WritePacer(interval=0.0),
-        sleep=sleeps,
-        clock=clock,
+        GitHubSession(
+            api_url=API,
+            http=http,
+            token="ghp_test",
+            pacer=WritePacer(interval=0.0),
+            sleep=sleeps,
+            clock=clock,
+        )
     )
 
 
 @pytest.fixture
 def app_forge(http: httpx.AsyncClient, sleeps: Sleeps, clock: Clock, pem: str) -> GitHubForge:
     return GitHubForge(
-        api_url=API,
-        http=http,
-        app_id=APP_ID,
-        private_key=pem,
-        pacer=WritePacer(interval=0.0),
-        sleep=sleeps,
-        clock=clock,
+        GitHubSession(
+            api_url=API,
+            http=http,
+            app_id=APP_ID,
+            private_key=pem,
+            pacer=WritePacer(interval=0.0),
+            sleep=sleeps,
+            clock=clock,
+        )
     )
 
 
@@ -273,7 +278,9 @@ async def test_enterprise_server_api_url_is_honoured(
     http: httpx.AsyncClient, sleeps: Sleeps, clock: Clock, pem: str
 ) -> None:
     ghes = GitHubForge(
-        api_url=GHES, http=http, app_id=APP_ID, private_key=pem, sleep=sleeps, clock=clock
+        GitHubSession(
+            api_url=GHES, http=http, app_id=APP_ID, private_key=pem, sleep=sleeps, clock=clock
+        )
     )
     with respx.mock(base_url=GHES) as router:
         tokens = router.post(TOKEN_PATH).respond(201, json=token_body("ghs_ghe", NOW + 3600))
@@ -286,18 +293,20 @@ async def test_enterprise_server_api_url_is_honoured(
 
 def test_credentials_must_be_one_kind(http: httpx.AsyncClient, pem: str) -> None:
     with pytest.raises(ValueError, match="not both"):
-        GitHubForge(api_url=API, http=http, app_id="1", private_key=pem, token="t")
+        GitHubForge(GitHubSession(api_url=API, http=http, app_id="1", private_key=pem, token="t"))
     with pytest.raises(ValueError, match="app_id with private_key"):
-        GitHubForge(api_url=API, http=http)
+        GitHubForge(GitHubSession(api_url=API, http=http))
     with pytest.raises(ValueError, match="app_id with private_key"):
-        GitHubForge(api_url=API, http=http, app_id="1")
+        GitHubForge(GitHubSession(api_url=API, http=http, app_id="1"))
     with pytest.raises(ValueError, match="token is empty"):
-        GitHubForge(api_url=API, http=http, token=" ")
+        GitHubForge(GitHubSession(api_url=API, http=http, token=" "))
 
 
 def test_private_key_must_be_a_pem_rsa_key(http: httpx.AsyncClient) -> None:
     with pytest.raises(ValueError, match="not a usable PEM key"):
-        GitHubForge(api_url=API, http=http, app_id="1", private_key="-----BEGIN nonsense")
+        GitHubForge(
+            GitHubSession(api_url=API, http=http, app_id="1", private_key="-----BEGIN nonsense")
+        )
     ec_pem = (
         ec.generate_private_key(ec.SECP256R1())
         .private_bytes(
@@ -308,7 +317,7 @@ def test_private_key_must_be_a_pem_rsa_key(http: httpx.AsyncClient) -> None:
         .decode("ascii")
     )
     with pytest.raises(ValueError, match="must be an RSA key"):
-        GitHubForge(api_url=API, http=http, app_id="1", private_key=ec_pem)
+        GitHubForge(GitHubSession(api_url=API, http=http, app_id="1", private_key=ec_pem))
 
 
 async def test_from_settings_prefers_the_app(
@@ -972,10 +981,10 @@ async def test_a_comment_cancelled_during_its_pacing_wait_does_not_block_later_w
     """What a reporter does to its pending status edit right after a milestone comment:
     the edit is cancelled while it sleeps out the pause between writes. The next write
     (the final status edit, the labels) must still go out."""
-    forge = GitHubForge(
+    forge = GitHubForge(GitHubSession(
         api_url=API, http=http, token="ghp_test", pacer=WritePacer(interval=0.3),
         sleep=sleeps, clock=clock,
-    )  # fmt: skip
+    ))  # fmt: skip
     posted = mock.post(f"{REPO_PATH}/issues/1347/comments").respond(201, json=rest("issue-comment"))
     edited = mock.patch(f"{REPO_PATH}/issues/comments/1").respond(200, json={})
     await forge.create_comment(ISSUE, "milestone")

@@ -35,6 +35,7 @@ from bot.forges.base import (
     TreeEntry,
 )
 from bot.forges.gitlab import GitLabForge, commit_actions, draft_title, permission_for
+from bot.forges.gitlab_client import GitLabClient
 from bot.forges.retry import WritePacer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gitlab" / "api"
@@ -92,7 +93,9 @@ def pacer() -> RecordingPacer:
 
 @pytest.fixture
 async def forge(waits: list[float], pacer: RecordingPacer) -> AsyncIterator[GitLabForge]:
-    forge = GitLabForge(url=HOST, token=TOKEN, pacer=pacer, sleep=waits.append, clock=lambda: NOW)
+    forge = GitLabForge(
+        GitLabClient(url=HOST, token=TOKEN, pacer=pacer, sleep=waits.append, clock=lambda: NOW)
+    )
     yield forge
     await forge.aclose()
 
@@ -337,7 +340,7 @@ async def test_get_repo_info(api: Any, forge: GitLabForge) -> None:
 
 async def test_self_hosted_url_is_honoured(waits: list[float]) -> None:
     base = "https://git.internal.example:8443/gitlab"
-    forge = GitLabForge(url=base, token=TOKEN, sleep=waits.append)
+    forge = GitLabForge(GitLabClient(url=base, token=TOKEN, sleep=waits.append))
     project = {**load("project"), "http_url_to_repo": f"{base}/acme/widgets.git"}
     with responses.RequestsMock() as api:
         api.get(f"{base}/api/v4/projects/acme%2Fwidgets", json=project)
@@ -768,7 +771,7 @@ async def test_long_error_pages_are_cut_short(api: Any, forge: GitLabForge) -> N
 async def test_an_injected_session_is_used() -> None:
     session = requests.Session()
     session.headers["X-Proxy-Auth"] = "corp"
-    forge = GitLabForge(url=HOST, token=TOKEN, session=session)
+    forge = GitLabForge(GitLabClient(url=HOST, token=TOKEN, session=session))
     with responses.RequestsMock() as api:
         api.get(P, json=load("project"))
         await forge.get_repo_info(REPO)
