@@ -1,4 +1,10 @@
-"""Redact secrets from everything the bot posts or logs. Pure."""
+"""Redact secrets from everything the bot posts or logs. Pure.
+
+Every pattern runs in time linear in the text: the text comes from outside (comments,
+file contents, command output, model answers), so a quantifier that can rescan what it
+already read is bounded (``{0,64}``), possessive (``{6,}+``) or anchored to a word
+start. tests/adversarial/ feeds each one the inputs that made the old patterns
+quadratic."""
 
 from __future__ import annotations
 
@@ -25,12 +31,15 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b"),
 )
 # Credentials in URLs: scheme://user:password@host -> scheme://[REDACTED]@host
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@")
-_BEARER = re.compile(r"(?i)\b(authorization:\s*(?:bearer|token|basic)\s+)[^\s\"']+")
+_URL_CREDENTIALS = re.compile(
+    r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)[^/\s:@]{1,512}:[^/\s@]{1,512}@"
+)
+_BEARER = re.compile(r"(?i)\b(authorization:\s{0,16}(?:bearer|token|basic)\s{1,16})[^\s\"']++")
 _ASSIGNMENT = re.compile(
     # A key name standing alone (not a path such as /etc/passwd or a.token attribute).
-    r"(?i)(?<![\w/.\-])([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|PRIVATE_KEY)[A-Z0-9_]*)"
-    r"(\s*[=:]\s*)(['\"]?)([^\s'\"]{6,})\3"
+    r"(?i)(?<![\w/.\-])"
+    r"([A-Z0-9_]{0,128}?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|PRIVATE_KEY)[A-Z0-9_]{0,128})"
+    r"(\s{0,16}[=:]\s{0,16})(['\"]?)([^\s'\"]{6,}+)\3"
 )
 
 

@@ -46,6 +46,11 @@ def decode(dec: msgspec.json.Decoder[T], body: bytes) -> T:
         raise PayloadError(explain(str(exc))) from None
     except msgspec.DecodeError as exc:
         raise PayloadError(f"the body is not JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        where = f"{exc.reason} at byte {exc.start}"
+        raise PayloadError(f"the body is not UTF-8 text: {where}") from None
+    except RecursionError:
+        raise PayloadError("the body is nested too deeply") from None
 
 
 def convert(value: Any, kind: type[T], where: str) -> T:
@@ -54,6 +59,8 @@ def convert(value: Any, kind: type[T], where: str) -> T:
         return msgspec.convert(value, kind)
     except msgspec.ValidationError as exc:
         raise PayloadError(explain(str(exc), root=where)) from None
+    except RecursionError:
+        raise PayloadError(f"{where} is nested too deeply") from None
 
 
 def explain(message: str, *, root: str = "payload") -> str:
