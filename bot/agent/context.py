@@ -70,13 +70,22 @@ class TaskContext:
     built: BuiltTools | None = None
 
 
+class PauseReason(StrEnum):
+    """Why a task is paused (the value is the PAUSED event's ``reason``)."""
+
+    LLM_UNAVAILABLE = "llm_unavailable"  # the model endpoint is down: woken by a health probe
+    APPROVAL_TIMEOUT = "approval_timeout"  # nobody answered an approval request in time
+    PERSON = "user"  # someone sent /agent pause
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a run ended. ``state`` is the task's next state; ``wake_at`` (epoch seconds)
     is when a waiting or paused task should be looked at again (None: only when a
-    person acts)."""
+    person acts); ``pause`` why a paused task is paused."""
 
     state: TaskState
     summary: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     wake_at: float | None = None
+    pause: PauseReason | None = None

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from bot.agent.budget import BudgetExceeded
 from bot.agent.cache import PlanCache
-from bot.agent.context import Outcome, ProgressKind, TaskContext
+from bot.agent.context import Outcome, PauseReason, ProgressKind, TaskContext
 from bot.agent.execution import ExecutionLoop
 from bot.agent.finalise import Finisher, announce
 from bot.agent.plan import PlanDocument
@@ -113,7 +113,8 @@ class ExecutionCoordinator:
             )
         await session.checkpoint()
         wake = self._clock() + session.ctx.settings.llm.health_interval
-        return Outcome(TaskState.PAUSED, reason="llm_unavailable", wake_at=wake)
+        reason = PauseReason.LLM_UNAVAILABLE
+        return Outcome(TaskState.PAUSED, reason=reason.value, wake_at=wake, pause=reason)
 
     async def plan_only(self, ctx: TaskContext) -> PlanDocument:
         """Plan the task and return the plan; writes nothing (``bot run --dry-run``).
