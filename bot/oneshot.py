@@ -37,7 +37,7 @@ async def _ignore(event: ProgressEvent) -> None:
 async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
     """Plan and return the planning document: no comment, label, branch or store write
     (a scratch store and data directory are thrown away afterwards)."""
-    from bot.agent.coordinator import ExecutionCoordinator
+    from bot.agent.loop import AgentLoop
 
     forge = runtime.forge(request.issue.repo.forge)
     assert forge is not None
@@ -75,7 +75,7 @@ async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
                     data_dir=Path(scratch),
                     built=built,
                 )
-                plan = await ExecutionCoordinator().plan_only(ctx)
+                plan = await AgentLoop().plan_only(ctx)
         finally:
             await store.close()
     return plan.to_document()

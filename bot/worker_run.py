@@ -48,9 +48,9 @@ class Coordinator(Protocol):
 
 
 def _default_coordinator() -> Coordinator:
-    from bot.agent.coordinator import ExecutionCoordinator
+    from bot.agent.loop import AgentLoop
 
-    return ExecutionCoordinator()
+    return AgentLoop()
 
 
 class TaskRunner:

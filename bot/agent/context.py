@@ -1,7 +1,7 @@
 """What the worker hands the coordinator, and what it gets back.
 
 The worker builds a ``TaskContext`` for each leased task and calls
-``ExecutionCoordinator.run(ctx)``; the coordinator reports what people should see
+``AgentLoop().run(ctx)``; the coordinator reports what people should see
 through ``ctx.emit(ProgressEvent)`` (the comments module renders these into the
 status comment and milestone comments) and returns an ``Outcome`` that the worker
 stores and turns into labels.
