@@ -30,8 +30,8 @@ if str(ROOT) not in sys.path:
 
 from bot.agent.cache import PlanCache  # noqa: E402
 from bot.agent.context import Emit, Outcome, ProgressEvent, TaskContext  # noqa: E402
-from bot.agent.coordinator import ExecutionCoordinator  # noqa: E402
 from bot.agent.history import history_path  # noqa: E402
+from bot.agent.loop import AgentLoop  # noqa: E402
 from bot.comments.render import agent_comment  # noqa: E402
 from bot.config import PlanningSettings, Settings, StorageSettings, secret_values  # noqa: E402
 from bot.events import TaskRequest  # noqa: E402
@@ -141,7 +141,7 @@ async def run_task(
         built=built,
     )
     started = time.perf_counter()
-    outcome = await ExecutionCoordinator(cache=env.cache).run(ctx)
+    outcome = await AgentLoop(cache=env.cache).run(ctx)
     seconds = time.perf_counter() - started
     path = history_path(env.settings.data_dir, task.id)
     entries = [json.loads(line) for line in path.read_text().splitlines()]

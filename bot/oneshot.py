@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.context import Outcome, ProgressEvent, TaskContext
+from bot.agent.loop import AgentLoop
 from bot.comments.render import agent_comment
 from bot.config import secret_values
 from bot.events import TaskRequest
@@ -16,12 +17,11 @@ from bot.storage.base import TaskState
 from bot.storage.sqlite import SqliteStore
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import load_repo_config
+from bot.worker import Worker
 
 
 async def run_once(runtime: Runtime, request: TaskRequest) -> Outcome:
     """Queue the task in the real store and run it in this process to its next rest."""
-    from bot.worker import Worker
-
     task, created = await runtime.store.create_task(request)
     if not created:
         return Outcome(task.state, reason=f"task {task.id} is already active on this issue")
@@ -39,8 +39,6 @@ async def _ignore(event: ProgressEvent) -> None:
 async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
     """Plan and return the planning document: no comment, label, branch or store write
     (a scratch store and data directory are thrown away afterwards)."""
-    from bot.agent.coordinator import ExecutionCoordinator
-
     forge = runtime.forge(request.issue.repo.forge)
     assert forge is not None
     info = await forge.get_repo_info(request.issue.repo)
@@ -78,7 +76,7 @@ async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
                     data_dir=Path(scratch),
                     built=built,
                 )
-                plan = await ExecutionCoordinator().plan_only(ctx)
+                plan = await AgentLoop().plan_only(ctx)
         finally:
             await store.close()
     return plan.to_document()

@@ -43,7 +43,7 @@ FORBIDDEN = {
                   "bot.triggers", "bot.storage"),
     # comments render the agent's progress events (bot.agent.context) and the decisions
     # of bot.triggers; they never read the agent's checkpoint or its state.
-    "bot.comments": ("bot.agent.state", "bot.agent.snapshot", "bot.agent.coordinator",
+    "bot.comments": ("bot.agent.state", "bot.agent.snapshot", "bot.agent.loop",
                      "bot.worker", "bot.app", "bot.cli", "bot.tools"),
     "bot.agent": ("bot.comments", "bot.worker", "bot.runtime", "bot.app", "bot.cli",
                   "bot.triggers", "bot.webhooks"),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from bot.agent.context import Outcome
+from bot.agent.context import Outcome, PauseReason
+from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
 from bot.forges.base import AccessDenied, ForgeError
-from bot.storage.base import TaskState
+from bot.storage.base import Task, TaskState
 from bot.worker.outcomes import (
     LLM_UNAVAILABLE,
     MAX_TASK_ATTEMPTS,
@@ -13,7 +14,9 @@ from bot.worker.outcomes import (
     forge_failure,
     may_have_missed_reply,
     refused,
+    stored_pause,
     task_retry_delay,
+    waits_for_llm,
 )
 
 
@@ -48,5 +51,21 @@ def test_a_crash_fails_without_the_errors_text() -> None:
 def test_only_tasks_waiting_for_people_may_have_missed_a_reply() -> None:
     assert may_have_missed_reply(Outcome(TaskState.AWAITING_APPROVAL))
     assert may_have_missed_reply(Outcome(TaskState.PAUSED, reason="paused by alice"))
-    assert not may_have_missed_reply(Outcome(TaskState.PAUSED, reason=LLM_UNAVAILABLE))
+    llm_down = Outcome(TaskState.PAUSED, reason=LLM_UNAVAILABLE, pause=PauseReason.LLM_UNAVAILABLE)
+    assert not may_have_missed_reply(llm_down)
     assert not may_have_missed_reply(Outcome(TaskState.DONE))
+
+
+def _task(state: TaskState, error: str | None) -> Task:
+    issue = IssueRef(RepoRef(ForgeKind.GITHUB, "acme/widgets"), 7)
+    request = TaskRequest(issue, requested_by="alice")
+    return Task("t1", issue.key, issue.repo.key, request, state, error=error)
+
+
+def test_why_a_stored_task_is_paused_is_read_from_its_error_text_in_one_place() -> None:
+    assert stored_pause(_task(TaskState.PAUSED, LLM_UNAVAILABLE)) is PauseReason.LLM_UNAVAILABLE
+    assert waits_for_llm(_task(TaskState.PAUSED, LLM_UNAVAILABLE))
+    timed_out = _task(TaskState.PAUSED, "approval_timeout")
+    assert stored_pause(timed_out) is PauseReason.APPROVAL_TIMEOUT and not waits_for_llm(timed_out)
+    assert stored_pause(_task(TaskState.PAUSED, "paused by alice")) is None
+    assert stored_pause(_task(TaskState.QUEUED, LLM_UNAVAILABLE)) is None

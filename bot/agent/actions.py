@@ -5,7 +5,9 @@ called directly; otherwise the ``execution`` phase gives the function call, seei
 the results so far (compacted). Each action is checkpointed when it starts and when
 it ends, so a restarted worker never repeats a finished action, and never blindly
 repeats a write that was in flight. An invalid model answer is a failed action,
-never a crash. A call the policy wants approved comes back as ``approval``.
+never a crash. Each action ends in one of three kinds (``ActionOutcome``): its
+record, a call the policy wants approved (``PendingApproval``), or a model / budget
+error that ends the run (``CallFailed``).
 """
 
 from __future__ import annotations
@@ -42,10 +44,13 @@ class PendingApproval:
 
 
 @dataclass(frozen=True, slots=True)
-class ActionOutcome:
-    record: ActionRecord | None = None
-    approval: PendingApproval | None = None
-    error: BaseException | None = None
+class CallFailed:
+    """The model or the budget failed while the action ran: the run ends with it."""
+
+    error: LLMError | BudgetExceeded
+
+
+ActionOutcome = ActionRecord | PendingApproval | CallFailed
 
 
 def complete_arguments(tool: Tool, arguments: dict[str, Any] | None) -> bool:
@@ -72,7 +77,7 @@ class ActionRunner:
                 try:
                     return await self.run_one(action)
                 except (LLMError, BudgetExceeded) as exc:
-                    return ActionOutcome(error=exc)
+                    return CallFailed(exc)
 
         return list(await asyncio.gather(*(guarded(a) for a in batch)))
 
@@ -124,14 +129,14 @@ class ActionRunner:
 
     async def run_one(
         self, action: PlannedAction, *, feedback: str = "", choices: list[Tool] | None = None
-    ) -> ActionOutcome:
+    ) -> ActionRecord | PendingApproval:
         session = self.session
         state = session.state
         existing = state.records.get(action.key)
         if existing is not None and existing.finished:
-            return ActionOutcome(existing)
+            return existing
         if existing is not None and existing.writes:
-            return ActionOutcome(await self._interrupted(existing))
+            return await self._interrupted(existing)
         call: tuple[str, dict[str, Any]] | str
         if existing is not None:  # a read that was running when the worker stopped
             call = (existing.tool, existing.arguments)
@@ -139,7 +144,7 @@ class ActionRunner:
             call = await self.function_call(action, feedback=feedback, choices=choices)
         if isinstance(call, str):
             record = ActionRecord(action.key, action.task_id, action.tool, revision=self._rev())
-            return ActionOutcome(await self._finish(record, ok=False, output=call))
+            return await self._finish(record, ok=False, output=call)
         name, arguments = call
         tool = session.ctx.tools.get(name)
         record = ActionRecord(
@@ -171,14 +176,14 @@ class ActionRunner:
         except ApprovalRequired:
             del state.records[action.key]
             await session.checkpoint()
-            return ActionOutcome(approval=PendingApproval(action, name, arguments))
+            return PendingApproval(action, name, arguments)
         state.approved_calls.pop(action.key, None)
         record.changed = result.changed
         record.duration = result.duration
         record.data = _data_subset(result.data)
         await self._finish(record, ok=result.ok, output=result.output)
         await self._summarise(record)
-        return ActionOutcome(record)
+        return record
 
     def _rev(self) -> int:
         plan = self.session.plan

@@ -1,7 +1,7 @@
 """What the worker hands the coordinator, and what it gets back.
 
 The worker builds a ``TaskContext`` for each leased task and calls
-``ExecutionCoordinator.run(ctx)``; the coordinator reports what people should see
+``AgentLoop().run(ctx)``; the coordinator reports what people should see
 through ``ctx.emit(ProgressEvent)`` (the comments module renders these into the
 status comment and milestone comments) and returns an ``Outcome`` that the worker
 stores and turns into labels.
@@ -13,17 +13,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.config import Settings
 from bot.events import IssueRef
 from bot.forges.base import Forge
 from bot.llm.base import LLM
 from bot.storage.base import Store, Task, TaskState
+from bot.tools.factory import BuiltTools
 from bot.tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    from bot.tools.factory import BuiltTools
 
 
 class ProgressKind(StrEnum):
@@ -70,13 +68,22 @@ class TaskContext:
     built: BuiltTools | None = None
 
 
+class PauseReason(StrEnum):
+    """Why a task is paused (the value is the PAUSED event's ``reason``)."""
+
+    LLM_UNAVAILABLE = "llm_unavailable"  # the model endpoint is down: woken by a health probe
+    APPROVAL_TIMEOUT = "approval_timeout"  # nobody answered an approval request in time
+    PERSON = "user"  # someone sent /agent pause
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a run ended. ``state`` is the task's next state; ``wake_at`` (epoch seconds)
     is when a waiting or paused task should be looked at again (None: only when a
-    person acts)."""
+    person acts); ``pause`` why a paused task is paused."""
 
     state: TaskState
     summary: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     wake_at: float | None = None
+    pause: PauseReason | None = None

@@ -15,7 +15,7 @@ ends the task with a request for a person quoting git's error.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.agent.actions import ActionRunner
 from bot.agent.context import ProgressKind
@@ -24,11 +24,9 @@ from bot.agent.push_failure import push_failure
 from bot.agent.session import Session
 from bot.forges.base import ForgeError
 from bot.storage.runs import RunDirectory
+from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
 from bot.tools.quality import QualityCommands, QualityReport, detect_commands, run_quality_gate
-
-if TYPE_CHECKING:
-    from bot.tools.factory import BuiltTools
 
 QUALITY_ROUNDS = 3
 FIX_TOOLS = ("replace_in_file", "write_file")

@@ -19,7 +19,7 @@ from bot.agent.context import Outcome, ProgressKind
 from bot.agent.context_builder import as_data
 from bot.agent.delivery import keep_changes, write_run_report
 from bot.agent.session import Session
-from bot.agent.state import ActionStatus, Phase
+from bot.agent.state import ActionStatus, Phase, Stage
 from bot.llm.base import LLMError, LLMUnavailable
 from bot.llm.tokens import count_tokens
 from bot.storage.base import TaskState
@@ -173,7 +173,8 @@ class Finisher:
             "event": {"kind": kind.value, "data": data},
             "announced": False,
         }
-        await session.move(Phase.COMPLETION)
+        session.to(Stage.DONE)
+        await session.show(Phase.COMPLETION)
         await session.checkpoint()
         await announce(session)
 

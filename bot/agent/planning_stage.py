@@ -3,7 +3,7 @@
 A rejected plan is re-planned once with the reasons in the prompt; a second
 rejection, or a ``decomposition_failed`` answer (seed 10.1.2), ends in human
 intervention with the partial plan. An ``unclear_goal`` answer (seed 10.1.1) posts
-the questions and waits for the author's answer.
+the questions and waits for the author's answer. Either ends the run: ``Exit``.
 """
 
 from __future__ import annotations
@@ -12,16 +12,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.agent.cache import PlanCache
-from bot.agent.context import Outcome, ProgressKind
+from bot.agent.context import ProgressKind
 from bot.agent.context_builder import PlanningContext, build_context, tool_lines
+from bot.agent.exits import Exit
 from bot.agent.finalise import Finisher
 from bot.agent.history import previous_attempt
 from bot.agent.plan import PlanDocument, PlanFormatError
 from bot.agent.planning import PlanningAnswer, PlanningEngine, planning_level
 from bot.agent.session import Session
-from bot.agent.state import Phase, Waiting
+from bot.agent.state import Phase, Stage, Waiting, WaitKind
+from bot.agent.waiting import waiting_for_answers
 from bot.events import TaskMode
-from bot.storage.base import TaskState
 
 PLANNING_ATTEMPTS = 2
 
@@ -104,7 +105,7 @@ class PlanningStage:
     async def _ask(self, context: PlanningContext, engine: PlanningEngine) -> PlanDocument:
         session, state = self.session, self.session.state
         while True:
-            await session.move(Phase.GOAL_UNDERSTANDING)
+            await session.show(Phase.GOAL_UNDERSTANDING)
             answer = await engine.understand_goal(
                 context, replan_reason=state.replan_reason, answers=state.answers
             )
@@ -118,9 +119,9 @@ class PlanningStage:
             problems: list[str] = []
             plan = None
             try:
-                await session.move(Phase.TASK_DECOMPOSITION)
+                await session.show(Phase.TASK_DECOMPOSITION)
                 engine.decompose_task(answer)
-                await session.move(Phase.ACTION_PLANNING)
+                await session.show(Phase.ACTION_PLANNING)
                 plan, problems = engine.generate_action_plan(answer)
             except PlanFormatError as exc:
                 problems = [str(exc)]
@@ -149,21 +150,23 @@ class PlanningStage:
                 Phase.TASK_DECOMPOSITION,
                 Phase.ACTION_PLANNING,
             ):
-                await self.session.move(phase)
+                await self.session.show(phase)
             return cached
         return await self._ask(context, engine)
 
-    async def run(self) -> Outcome | None:
-        """Plan the task; None when execution may start, else the outcome to return."""
+    async def run(self) -> None:
+        """Plan the task; raises ``Exit`` when no plan comes out of it."""
         session = self.session
         context = await self.context()
         try:
             plan = await self.plan_for(context, self.engine())
         except PlanningFailed as failed:
             if failed.kind == "unclear_goal":
-                return await self._clarify(failed)
+                await self._clarify(failed)
             reason = f"the task could not be decomposed: {failed.message}"
-            return await Finisher(session).intervene(reason, partial_plan=failed.partial_plan)
+            raise Exit(
+                await Finisher(session).intervene(reason, partial_plan=failed.partial_plan)
+            ) from None
         session.set_plan(plan)
         session.state.replan_reason = ""
         session.record("plan", plan=plan.to_document(), cached=session.state.cached_plan)
@@ -175,18 +178,16 @@ class PlanningStage:
             complexity=session.state.complexity,
         )
         await session.checkpoint()
-        return None
 
-    def needs_plan_approval(self) -> bool:
-        state = self.session.state
-        return self.session.ctx.task.request.mode is TaskMode.PLAN_ONLY and not state.plan_approved
+    def plan_only(self) -> bool:
+        """``/agent plan``: the plan waits for approval before anything runs."""
+        return self.session.ctx.task.request.mode is TaskMode.PLAN_ONLY
 
-    async def _clarify(self, failed: PlanningFailed) -> Outcome:
+    async def _clarify(self, failed: PlanningFailed) -> None:
         session = self.session
         questions = list(failed.questions) or [failed.message or "What exactly should be done?"]
-        session.state.waiting = Waiting(
-            "clarification", since=session.now(), details={"questions": questions}
-        )
+        session.state.waiting = Waiting(WaitKind.ANSWERS, since=session.now(), questions=questions)
+        session.to(Stage.WAIT)
         session.record("clarification", reason=failed.message, questions=questions)
         await session.milestone(
             ProgressKind.CLARIFICATION,
@@ -195,7 +196,7 @@ class PlanningStage:
             waiting="clarification",
         )
         await session.checkpoint()
-        return Outcome(TaskState.AWAITING_INPUT, reason="waiting for answers to questions")
+        raise Exit(waiting_for_answers())
 
     async def remember(self) -> None:
         """Cache the plan of a task that reached its goal without revisions."""

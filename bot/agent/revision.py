@@ -6,26 +6,27 @@ for by failures, and by a ``/agent reject`` of a plan or revision (the plan fail
 person's review), count against ``max_revisions`` (reaching it asks for a person);
 revisions that follow people's feedback comments do not (``counts=False``). With
 ``require_human_approval`` every revised plan waits for approval before it runs.
+A revision that cannot go on ends the run: ``Exit``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from bot.agent.budget import compact_results
-from bot.agent.context import Outcome, ProgressKind
+from bot.agent.context import ProgressKind
 from bot.agent.context_builder import tool_lines
+from bot.agent.exits import Exit
 from bot.agent.finalise import Finisher
 from bot.agent.plan_rules import pending_actions
 from bot.agent.planning import RevisionRequest, RevisionResult
 from bot.agent.planning_stage import PlanningStage
 from bot.agent.reflection import RevisionSuggestion
 from bot.agent.session import Session
-from bot.agent.state import Phase
+from bot.agent.state import Phase, Stage, Waiting, WaitKind
+from bot.agent.waiting import Waits
 from bot.llm.tokens import count_tokens
 
-RequestApproval = Callable[[str, str, str, dict[str, Any]], Awaitable[Outcome]]
 REMAINING_LINES = 8
 
 
@@ -35,12 +36,12 @@ class Reviser:
         session: Session,
         stage: PlanningStage,
         finisher: Finisher,
-        request_approval: RequestApproval,
+        waits: Waits,
     ) -> None:
         self.session = session
         self.stage = stage
         self.finisher = finisher
-        self.request_approval = request_approval
+        self.waits = waits
 
     def remaining_text(self) -> str:
         plan = self.session.plan
@@ -91,26 +92,27 @@ class Reviser:
         issues: Sequence[str] = (),
         feedback: str = "",
         counts: bool = True,
-    ) -> Outcome | None:
-        """Revise the plan; None to go on executing, else the outcome to return."""
+    ) -> None:
+        """Revise the plan and go on executing; raises ``Exit`` when the run ends."""
         session, state = self.session, self.session.state
         limit = session.planning.revision.max_revisions
         if counts and state.revisions >= limit:
-            return await self.finisher.intervene(
-                f"the plan was revised {state.revisions} times (planning.revision.max_revisions "
-                f"is {limit}) and still needs changes: {suggestion.reason}"
+            raise Exit(
+                await self.finisher.intervene(
+                    f"the plan was revised {state.revisions} times (planning.revision."
+                    f"max_revisions is {limit}) and still needs changes: {suggestion.reason}"
+                )
             )
-        await session.move(Phase.REVISION)
+        session.to(Stage.REVISE)
+        await session.show(Phase.REVISION)
         number = state.plan_number + 1
         result = await self._new_plan(suggestion, issues, feedback, number)
         if result.plan is None:
-            return await self.finisher.intervene(
-                "the plan could not be revised: " + "; ".join(result.problems)
-            )
+            reason = "the plan could not be revised: " + "; ".join(result.problems)
+            raise Exit(await self.finisher.intervene(reason))
         state.revisions += 1 if counts else 0
         state.plan_number = number
         state.consecutive_failures = 0
-        state.early_done = False
         session.set_plan(result.plan)
         reason = result.reason or suggestion.reason
         changes = list(result.changes or suggestion.changes)
@@ -131,12 +133,12 @@ class Reviser:
             statuses=session.statuses(),
         )
         if session.planning.revision.require_human_approval:
-            return await self.request_approval(
-                "revision",
+            await self.waits.request_approval(
+                WaitKind.REVISION,
                 f"revision {number} of the plan",
                 self.remaining_text(),
-                {"number": number},
+                Waiting(WaitKind.REVISION, number=number),
             )
-        await session.move(Phase.EXECUTION)
+        session.to(Stage.EXECUTE)
+        await session.show(Phase.EXECUTION)
         await session.checkpoint()
-        return None

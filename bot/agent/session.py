@@ -3,8 +3,8 @@
 The coordinator and its helpers share a ``Session``: it owns the checkpoint
 (``checkpoint()`` after every action), the planning history, the run directory's
 logs (``runlog``: conversation.jsonl, errors.log, artifacts), token accounting
-(a USAGE event and a history entry per model call), and the phase state machine
-(``move`` refuses transitions seed 7.3 does not have).
+(a USAGE event and a history entry per model call), the stage (``to`` refuses a move
+the stage table does not have) and the phase people see (``show``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from bot.agent.plan import PlanDocument
 from bot.agent.prompts import PromptLibrary
 from bot.agent.runlog import RunLog
 from bot.agent.snapshot import plan_of, subtask_statuses
-from bot.agent.state import AgentState, Phase, can_transition
+from bot.agent.state import AgentState, Phase, Stage, can_move
 from bot.config import PlanningSettings, secret_values
 from bot.llm.base import Usage
 
 
 class InvalidTransition(RuntimeError):
-    """The coordinator tried a phase change the state machine does not allow (a bug)."""
+    """The loop tried a stage change the stage table does not allow (a bug)."""
 
 
 @dataclass
@@ -47,6 +47,7 @@ class Session:
     _started: float = field(init=False)
     _base_elapsed: float = field(init=False)
     _plan: PlanDocument | None = field(init=False, default=None)
+    _shown: Phase = field(init=False, default=Phase.INITIAL)
     _lock: asyncio.Lock = field(init=False, default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
@@ -76,6 +77,7 @@ class Session:
         self._base_elapsed = self.state.elapsed
         if self.state.plan is not None:
             self._plan = plan_of(self.state.plan)
+        self._shown = self.state.phase()
 
     # --- shortcuts ---------------------------------------------------------------------------
 
@@ -125,17 +127,26 @@ class Session:
         if self.persist:
             self.history.append(entry_type, **fields)
 
-    async def move(self, target: Phase) -> None:
-        current = self.state.phase
-        if current is target and target in (Phase.EXECUTION, Phase.COMPLETION):
+    def to(self, target: Stage) -> None:
+        """Move the task to the ``target`` stage (saved with the next checkpoint)."""
+        current = self.state.stage
+        if not can_move(current, target):
+            raise InvalidTransition(f"{current.value} -> {target.value} is not a stage move")
+        self.state.stage = target
+
+    async def show(self, phase: Phase) -> None:
+        """Tell the status comment the phase (once while it stays in execution)."""
+        if self._shown is phase and phase in (Phase.EXECUTION, Phase.COMPLETION):
             return
-        if not can_transition(current, target):
-            raise InvalidTransition(f"{current.value} -> {target.value} is not a transition")
-        self.state.phase = target
-        await self.emit(ProgressKind.PHASE, phase=target.value)
+        self._shown = phase
+        await self.emit(ProgressKind.PHASE, phase=phase.value)
+
+    @property
+    def shown_phase(self) -> Phase:
+        return self._shown
 
     async def _on_usage(self, template: str, usage: Usage, calls: int) -> None:
-        self.state.llm_pause_notified = False
+        self.state.paused = None  # the model answers: an announced outage is over
         ledger = self.budget.ledger
         self.record(
             "usage",

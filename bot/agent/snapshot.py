@@ -50,11 +50,11 @@ def waiting_of(state: AgentState) -> dict[str, Any]:
     waiting = state.waiting
     if waiting is None:
         return {}
-    if waiting.kind == "clarification":
-        return {"subject": "clarification"}
-    details = waiting.details
-    shown = {"subject": waiting.subject, "what": details.get("what"), "tool": details.get("tool"),
-             "number": details.get("number")}  # fmt: skip
+    if not waiting.approval:
+        return {"subject": waiting.kind.value}
+    tool = waiting.call.tool if waiting.call is not None else None
+    shown = {"subject": waiting.kind.value, "what": waiting.what, "tool": tool,
+             "number": waiting.number}  # fmt: skip
     return {k: v for k, v in shown.items() if v}
 
 
@@ -71,7 +71,7 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
     usage = state.usage or {}
     delivery = state.delivery or {}
     return {
-        "phase": state.phase.value,
+        "phase": state.phase().value,
         "plan": plan.to_document() if plan is not None else {},
         "statuses": subtask_statuses(state, plan),
         "total_tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),

@@ -1,9 +1,10 @@
-"""The task's state machine (seed 004, 7.3) and its checkpoint form. Pure: no I/O.
+"""The task's stages and its checkpoint form. Pure: no I/O.
 
 ``AgentState`` is everything a restarted worker needs to continue a task where it
-stopped: the phase, the current plan, what each action did, counters for the
-limits, token usage, the last message read, and what the task waits for.
-``to_dict`` / ``from_dict`` are the checkpoint (de)serialisation.
+stopped: the stage (the loop's one source of truth), the current plan, what each
+action did, counters for the limits, token usage, the last message read, and what
+the task waits for. ``to_dict`` / ``from_dict`` are the checkpoint (de)serialisation;
+``upgrade_v1`` reads the checkpoints of version 1 (a phase and flags).
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-CHECKPOINT_VERSION = 1
+from bot.agent.context import PauseReason
+
+CHECKPOINT_VERSION = 2
 
 
 class Phase(StrEnum):
+    """The planning phases people see in the status comment (PHASE events)."""
+
     INITIAL = "initial"
     GOAL_UNDERSTANDING = "goal_understanding"
     TASK_DECOMPOSITION = "task_decomposition"
@@ -26,33 +31,96 @@ class Phase(StrEnum):
     COMPLETION = "completion"
 
 
-_PLANNING = (Phase.GOAL_UNDERSTANDING, Phase.TASK_DECOMPOSITION, Phase.ACTION_PLANNING)
+class Stage(StrEnum):
+    """Where the task is: the loop runs the handler of the current stage."""
 
-TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    Phase.INITIAL: frozenset({Phase.GOAL_UNDERSTANDING, Phase.COMPLETION}),
-    # Re-planning (a rejected plan, an answered question) goes back to goal understanding.
-    Phase.GOAL_UNDERSTANDING: frozenset(
-        {Phase.GOAL_UNDERSTANDING, Phase.TASK_DECOMPOSITION, Phase.COMPLETION}
+    PLAN = "plan"  # make the plan (or, with one, pass the plan-only gate)
+    WAIT = "wait"  # waiting for people: answers, or an approval (``AgentState.waiting``)
+    EXECUTE = "execute"  # run the next batch of actions
+    REFLECT = "reflect"  # look at the batch that ran (``AgentState.batch``)
+    REVISE = "revise"  # a revision in progress (interrupted: the current plan goes on)
+    DELIVER = "deliver"  # quality gate, push, change request, completion summary
+    DONE = "done"  # the outcome is stored (``AgentState.outcome``)
+
+
+_NEXT: dict[Stage, frozenset[Stage]] = {
+    Stage.PLAN: frozenset({Stage.PLAN, Stage.WAIT, Stage.EXECUTE, Stage.DONE}),
+    Stage.WAIT: frozenset(
+        {Stage.PLAN, Stage.WAIT, Stage.EXECUTE, Stage.REVISE, Stage.DELIVER, Stage.DONE}
     ),
-    Phase.TASK_DECOMPOSITION: frozenset(
-        {Phase.ACTION_PLANNING, Phase.GOAL_UNDERSTANDING, Phase.COMPLETION}
+    # people's feedback is reflected on where it is read, and may revise the plan
+    Stage.EXECUTE: frozenset(
+        {Stage.EXECUTE, Stage.REFLECT, Stage.REVISE, Stage.WAIT, Stage.DELIVER, Stage.DONE}
     ),
-    Phase.ACTION_PLANNING: frozenset(
-        {Phase.EXECUTION, Phase.GOAL_UNDERSTANDING, Phase.REVISION, Phase.COMPLETION}
-    ),
-    Phase.EXECUTION: frozenset({Phase.EXECUTION, Phase.REFLECTION, Phase.COMPLETION}),
-    Phase.REFLECTION: frozenset({Phase.REVISION, Phase.EXECUTION, Phase.COMPLETION}),
-    Phase.REVISION: frozenset({Phase.EXECUTION, Phase.REVISION, Phase.COMPLETION}),
-    Phase.COMPLETION: frozenset(),
+    Stage.REFLECT: frozenset({Stage.EXECUTE, Stage.REVISE, Stage.DELIVER, Stage.DONE}),
+    Stage.REVISE: frozenset({Stage.EXECUTE, Stage.WAIT, Stage.DONE}),
+    Stage.DELIVER: frozenset({Stage.REVISE, Stage.WAIT, Stage.DONE}),
+    Stage.DONE: frozenset(),
+}
+# Every stage but the last may end the task (a person is needed, the budget is spent).
+NEXT_STAGES = {
+    stage: nexts | {Stage.DONE} if stage is not Stage.DONE else nexts
+    for stage, nexts in _NEXT.items()
 }
 
 
-def can_transition(current: Phase, target: Phase) -> bool:
-    return target in TRANSITIONS[current]
+def can_move(current: Stage, target: Stage) -> bool:
+    return target in NEXT_STAGES[current]
 
 
-def is_planning(phase: Phase) -> bool:
-    return phase in _PLANNING
+class WaitKind(StrEnum):
+    """What a waiting task waits for (the value is the APPROVAL_REQUEST ``subject``)."""
+
+    ANSWERS = "clarification"  # answers to the questions about an unclear goal
+    PLAN = "plan"  # approval of the plan (/agent plan)
+    REVISION = "revision"  # approval of a revised plan (require_human_approval)
+    TOOL = "tool"  # approval of one tool call the policy wants approved
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call waiting for approval, exactly as it was shown."""
+
+    key: str
+    task_id: str
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Waiting:
+    kind: WaitKind
+    since: float = 0.0
+    wake_at: float | None = None
+    what: str = ""  # what is to be approved, in words
+    text: str = ""  # what the request showed
+    after_seq: int = 0  # approvals up to this message answer something else
+    timed_out: bool = False
+    number: int = 0  # of the revision
+    questions: list[str] = field(default_factory=list)
+    call: ToolCall | None = None
+
+    @property
+    def approval(self) -> bool:
+        return self.kind is not WaitKind.ANSWERS
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["kind"] = self.kind.value
+        data["questions"] = list(self.questions)
+        call = self.call
+        data["call"] = (
+            None if call is None else {f.name: getattr(call, f.name) for f in fields(call)}
+        )
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Waiting:
+        values = dict(data)
+        values["kind"] = WaitKind(values["kind"])
+        call = values.get("call")
+        values["call"] = ToolCall(**call) if isinstance(call, dict) else None
+        return cls(**values)
 
 
 class ActionStatus(StrEnum):
@@ -110,45 +178,34 @@ class ActionRecord:
 
 
 @dataclass
-class Waiting:
-    """What a task waits for: ``clarification``, or ``approval`` of a plan or a tool call."""
-
-    kind: str
-    subject: str = ""
-    since: float = 0.0
-    wake_at: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class AgentState:
-    phase: Phase = Phase.INITIAL
+    stage: Stage = Stage.PLAN
     plan: dict[str, Any] | None = None
     revisions: int = 0
     plan_number: int = 0
     records: dict[str, ActionRecord] = field(default_factory=dict)
+    # Keys of the batch that runs or ran and is not yet reflected on: a worker that died
+    # in between picks up the reflection instead of skipping it.
+    batch: list[str] = field(default_factory=list)
     consecutive_failures: int = 0
     actions_since_reflection: int = 0
     message_seq: int = 0
     pending_feedback: list[dict[str, Any]] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     waiting: Waiting | None = None
+    # A pause people were told about and that is not over yet (an announced LLM outage
+    # is not announced again on every retry).
+    paused: PauseReason | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     elapsed: float = 0.0
-    llm_pause_notified: bool = False
     failure_signatures: dict[str, int] = field(default_factory=dict)
     tried: list[str] = field(default_factory=list)
     planning_attempts: int = 0
     replan_reason: str = ""
-    plan_approved: bool = False
     approved_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     cached_plan: bool = False
     complexity: str = ""
     task_text: str = ""
-    early_done: bool = False
-    # Keys of the batch whose results are not yet accounted for and reflected on: a worker
-    # that died in between picks up the reflection instead of skipping it.
-    unreflected: list[str] = field(default_factory=list)
     milestones: dict[str, int] = field(default_factory=dict)
     delivery: dict[str, Any] = field(default_factory=dict)
     outcome: dict[str, Any] | None = None
@@ -170,6 +227,15 @@ class AgentState:
     def changed_anything(self) -> bool:
         return any(r.changed for r in self.records.values())
 
+    def phase(self) -> Phase:
+        """The phase the status comment shows for this stage."""
+        waiting = self.waiting
+        if self.stage is Stage.WAIT and waiting is not None:
+            return _WAITING_PHASE[waiting.kind]
+        if self.stage is Stage.PLAN:
+            return Phase.ACTION_PLANNING if self.plan is not None else Phase.INITIAL
+        return _STAGE_PHASE[self.stage]
+
     # --- checkpoint form -------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,39 +248,103 @@ class AgentState:
             elif isinstance(value, list):
                 data[name] = list(value)
         data["version"] = CHECKPOINT_VERSION
-        data["phase"] = self.phase.value
+        data["stage"] = self.stage.value
+        data["paused"] = self.paused.value if self.paused is not None else None
         data["records"] = {key: r.to_dict() for key, r in self.records.items()}
-        waiting = self.waiting
-        data["waiting"] = (
-            None
-            if waiting is None
-            else {
-                "kind": waiting.kind,
-                "subject": waiting.subject,
-                "since": waiting.since,
-                "wake_at": waiting.wake_at,
-                "details": dict(waiting.details),
-            }
-        )
+        data["waiting"] = self.waiting.to_dict() if self.waiting is not None else None
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentState:
         version = data.get("version")
-        if version != CHECKPOINT_VERSION:
+        if version == 1:
+            data = upgrade_v1(data)
+        elif version != CHECKPOINT_VERSION:
             raise ValueError(f"checkpoint version {version!r} is not {CHECKPOINT_VERSION}")
         fields = {k: v for k, v in data.items() if k != "version"}
-        fields["phase"] = Phase(fields.get("phase", Phase.INITIAL.value))
+        fields["stage"] = Stage(fields.get("stage", Stage.PLAN.value))
+        paused = fields.get("paused")
+        fields["paused"] = PauseReason(paused) if paused is not None else None
         fields["records"] = {
             key: ActionRecord.from_dict(value) for key, value in fields.get("records", {}).items()
         }
         waiting = fields.get("waiting")
-        fields["waiting"] = Waiting(**waiting) if isinstance(waiting, dict) else None
+        fields["waiting"] = Waiting.from_dict(waiting) if isinstance(waiting, dict) else None
         known = set(cls.__dataclass_fields__)
         unknown = set(fields) - known
         if unknown:
             raise ValueError(f"checkpoint has unknown fields: {sorted(unknown)}")
         return cls(**fields)
+
+
+_STAGE_PHASE = {
+    Stage.PLAN: Phase.INITIAL,
+    Stage.WAIT: Phase.EXECUTION,
+    Stage.EXECUTE: Phase.EXECUTION,
+    Stage.REFLECT: Phase.EXECUTION,
+    Stage.REVISE: Phase.REVISION,
+    Stage.DELIVER: Phase.EXECUTION,
+    Stage.DONE: Phase.COMPLETION,
+}
+_WAITING_PHASE = {
+    WaitKind.ANSWERS: Phase.GOAL_UNDERSTANDING,
+    WaitKind.PLAN: Phase.ACTION_PLANNING,
+    WaitKind.REVISION: Phase.REVISION,
+    WaitKind.TOOL: Phase.EXECUTION,
+}
+_V1_FLAGS = ("phase", "early_done", "plan_approved", "unreflected", "llm_pause_notified")
+
+
+def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 checkpoint (a phase and flags) in the version 2 form (a stage). Pure."""
+    out = {k: v for k, v in data.items() if k not in _V1_FLAGS}
+    out["version"] = CHECKPOINT_VERSION
+    out["batch"] = list(data.get("unreflected") or [])
+    notified = data.get("llm_pause_notified")
+    out["paused"] = PauseReason.LLM_UNAVAILABLE.value if notified else None
+    waiting = data.get("waiting")
+    out["waiting"] = _waiting_v1(waiting) if isinstance(waiting, dict) else None
+    out["stage"] = _stage_v1(data, out["waiting"]).value
+    return out
+
+
+def _stage_v1(data: dict[str, Any], waiting: dict[str, Any] | None) -> Stage:
+    if data.get("outcome") is not None:
+        return Stage.DONE
+    if waiting is not None:
+        return Stage.WAIT
+    if data.get("plan") is None:
+        return Stage.PLAN
+    if data.get("early_done"):
+        return Stage.DELIVER
+    if not data.get("plan_approved") and not data.get("records"):
+        return Stage.PLAN  # planned; the plan-only gate is still ahead
+    return Stage.EXECUTE
+
+
+def _waiting_v1(old: dict[str, Any]) -> dict[str, Any]:
+    details = dict(old.get("details") or {})
+    kind = WaitKind.ANSWERS if old.get("kind") == "clarification" else WaitKind(old["subject"])
+    call = None
+    if kind is WaitKind.TOOL:
+        call = {
+            "key": str(details["key"]),
+            "task_id": str(details["task_id"]),
+            "tool": str(details["tool"]),
+            "arguments": dict(details["arguments"]),
+        }
+    return {
+        "kind": kind.value,
+        "since": old.get("since", 0.0),
+        "wake_at": old.get("wake_at"),
+        "what": str(details.get("what", "")),
+        "text": str(details.get("text", "")),
+        "after_seq": int(details.get("after_seq", 0)),
+        "timed_out": bool(details.get("timed_out", False)),
+        "number": int(details.get("number", 0)),
+        "questions": [str(q) for q in details.get("questions") or []],
+        "call": call,
+    }
 
 
 def consumed_message_seq(checkpoint: dict[str, Any] | None) -> int | None:

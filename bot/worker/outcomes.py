@@ -3,7 +3,7 @@ way a task run can stop maps to. No I/O, no clock: callers pass ``now`` in."""
 
 from __future__ import annotations
 
-from bot.agent.context import Outcome
+from bot.agent.context import Outcome, PauseReason
 from bot.forges.base import ForgeError
 from bot.storage.base import Task, TaskState
 
@@ -11,7 +11,8 @@ MAX_TASK_ATTEMPTS = 6
 WAITING_FOR_PEOPLE = frozenset(
     {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
 )
-LLM_UNAVAILABLE = "llm_unavailable"  # the reason a task is paused while the LLM is down
+# the stored error of a task paused while the LLM is down (the task row keeps text only)
+LLM_UNAVAILABLE = PauseReason.LLM_UNAVAILABLE.value
 STALLED = "stalled"  # how the reason of a run the watchdog stopped begins
 
 
@@ -84,9 +85,21 @@ def invalid_repo_config(exc: Exception) -> Outcome:
 def may_have_missed_reply(outcome: Outcome) -> bool:
     """Whether a reply may have come in unseen while the task settled into this outcome:
     it waits for people (not for the LLM), and only waiting tasks are re-queued by a reply."""
-    return outcome.state in WAITING_FOR_PEOPLE and outcome.reason != LLM_UNAVAILABLE
+    return outcome.state in WAITING_FOR_PEOPLE and outcome.pause is not PauseReason.LLM_UNAVAILABLE
+
+
+def stored_pause(task: Task) -> PauseReason | None:
+    """Why a stored task is paused, read from its text ``error`` column (the one place
+    that parses it); None when it is not paused or the reason is a person's words."""
+    if task.state is not TaskState.PAUSED:
+        return None
+    if task.error == LLM_UNAVAILABLE:
+        return PauseReason.LLM_UNAVAILABLE
+    if task.error == PauseReason.APPROVAL_TIMEOUT.value:
+        return PauseReason.APPROVAL_TIMEOUT
+    return None
 
 
 def waits_for_llm(task: Task) -> bool:
     """Whether a due task is paused because the LLM was unreachable."""
-    return task.state is TaskState.PAUSED and task.error == LLM_UNAVAILABLE
+    return stored_pause(task) is PauseReason.LLM_UNAVAILABLE

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from bot import metrics
 from bot.agent.context import Outcome, TaskContext
+from bot.agent.loop import AgentLoop
 from bot.agent.snapshot import status_snapshot
 from bot.agent.state import consumed_message_seq
 from bot.comments.render import agent_comment
@@ -48,9 +49,7 @@ class Coordinator(Protocol):
 
 
 def default_coordinator() -> Coordinator:
-    from bot.agent.coordinator import ExecutionCoordinator
-
-    return ExecutionCoordinator()
+    return AgentLoop()
 
 
 class TaskRunner:

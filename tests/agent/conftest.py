@@ -3,7 +3,7 @@
 ``Harness`` holds a task in a real ``SqliteStore``, the task's real tools (forge API
 tools and workspace tools from ``bot.tools.factory.build_tools``, policy from the
 settings), and records every progress event. ``run`` runs a fresh
-``ExecutionCoordinator`` on it, as the worker does; running it again is what a
+``AgentLoop`` on it, as the worker does; running it again is what a
 restarted (or re-queued) worker does.
 """
 
@@ -20,7 +20,7 @@ import yaml
 
 from bot.agent.cache import PlanCache
 from bot.agent.context import Outcome, ProgressEvent, ProgressKind, TaskContext
-from bot.agent.coordinator import ExecutionCoordinator
+from bot.agent.loop import AgentLoop
 from bot.comments.render import agent_comment
 from bot.config import PlanningSettings, Settings, StorageSettings, secret_values
 from bot.events import IssueRef, RepoRef, TaskMode, TaskRequest
@@ -106,8 +106,8 @@ class Harness:
             built=self.built,
         )
 
-    def coordinator(self) -> ExecutionCoordinator:
-        return ExecutionCoordinator(cache=self.cache, clock=self.clock)
+    def coordinator(self) -> AgentLoop:
+        return AgentLoop(cache=self.cache, clock=self.clock)
 
     async def run(self, llm: LLM) -> Outcome:
         return await self.coordinator().run(self.ctx(llm))

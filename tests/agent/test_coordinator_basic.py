@@ -6,7 +6,7 @@ import json
 
 from bot.agent.context import ProgressKind
 from bot.agent.history import format_timeline, history_path
-from bot.agent.state import AgentState, Phase
+from bot.agent.state import AgentState, Phase, Stage
 from bot.llm.scripted import ScriptedLLM
 from bot.storage.base import TaskState
 from tests.agent.conftest import Harness, script
@@ -90,7 +90,7 @@ async def test_history_and_checkpoint_are_written(harness: Harness) -> None:
     saved = await harness.store.load_checkpoint(harness.task.id)
     assert saved is not None
     state = AgentState.from_dict(saved)
-    assert state.phase is Phase.COMPLETION
+    assert state.stage is Stage.DONE and state.phase() is Phase.COMPLETION
     assert state.outcome is not None and state.outcome["state"] == "done"
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from bot.agent.coordinator import ExecutionCoordinator
 from bot.agent.llm_calls import exchange
+from bot.agent.loop import AgentLoop
 from bot.agent.runlog import CONTENT_CHARS, RunLog
 from bot.llm.base import LLMRequest, LLMResponse, Message
 from bot.llm.scripted import ScriptedLLM
@@ -88,7 +88,7 @@ async def test_a_dry_run_writes_no_run_directory(
     tmp_path: Path, stack: contextlib.AsyncExitStack
 ) -> None:
     harness = await make_harness(tmp_path, stack)
-    plan = await ExecutionCoordinator().plan_only(harness.ctx(ScriptedLLM(script("readme_simple"))))
+    plan = await AgentLoop().plan_only(harness.ctx(ScriptedLLM(script("readme_simple"))))
     assert plan.actions
     assert not (harness.settings.data_dir / "runs").exists()
 

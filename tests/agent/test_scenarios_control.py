@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.agent.context import ProgressEvent, ProgressKind
-from bot.agent.state import AgentState, Phase
+from bot.agent.state import NEXT_STAGES, AgentState, Phase, Stage, can_move
 from bot.events import TaskMode
 from bot.llm.scripted import ScriptedLLM
 from bot.storage.base import TaskState
@@ -381,31 +381,35 @@ async def test_a_refused_request_asks_a_person_to_check_the_model_settings(
     assert "bot doctor" in help_event["summary"]["recommendations"][0]
 
 
-async def test_the_seed_interface_reports_and_moves_phases(harness: Harness) -> None:
-    coordinator = harness.coordinator()
-    assert coordinator.get_current_phase() is Phase.INITIAL
-    assert not coordinator.transition_phase(Phase.INITIAL, Phase.GOAL_UNDERSTANDING)  # no task
+async def _stored(harness: Harness) -> AgentState:
+    saved = await harness.store.load_checkpoint(harness.task.id)
+    assert saved is not None
+    return AgentState.from_dict(saved)
 
-    outcome = await coordinator.execute_with_planning(
-        harness.ctx(ScriptedLLM(script("readme_simple")))
-    )
+
+async def test_the_stage_of_a_finished_task_is_done_and_final(harness: Harness) -> None:
+    assert await harness.store.load_checkpoint(harness.task.id) is None  # no task state yet
+    assert AgentState().stage is Stage.PLAN and AgentState().phase() is Phase.INITIAL
+
+    outcome = await harness.run(ScriptedLLM(script("readme_simple")))
 
     assert outcome.state is TaskState.DONE
-    assert coordinator.get_current_phase() is Phase.COMPLETION
-    assert not coordinator.transition_phase(Phase.COMPLETION, Phase.EXECUTION)
-    assert not coordinator.transition_phase(Phase.EXECUTION, Phase.REFLECTION)  # not there
+    state = await _stored(harness)
+    assert state.stage is Stage.DONE and state.phase() is Phase.COMPLETION
+    assert not can_move(Stage.DONE, Stage.EXECUTE)
+    assert NEXT_STAGES[Stage.DONE] == frozenset()  # nothing moves on from the end
 
 
-async def test_transition_phase_moves_a_waiting_task_only_along_the_state_machine(
+async def test_a_task_waiting_for_answers_moves_only_along_the_stage_table(
     harness: Harness,
 ) -> None:
-    coordinator = harness.coordinator()
-    await coordinator.run(harness.ctx(ScriptedLLM(script("unclear_goal"))))
+    await harness.run(ScriptedLLM(script("unclear_goal")))
 
-    assert coordinator.get_current_phase() is Phase.GOAL_UNDERSTANDING
-    assert not coordinator.transition_phase(Phase.GOAL_UNDERSTANDING, Phase.EXECUTION)
-    assert coordinator.transition_phase(Phase.GOAL_UNDERSTANDING, Phase.TASK_DECOMPOSITION)
-    assert coordinator.get_current_phase() is Phase.TASK_DECOMPOSITION
+    state = await _stored(harness)
+    assert state.stage is Stage.WAIT and state.phase() is Phase.GOAL_UNDERSTANDING
+    assert not can_move(Stage.WAIT, Stage.REFLECT)  # nothing ran, nothing to reflect on
+    assert can_move(Stage.WAIT, Stage.PLAN)  # answered: plan again
+    assert not can_move(Stage.PLAN, Stage.REFLECT)  # executing comes first
 
 
 async def test_a_rejected_plan_in_plan_only_mode_is_revised_and_shown_again(

@@ -11,8 +11,8 @@ import pytest
 
 from bot.agent.cache import PlanCache
 from bot.agent.context import ProgressKind
-from bot.agent.coordinator import PlanningFailed
 from bot.agent.history import history_path
+from bot.agent.loop import PlanningFailed
 from bot.llm.scripted import ScriptedLLM
 from bot.storage.base import TaskState
 from bot.tools.registry import Tool, ToolResult

@@ -1,68 +1,75 @@
-"""The seed 7.3 state machine and the checkpoint form."""
+"""The stage table and the checkpoint form (and the upgrade of version 1 checkpoints)."""
 
 from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 import pytest
 
+from bot.agent.context import PauseReason
 from bot.agent.state import (
-    TRANSITIONS,
+    CHECKPOINT_VERSION,
+    NEXT_STAGES,
     ActionRecord,
     ActionStatus,
     AgentState,
     Phase,
+    Stage,
+    ToolCall,
     Waiting,
-    can_transition,
+    WaitKind,
+    can_move,
     consumed_message_seq,
+    upgrade_v1,
 )
 
 
-def test_the_happy_path_of_seed_7_3_is_allowed() -> None:
+def test_the_happy_path_is_allowed() -> None:
     path = [
-        Phase.INITIAL,
-        Phase.GOAL_UNDERSTANDING,
-        Phase.TASK_DECOMPOSITION,
-        Phase.ACTION_PLANNING,
-        Phase.EXECUTION,
-        Phase.REFLECTION,
-        Phase.REVISION,
-        Phase.EXECUTION,
-        Phase.REFLECTION,
-        Phase.EXECUTION,
-        Phase.COMPLETION,
+        Stage.PLAN,
+        Stage.EXECUTE,
+        Stage.REFLECT,
+        Stage.REVISE,
+        Stage.EXECUTE,
+        Stage.REFLECT,
+        Stage.EXECUTE,
+        Stage.DELIVER,
+        Stage.DONE,
     ]
     for current, target in itertools.pairwise(path):
-        assert can_transition(current, target), (current, target)
+        assert can_move(current, target), (current, target)
 
 
 @pytest.mark.parametrize(
     ("current", "target"),
     [
-        (Phase.INITIAL, Phase.EXECUTION),  # no executing without a plan
-        (Phase.EXECUTION, Phase.REVISION),  # a revision follows a reflection
-        (Phase.GOAL_UNDERSTANDING, Phase.ACTION_PLANNING),  # decomposition comes first
-        (Phase.COMPLETION, Phase.EXECUTION),  # completion is final
+        (Stage.PLAN, Stage.REFLECT),  # no reflecting without executing
+        (Stage.REVISE, Stage.REFLECT),  # a revision is executed before it is reflected on
+        (Stage.PLAN, Stage.DELIVER),  # nothing to deliver before executing
+        (Stage.DONE, Stage.EXECUTE),  # done is final
     ],
 )
-def test_transitions_the_seed_does_not_have_are_refused(current: Phase, target: Phase) -> None:
-    assert not can_transition(current, target)
+def test_moves_the_table_does_not_have_are_refused(current: Stage, target: Stage) -> None:
+    assert not can_move(current, target)
 
 
-def test_every_phase_has_an_entry_and_completion_is_reachable_from_all_but_itself() -> None:
-    assert set(TRANSITIONS) == set(Phase)
-    for phase in Phase:
-        if phase is not Phase.COMPLETION:
-            assert can_transition(phase, Phase.COMPLETION)
+def test_every_stage_has_an_entry_and_done_is_reachable_from_all_but_itself() -> None:
+    assert set(NEXT_STAGES) == set(Stage)
+    for stage in Stage:
+        if stage is not Stage.DONE:
+            assert can_move(stage, Stage.DONE)
 
 
 def test_checkpoint_round_trip_through_json() -> None:
-    state = AgentState(phase=Phase.EXECUTION, revisions=2, plan={"action_plan": {}})
+    state = AgentState(stage=Stage.EXECUTE, revisions=2, plan={"action_plan": {}})
     state.records["t1"] = ActionRecord(
         "t1", "t1", "read", {"path": "a"}, ActionStatus.DONE, output="x", changed=True
     )
-    state.waiting = Waiting("approval", "tool", since=1.0, wake_at=2.0, details={"key": "t1"})
+    call = ToolCall("t1", "t1", "write", {"path": "a"})
+    state.waiting = Waiting(WaitKind.TOOL, since=1.0, wake_at=2.0, call=call, after_seq=3)
+    state.paused = PauseReason.LLM_UNAVAILABLE
     state.usage = {"prompt_tokens": 5}
 
     data = json.loads(json.dumps(state.to_dict()))
@@ -94,3 +101,87 @@ def test_the_consumed_message_cursor_is_read_from_a_stored_checkpoint() -> None:
     assert consumed_message_seq(json.loads(json.dumps(AgentState().to_dict()))) == 0
     assert consumed_message_seq(None) is None and consumed_message_seq({}) is None
     assert consumed_message_seq({"message_seq": "junk"}) is None
+
+
+# --- version 1: a phase and flags ------------------------------------------------------------
+
+
+def v1(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "version": 1,
+        "phase": "execution",
+        "plan": {"action_plan": {}},
+        "records": {},
+        "waiting": None,
+        "early_done": False,
+        "plan_approved": False,
+        "unreflected": [],
+        "llm_pause_notified": False,
+        "outcome": None,
+    }
+    return {**base, **changes}
+
+
+DONE_RECORD = ActionRecord("t1", "t1", "read", status=ActionStatus.DONE).to_dict()
+
+
+@pytest.mark.parametrize(
+    ("old", "stage"),
+    [
+        (v1(outcome={"state": "done"}), Stage.DONE),
+        (v1(plan=None, phase="goal_understanding"), Stage.PLAN),
+        (v1(phase="action_planning"), Stage.PLAN),  # planned, before the plan-only gate
+        (v1(plan_approved=True), Stage.EXECUTE),
+        (v1(records={"t1": DONE_RECORD}), Stage.EXECUTE),
+        (v1(records={"t1": DONE_RECORD}, early_done=True), Stage.DELIVER),
+        (v1(waiting={"kind": "clarification", "subject": "", "details": {}}), Stage.WAIT),
+    ],
+)
+def test_a_version_1_checkpoint_gets_the_stage_its_flags_meant(
+    old: dict[str, Any], stage: Stage
+) -> None:
+    new = upgrade_v1(old)
+    assert new["version"] == CHECKPOINT_VERSION and new["stage"] == stage.value
+    assert AgentState.from_dict(old).stage is stage
+    for flag in ("phase", "early_done", "plan_approved", "unreflected", "llm_pause_notified"):
+        assert flag not in new
+
+
+def test_the_upgrade_keeps_the_batch_the_pause_and_the_wait() -> None:
+    details = {
+        "key": "t2",
+        "task_id": "t2",
+        "tool": "write",
+        "arguments": {"path": "a"},
+        "what": "the call write",
+        "text": "shown",
+        "after_seq": 4,
+        "timed_out": True,
+    }
+    old = v1(
+        unreflected=["t1"],
+        llm_pause_notified=True,
+        waiting={
+            "kind": "approval",
+            "subject": "tool",
+            "since": 1.0,
+            "wake_at": 9.0,
+            "details": details,
+        },
+    )
+
+    state = AgentState.from_dict(json.loads(json.dumps(old)))
+
+    assert state.batch == ["t1"] and state.paused is PauseReason.LLM_UNAVAILABLE
+    assert state.waiting == Waiting(
+        WaitKind.TOOL,
+        since=1.0,
+        wake_at=9.0,
+        what="the call write",
+        text="shown",
+        after_seq=4,
+        timed_out=True,
+        call=ToolCall("t2", "t2", "write", {"path": "a"}),
+    )
+    assert state.stage is Stage.WAIT and state.phase() is Phase.EXECUTION
+    assert old["unreflected"] == ["t1"]  # the upgrade is pure: its input is left alone

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.agent.context import Outcome, TaskContext
-from bot.agent.coordinator import ExecutionCoordinator
+from bot.agent.loop import AgentLoop
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import script
@@ -35,7 +35,7 @@ class ReplyAfterTheLastLook:
         return self
 
     async def run(self, ctx: TaskContext) -> Outcome:
-        outcome = await ExecutionCoordinator().run(ctx)
+        outcome = await AgentLoop().run(ctx)
         self.states.append(outcome.state)
         reply, self.reply = self.reply, None
         if reply is not None:

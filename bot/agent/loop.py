@@ -1,0 +1,255 @@
+"""The agent loop: one task, stage by stage, from its checkpoint to its next resting point.
+
+The worker calls ``await AgentLoop().run(ctx)`` for each leased task. The task's stage
+is in its checkpoint (``AgentState.stage``) and is the one source of truth: each turn
+of the loop reads what people said (the safe point: stop, pause, answers, approvals,
+feedback, the time budget) and then runs the handler ``HANDLERS[stage]``, which does
+one step and moves the stage on. Every way out (done, needs a person, waiting, paused,
+stopped, budget spent, the model unusable) is an ``Exit`` carrying the run's
+``Outcome``, raised where it happens and caught here, once.
+
+    PLAN     plan (or re-plan after answers); /agent plan: ask for approval
+    WAIT     a person rejected what the task waited for: revise, or reflect on the call
+    EXECUTE  feedback first; then the next batch of actions, reflected on at once
+    REFLECT  the batch a stopped worker ran and did not reflect on
+    REVISE   a revision that was cut short: the current plan goes on
+    DELIVER  quality gate, push, change request, completion summary
+    DONE     the stored outcome (announced once)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.agent.actions import ActionRunner, CallFailed, PendingApproval
+from bot.agent.batch_review import BatchReview
+from bot.agent.budget import BudgetExceeded
+from bot.agent.cache import PlanCache
+from bot.agent.context import Outcome, PauseReason, ProgressKind, TaskContext
+from bot.agent.delivery import Delivery
+from bot.agent.exits import Exit
+from bot.agent.finalise import Finisher, announce
+from bot.agent.plan import PlanDocument, PlannedAction
+from bot.agent.plan_rules import next_batch
+from bot.agent.planning_stage import PlanningFailed, PlanningStage
+from bot.agent.prompts import PromptLibrary
+from bot.agent.push_failure import DeliveryFailed
+from bot.agent.reflection import RevisionSuggestion
+from bot.agent.revision import Reviser
+from bot.agent.session import Session
+from bot.agent.state import ActionRecord, AgentState, Phase, Stage, WaitKind
+from bot.agent.waiting import Rejection, Waits
+from bot.llm.base import LLMBadRequest, LLMError, LLMUnavailable
+from bot.storage.base import TaskState
+
+__all__ = ["HANDLERS", "AgentLoop", "Exit", "PlanningFailed"]
+
+
+@dataclass
+class Run:
+    """The parts of one run; built once per run around its ``Session``."""
+
+    session: Session
+    planning: PlanningStage
+    waits: Waits = field(init=False)
+    finisher: Finisher = field(init=False)
+    reviser: Reviser = field(init=False)
+    review: BatchReview = field(init=False)
+    runner: ActionRunner = field(init=False)
+    rejection: Rejection | None = None  # what the last safe point found rejected
+
+    def __post_init__(self) -> None:
+        self.waits = Waits(self.session)
+        self.finisher = Finisher(self.session)
+        self.reviser = Reviser(self.session, self.planning, self.finisher, self.waits)
+        self.review = BatchReview(self.session, self.reviser, self.finisher)
+        self.runner = ActionRunner(self.session)
+
+    @property
+    def state(self) -> AgentState:
+        return self.session.state
+
+
+# --- the stages ------------------------------------------------------------------------------
+
+
+async def plan(run: Run) -> None:
+    if run.session.plan is None:
+        await run.planning.run()
+    if run.planning.plan_only():
+        await run.waits.ask_plan_approval()
+    run.session.to(Stage.EXECUTE)
+
+
+async def wait(run: Run) -> None:
+    rejection, run.rejection = run.rejection, None
+    if rejection is None:  # nothing left to wait for
+        run.session.to(Stage.EXECUTE)
+    elif rejection.record is not None:  # a rejected call is a failed action
+        await run.review.after_batch([rejection.record])
+    else:
+        suggestion = RevisionSuggestion(rejection.why)
+        await run.reviser.revise(suggestion, issues=[rejection.why])
+        if rejection.kind is WaitKind.PLAN and run.planning.plan_only():
+            await run.waits.ask_plan_approval()  # /agent plan: show the new plan
+
+
+async def execute(run: Run) -> None:
+    await run.session.show(Phase.EXECUTION)
+    if run.state.pending_feedback:
+        await run.review.feedback()
+    elif run.state.batch:
+        run.session.to(Stage.REFLECT)
+    else:
+        plan = run.session.plan
+        assert plan is not None
+        limit = run.session.planning.execution.max_parallel
+        batch = next_batch(plan, run.state.finished_keys(), max_parallel=limit)
+        if batch:
+            await run_batch(run, batch)
+        else:
+            run.session.to(Stage.DELIVER)
+
+
+async def run_batch(run: Run, batch: list[PlannedAction]) -> None:
+    run.state.batch = [action.key for action in batch]
+    outcomes = await run.runner.run_batch(batch)
+    errors = [o.error for o in outcomes if isinstance(o, CallFailed)]
+    if errors:
+        await run.session.checkpoint()
+        raise errors[0]
+    await run.review.after_batch([o for o in outcomes if isinstance(o, ActionRecord)])
+    approvals = [o for o in outcomes if isinstance(o, PendingApproval)]
+    if approvals:
+        await run.waits.ask_tool_approval(approvals[0])
+
+
+async def reflect(run: Run) -> None:
+    if run.state.pending_feedback:
+        await run.review.feedback()
+    else:
+        await run.review.resume()
+
+
+async def revise(run: Run) -> None:
+    run.session.to(Stage.EXECUTE)
+
+
+async def deliver(run: Run) -> None:
+    if run.state.pending_feedback:
+        await run.review.feedback()
+        return
+    try:
+        links = await Delivery(run.session).deliver()
+    except DeliveryFailed as exc:
+        raise Exit(await run.finisher.intervene(exc.reason, hints=exc.hints)) from exc
+    shown = {k: v for k, v in links.items() if k != "report_path"}
+    outcome = await run.finisher.complete(shown)
+    if outcome.state is TaskState.DONE:
+        await run.planning.remember()
+    raise Exit(outcome)
+
+
+async def done(run: Run) -> None:
+    await announce(run.session)
+    stored = run.state.outcome
+    assert stored is not None
+    raise Exit(stored_outcome(stored))
+
+
+HANDLERS: dict[Stage, Callable[[Run], Awaitable[None]]] = {
+    Stage.PLAN: plan,
+    Stage.WAIT: wait,
+    Stage.EXECUTE: execute,
+    Stage.REFLECT: reflect,
+    Stage.REVISE: revise,
+    Stage.DELIVER: deliver,
+    Stage.DONE: done,
+}
+
+
+# --- the loop --------------------------------------------------------------------------------
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        *,
+        cache: PlanCache | None = None,
+        prompts: PromptLibrary | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cache = cache
+        self._prompts = prompts
+        self._clock = clock
+        self._monotonic = monotonic
+
+    async def run(self, ctx: TaskContext) -> Outcome:
+        """Run the task to its next resting state."""
+        run = await self._start(ctx, persist=True)
+        try:
+            while True:
+                if run.state.stage is not Stage.DONE:
+                    run.rejection = await run.waits.safe_point()
+                await HANDLERS[run.state.stage](run)
+        except Exit as end:
+            return end.outcome
+        except LLMUnavailable as exc:
+            return await self._llm_down(run.session, str(exc))
+        except BudgetExceeded as exc:
+            hint = f"Raise {exc.setting} in the configuration if this task needs more"
+            return await run.finisher.intervene(exc.reason, ask_model=False, hints=[hint])
+        except LLMBadRequest as exc:
+            reason = f"the model endpoint refused the request: {exc}"
+            hint = "Check the llm settings (model name, context size) with `bot doctor`"
+            return await run.finisher.intervene(reason, ask_model=False, hints=[hint])
+        except LLMError as exc:
+            reason = f"the model call failed: {exc}"
+            return await run.finisher.intervene(reason, ask_model=False)
+
+    async def plan_only(self, ctx: TaskContext) -> PlanDocument:
+        """Plan the task and return the plan; writes nothing (``bot run --dry-run``).
+
+        Raises ``PlanningFailed`` when no acceptable plan comes out (the goal is unclear,
+        the task cannot be decomposed, or the plan is rejected twice)."""
+        planning = (await self._start(ctx, persist=False)).planning
+        return await planning.plan_for(await planning.context(), planning.engine())
+
+    async def _start(self, ctx: TaskContext, *, persist: bool) -> Run:
+        data = await ctx.store.load_checkpoint(ctx.task.id) if persist else None
+        state = AgentState.from_dict(data) if data else AgentState()
+        prompts = self._prompts or PromptLibrary()
+        session = Session(
+            ctx, state, prompts, clock=self._clock, monotonic=self._monotonic, persist=persist
+        )
+        cache = self._cache or PlanCache(ctx.store, session.planning, clock=self._clock)
+        return Run(session, PlanningStage(session, cache))
+
+    async def _llm_down(self, session: Session, error: str) -> Outcome:
+        """Pause until the model answers again; people are told once per outage."""
+        reason = PauseReason.LLM_UNAVAILABLE
+        if session.state.paused is not reason:
+            session.state.paused = reason
+            settings = session.ctx.settings.llm
+            session.record("paused", reason=reason.value, error=error)
+            await session.milestone(
+                ProgressKind.PAUSED,
+                reason=reason.value,
+                endpoint=f"{settings.provider} {settings.base_url}",
+                error=error,
+            )
+        await session.checkpoint()
+        wake = self._clock() + session.ctx.settings.llm.health_interval
+        return Outcome(TaskState.PAUSED, reason=reason.value, wake_at=wake, pause=reason)
+
+
+def stored_outcome(data: dict[str, object]) -> Outcome:
+    summary = data.get("summary")
+    return Outcome(
+        TaskState(str(data["state"])),
+        summary=dict(summary) if isinstance(summary, dict) else {},
+        reason=str(data.get("reason", "")),
+    )
