@@ -10,11 +10,20 @@ so the agent can correct itself.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path, PurePosixPath
 
 
 class PathRefused(Exception):
     """The path may not be used; the message says why."""
+
+
+class TooLarge(PathRefused):
+    """The file is over the size limit."""
+
+    def __init__(self, name: str, size: int, limit: int) -> None:
+        super().__init__(f"{name}: the file is {size} bytes, over the limit of {limit} bytes")
+        self.size = size
 
 
 def _is_git_dir(parts: tuple[str, ...]) -> bool:
@@ -78,3 +87,34 @@ def ensure_size(path: Path, max_bytes: int, *, shown_as: str = "") -> int:
             f"{max_bytes} bytes"
         )
     return size
+
+
+def read_regular(path: Path, max_bytes: int, *, shown_as: str = "") -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``max_bytes``.
+
+    A FIFO, socket or device in the workspace (``mkfifo`` in a command, a repository's
+    tests) would block ``open()`` or ``read()`` for ever, holding a worker thread: it is
+    opened non-blocking and refused unless it is a regular file."""
+    name = shown_as or path.name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise PathRefused(f"{name}: cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise PathRefused(f"{name}: not a regular file (a FIFO, socket or device)")
+        if info.st_size > max_bytes:
+            raise TooLarge(name, info.st_size, max_bytes)
+        return handle.read(max_bytes + 1)[: max_bytes + 1]
+
+
+def ensure_writable(path: Path, *, shown_as: str = "") -> None:
+    """Refuse to write through anything but a regular file or a new name: opening a FIFO
+    for writing blocks until someone reads it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise PathRefused(f"{shown_as or path.name}: not a regular file; not written")

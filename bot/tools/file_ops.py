@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.paths import PathRefused, ensure_size, resolve_inside
+from bot.paths import PathRefused, ensure_writable, read_regular, resolve_inside
 from bot.tools.textfiles import DecodedText, decode_text, encode_text
 
 MAX_LIST_ENTRIES = 2000
@@ -37,10 +37,9 @@ def load_text(root: Path, rel: str, max_bytes: int) -> tuple[Path, DecodedText]:
     path = resolve_inside(root, rel)
     if not path.exists():
         raise FileOpError(f"{rel}: no such file")
-    if not path.is_file():
+    if path.is_dir():
         raise FileOpError(f"{rel}: not a file")
-    ensure_size(path, max_bytes, shown_as=rel)
-    decoded = decode_text(path.read_bytes())
+    decoded = decode_text(read_regular(path, max_bytes, shown_as=rel))
     if decoded is None:
         raise FileOpError(f"{rel}: a binary file (or an unknown encoding); not shown as text")
     return path, decoded
@@ -75,10 +74,11 @@ def write_text(root: Path, rel: str, content: str, max_bytes: int) -> str:
     path = resolve_inside(root, rel)
     if path.is_dir():
         raise FileOpError(f"{rel}: is a directory")
+    ensure_writable(path, shown_as=rel)
     encoding = "utf_8"
     note = ""
     if path.is_file() and path.stat().st_size <= max_bytes:
-        previous = decode_text(path.read_bytes())
+        previous = decode_text(read_regular(path, max_bytes, shown_as=rel))
         if previous is not None and previous.encoding != "utf_8":
             encoding = previous.encoding
     try:

@@ -9,12 +9,13 @@ the size limit, and cap their output: ``read_many_files`` by total characters,
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from bot.paths import PathRefused, resolve_inside
+import re2
+
+from bot.paths import PathRefused, TooLarge, read_regular, resolve_inside
 from bot.tools.file_ops import FileOpError, Limits, rel_name
 from bot.tools.textfiles import decode_text
 
@@ -22,7 +23,9 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
     "node_modules", ".venv", "venv", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache",
     ".ruff_cache", ".tox", "dist", "build", "*.min.js", "*.lock", "package-lock.json",
 )  # fmt: skip
-MAX_LINE_CHARS = 300
+MAX_LINE_CHARS = 300  # of a matching line, shown
+MAX_SEARCHED_LINE_CHARS = 20_000  # of any line, searched (minified files have huge lines)
+MAX_PATTERN_CHARS = 1_000
 
 
 def matches(rel: str, pattern: str) -> bool:
@@ -120,13 +123,33 @@ def read_many(
 def _readable(root: Path, rel: str, path: Path, max_bytes: int) -> tuple[str | None, str]:
     try:
         resolve_inside(root, rel)
-        size = path.stat().st_size
-    except (PathRefused, OSError) as exc:
-        return None, str(exc)
-    if size > max_bytes:
-        return None, f"{size} bytes, over the limit"
-    decoded = decode_text(path.read_bytes())
+        data = read_regular(path, max_bytes, shown_as=rel)
+    except TooLarge as exc:
+        return None, f"{exc.size} bytes, over the limit"
+    except PathRefused as exc:
+        return None, str(exc).removeprefix(f"{rel}: ")
+    decoded = decode_text(data)
     return (None, "binary") if decoded is None else (decoded.text, "")
+
+
+def compile_pattern(pattern: str, *, ignore_case: bool) -> re2._Regexp[str]:
+    """The model's pattern, compiled by RE2: matching takes time linear in the text,
+    whatever the pattern (Python's ``re`` backtracks: ``(a+)+$`` on 27 ``a`` and a ``!``
+    held the GIL for 9 s, doubling with every character)."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise FileOpError(f"the pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = not ignore_case
+    options.max_mem = 8 << 20
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise FileOpError(
+            f"invalid regular expression {pattern!r}: {why} (RE2 syntax: no look-around "
+            "or back-references)"
+        ) from None
 
 
 def search(
@@ -139,10 +162,7 @@ def search(
     ignore_case: bool = False,
     max_hits: int = 200,
 ) -> str:
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise FileOpError(f"invalid regular expression {pattern!r}: {exc}") from None
+    regex = compile_pattern(pattern, ignore_case=ignore_case)
     start = resolve_inside(root, path)
     if not start.is_dir():
         raise FileOpError(f"{path}: not a directory")
@@ -155,7 +175,7 @@ def search(
             continue
         text, _ = _readable(root, rel, file, limits.max_file_bytes)
         for number, line in enumerate((text or "").splitlines(), start=1):
-            if regex.search(line):
+            if regex.search(line[:MAX_SEARCHED_LINE_CHARS]):
                 total += 1
                 if len(hits) < max_hits:
                     hits.append(f"{rel}:{number}: {line.strip()[:MAX_LINE_CHARS]}")
