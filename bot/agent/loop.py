@@ -6,7 +6,9 @@ of the loop reads what people said (the safe point: stop, pause, answers, approv
 feedback, the time budget) and then runs the handler ``HANDLERS[stage]``, which does
 one step and moves the stage on. Every way out (done, needs a person, waiting, paused,
 stopped, budget spent, the model unusable) is an ``Exit`` carrying the run's
-``Outcome``, raised where it happens and caught here, once.
+``Outcome``, raised where it happens and caught here, once; a helper that finds the run
+cannot go on raises ``NeedsPerson``, and the loop asks the ``Finisher`` for a person.
+``wire`` gives each helper what it needs (and no helper another one whole).
 
     PLAN     plan (or re-plan after answers); /agent plan: ask for approval
     WAIT     a person rejected what the task waited for: revise, or reflect on the call
