@@ -19,15 +19,19 @@ from typing import Any
 
 import jsonschema
 
-from bot.agent.budget import BudgetExceeded, compact_results
+from bot.agent.budget import BudgetExceeded
 from bot.agent.context import ProgressKind
 from bot.agent.context_builder import as_data
+from bot.agent.llm_calls import PhaseCaller
 from bot.agent.plan import PlannedAction
-from bot.agent.session import Session
-from bot.agent.state import ActionRecord, ActionStatus
+from bot.agent.ports import Recorder
+from bot.agent.results import compact_results
+from bot.agent.runlog import RunLog
+from bot.agent.state import ActionRecord, ActionStatus, AgentState, ToolCall
+from bot.config import ExecutionSettings
 from bot.llm.base import LLMError
 from bot.llm.tokens import count_tokens
-from bot.tools.registry import ApprovalRequired, Tool
+from bot.tools.registry import ApprovalRequired, Tool, ToolRegistry
 
 MAX_OUTPUT_CHARS = 20_000
 MAX_LOGGED_CHARS = 2_000  # of a failed action's output, in errors.log
@@ -41,6 +45,10 @@ class PendingApproval:
     action: PlannedAction
     tool: str
     arguments: dict[str, Any]
+
+    @property
+    def call(self) -> ToolCall:
+        return ToolCall(self.action.key, self.action.task_id, self.tool, self.arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +72,28 @@ def _data_subset(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class ActionRunner:
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.results_budget = max(300, session.ctx.settings.llm.max_tokens_per_call // 2 - 600)
+    def __init__(
+        self,
+        state: AgentState,
+        recorder: Recorder,
+        caller: PhaseCaller,
+        tools: ToolRegistry,
+        settings: ExecutionSettings,
+        runlog: RunLog,
+        *,
+        max_tokens_per_call: int,
+    ) -> None:
+        self.state = state
+        self.recorder = recorder
+        self.caller = caller
+        self.tools = tools
+        self.settings = settings
+        self.runlog = runlog
+        self.results_budget = max(300, max_tokens_per_call // 2 - 600)
 
     async def run_batch(self, batch: list[PlannedAction]) -> list[ActionOutcome]:
         """Run ``batch`` (concurrently, at most ``max_parallel`` at a time)."""
-        limit = asyncio.Semaphore(self.session.planning.execution.max_parallel)
+        limit = asyncio.Semaphore(self.settings.max_parallel)
 
         async def guarded(action: PlannedAction) -> ActionOutcome:
             async with limit:
@@ -82,7 +105,7 @@ class ActionRunner:
         return list(await asyncio.gather(*(guarded(a) for a in batch)))
 
     def results_text(self, feedback_tokens: int = 0) -> str:
-        records = list(self.session.state.records.values())
+        records = list(self.state.records.values())
         budget = max(200, self.results_budget - feedback_tokens)
         return as_data(compact_results(records, budget_tokens=budget, count=count_tokens))
 
@@ -91,17 +114,17 @@ class ActionRunner:
     ) -> tuple[str, dict[str, Any]] | str:
         """(tool, arguments) for ``action``, or why there is none. ``choices``: the tools
         the model may pick from (default: the action's own tool)."""
-        approved = self.session.state.approved_calls.get(action.key)
+        approved = self.state.approved_calls.get(action.key)
         if approved is not None:
             return str(approved["tool"]), dict(approved["arguments"])
-        tool = self.session.ctx.tools.get(action.tool)
+        tool = self.tools.get(action.tool)
         if tool is None:
             return f"the tool {action.tool} is not available"
         if not feedback and complete_arguments(tool, action.arguments):
             return tool.name, dict(action.arguments or {})
-        plan = self.session.plan
+        plan = self.recorder.plan
         offered = choices or [tool]
-        answer = await self.session.caller.ask(
+        answer = await self.caller.ask(
             "execution",
             "execution",
             goal=plan.goal if plan else None,
@@ -130,8 +153,7 @@ class ActionRunner:
     async def run_one(
         self, action: PlannedAction, *, feedback: str = "", choices: list[Tool] | None = None
     ) -> ActionRecord | PendingApproval:
-        session = self.session
-        state = session.state
+        state, recorder = self.state, self.recorder
         existing = state.records.get(action.key)
         if existing is not None and existing.finished:
             return existing
@@ -146,7 +168,7 @@ class ActionRunner:
             record = ActionRecord(action.key, action.task_id, action.tool, revision=self._rev())
             return await self._finish(record, ok=False, output=call)
         name, arguments = call
-        tool = session.ctx.tools.get(name)
+        tool = self.tools.get(name)
         record = ActionRecord(
             action.key,
             action.task_id,
@@ -157,8 +179,8 @@ class ActionRunner:
         )
         state.records[action.key] = record
         if record.writes:  # a write in flight is never repeated blindly after a restart
-            await session.checkpoint()
-        await session.emit(
+            await recorder.checkpoint()
+        await recorder.emit(
             ProgressKind.ACTION,
             task_id=action.task_id,
             key=action.key,
@@ -167,15 +189,15 @@ class ActionRunner:
             status="running",
         )
         try:
-            result = await session.ctx.tools.call(
+            result = await self.tools.call(
                 name,
                 arguments,
-                timeout=session.planning.execution.action_timeout,
+                timeout=self.settings.action_timeout,
                 approved=action.key in state.approved_calls,
             )
         except ApprovalRequired:
             del state.records[action.key]
-            await session.checkpoint()
+            await recorder.checkpoint()
             return PendingApproval(action, name, arguments)
         state.approved_calls.pop(action.key, None)
         record.changed = result.changed
@@ -186,19 +208,19 @@ class ActionRunner:
         return record
 
     def _rev(self) -> int:
-        plan = self.session.plan
+        plan = self.recorder.plan
         return plan.revision if plan else 0
 
     async def _finish(self, record: ActionRecord, *, ok: bool, output: str) -> ActionRecord:
-        session = self.session
+        recorder = self.recorder
         record.status = ActionStatus.DONE if ok else ActionStatus.FAILED
         record.output = output[:MAX_OUTPUT_CHARS]
-        session.state.records[record.key] = record
-        await session.checkpoint()
+        self.state.records[record.key] = record
+        await recorder.checkpoint()
         if not ok:
-            shown = session.runlog.redact(output)[:MAX_LOGGED_CHARS]  # redact, then cut
-            session.runlog.error("action", f"{record.key} ({record.tool}) failed: {shown}")
-        session.record(
+            shown = self.runlog.redact(output)[:MAX_LOGGED_CHARS]  # redact, then cut
+            self.runlog.error("action", f"{record.key} ({record.tool}) failed: {shown}")
+        recorder.record(
             "action",
             key=record.key,
             task_id=record.task_id,
@@ -209,7 +231,7 @@ class ActionRunner:
             result=output[:300],
             duration=round(record.duration, 3),
         )
-        await session.emit(
+        await recorder.emit(
             ProgressKind.ACTION,
             task_id=record.task_id,
             key=record.key,
@@ -233,9 +255,9 @@ class ActionRunner:
     async def _summarise(self, record: ActionRecord) -> None:
         if len(record.output) <= SUMMARY_OVER_CHARS:
             return
-        plan = self.session.plan
+        plan = self.recorder.plan
         try:
-            record.summary = await self.session.caller.text(
+            record.summary = await self.caller.text(
                 "summarise",
                 limit=SUMMARY_TOKENS,
                 goal=plan.goal if plan else None,
@@ -244,4 +266,4 @@ class ActionRunner:
             )
         except BudgetExceeded:
             return
-        await self.session.checkpoint()
+        await self.recorder.checkpoint()

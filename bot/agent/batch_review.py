@@ -9,19 +9,23 @@ reflects on what people said and revises the plan when the reflection asks for i
 
 from __future__ import annotations
 
+from bot.agent.answers import answer_block
 from bot.agent.context import ProgressKind
-from bot.agent.exits import Exit
-from bot.agent.finalise import Finisher
+from bot.agent.context_builder import tool_lines
+from bot.agent.exits import NeedsPerson
+from bot.agent.llm_calls import PhaseCaller
+from bot.agent.ports import Recorder
 from bot.agent.reflection import (
     Evaluation,
     ReflectionEngine,
+    Revise,
     differs_from_expected,
     should_reflect,
 )
-from bot.agent.revision import Reviser
-from bot.agent.session import Session
-from bot.agent.state import ActionRecord, Phase, Stage
-from bot.agent.waiting import answer_block
+from bot.agent.results import done_text, remaining_text
+from bot.agent.state import ActionRecord, AgentState, Phase, Stage
+from bot.config import PlanningSettings
+from bot.tools.registry import ToolRegistry
 
 
 def failure_signature(record: ActionRecord) -> str:
@@ -31,44 +35,57 @@ def failure_signature(record: ActionRecord) -> str:
 
 
 class BatchReview:
-    def __init__(self, session: Session, reviser: Reviser, finisher: Finisher) -> None:
-        self.session = session
-        self.reviser = reviser
-        self.finisher = finisher
+    def __init__(
+        self,
+        state: AgentState,
+        recorder: Recorder,
+        caller: PhaseCaller,
+        settings: PlanningSettings,
+        tools: ToolRegistry,
+        revise: Revise,
+    ) -> None:
+        self.state = state
+        self.recorder = recorder
+        self.caller = caller
+        self.settings = settings
+        self.tools = tools
+        self.revise = revise
 
     def engine(self) -> ReflectionEngine:
-        plan = self.session.plan
+        plan = self.recorder.plan
         assert plan is not None
         return ReflectionEngine(
-            self.session.caller,
-            self.session.planning.reflection,
+            self.caller,
+            self.settings.reflection,
             plan.goal,
-            remaining=self.reviser.remaining_text(),
+            remaining=remaining_text(plan, self.state.finished_keys()),
         )
 
     async def feedback(self) -> None:
         """Reflect on people's feedback; revise the plan when the reflection asks to."""
-        session, state = self.session, self.session.state
+        recorder, state = self.recorder, self.state
         feedback, state.pending_feedback = state.pending_feedback, []
-        await session.show(Phase.REFLECTION)
+        await recorder.show(Phase.REFLECTION)
         engine = self.engine()
         evaluation = await engine.incorporate_human_feedback(
-            feedback, done=self.reviser.done_text(), tools=self.reviser.tools_text()
+            feedback,
+            done=done_text(list(state.records.values())),
+            tools=tool_lines(self.tools.usable()),
         )
-        session.record("reflection", action="human feedback", evaluation=evaluation.to_dict())
+        recorder.record("reflection", action="human feedback", evaluation=evaluation.to_dict())
         suggestion = engine.suggest_revision(evaluation)
         if suggestion is None:
-            await session.show(Phase.EXECUTION)
-            await session.checkpoint()
+            await recorder.show(Phase.EXECUTION)
+            await recorder.checkpoint()
             return
         text = "\n".join(answer_block(str(f["author"]), str(f["body"])) for f in feedback)
-        await self.reviser.revise(
+        await self.revise(
             suggestion, issues=engine.identify_issues(evaluation), feedback=text, counts=False
         )
 
     def _account(self, records: list[ActionRecord]) -> str | None:
         """Update the failure counters; the reason to stop, if any."""
-        state = self.session.state
+        state = self.state
         for record in records:
             state.actions_since_reflection += 1
             if record.ok:
@@ -80,16 +97,15 @@ class BatchReview:
             if first_seen < state.plan_number:
                 detail = record.output[:200]
                 return f"the same failure repeated after a plan revision: {record.tool}: {detail}"
-        early = self.session.planning.execution.early_termination
+        early = self.settings.execution.early_termination
         if early.enabled and state.consecutive_failures >= early.max_consecutive_failures:
             return f"{state.consecutive_failures} actions failed in a row"
         return None
 
     def _to_reflect(self, records: list[ActionRecord]) -> tuple[ActionRecord, str] | None:
-        session = self.session
-        plan = session.plan
-        settings = session.planning.reflection
-        periodic = not (session.planning.auto_adjust_level and session.state.complexity == "simple")
+        plan = self.recorder.plan
+        settings = self.settings.reflection
+        periodic = not (self.settings.auto_adjust_level and self.state.complexity == "simple")
         # failures first, then the latest result (a periodic look covers the whole batch)
         for record in sorted(reversed(records), key=lambda r: r.ok):
             action = plan.action(record.key) if plan else None
@@ -98,7 +114,7 @@ class BatchReview:
                 settings,
                 record,
                 differs=differs,
-                since_last=session.state.actions_since_reflection,
+                since_last=self.state.actions_since_reflection,
                 periodic=periodic,
             )
             if trigger is not None:
@@ -107,42 +123,42 @@ class BatchReview:
 
     async def resume(self) -> None:
         """The results of a batch a stopped worker finished but did not reflect on."""
-        state = self.session.state
+        state = self.state
         keys, state.batch = state.batch, []
         records = [state.records[k] for k in keys if k in state.records]
         finished = [record for record in records if record.finished]
         if not finished:
-            self.session.to(Stage.EXECUTE)
-            await self.session.checkpoint()
+            self.recorder.to(Stage.EXECUTE)
+            await self.recorder.checkpoint()
             return
         await self.after_batch(finished)
 
     async def after_batch(self, records: list[ActionRecord]) -> None:
-        session = self.session
-        session.state.batch = []  # saved with the next checkpoint, once acted on
+        recorder = self.recorder
+        self.state.batch = []  # saved with the next checkpoint, once acted on
         stop = self._account(records)
         if stop is not None:
-            raise Exit(await self.finisher.intervene(stop))
+            raise NeedsPerson(stop)
         chosen = self._to_reflect(records)
         if chosen is None:
-            session.to(Stage.EXECUTE)
-            await session.checkpoint()
+            recorder.to(Stage.EXECUTE)
+            await recorder.checkpoint()
             return
         record, trigger = chosen
-        await session.show(Phase.REFLECTION)
+        await recorder.show(Phase.REFLECTION)
         engine = self.engine()
-        plan = session.plan
+        plan = recorder.plan
         evaluation = await engine.evaluate_action(
             plan.action(record.key) if plan else None, record, trigger=trigger
         )
-        session.state.actions_since_reflection = 0
+        self.state.actions_since_reflection = 0
         await self._act_on(engine, evaluation)
 
     async def _act_on(self, engine: ReflectionEngine, evaluation: Evaluation) -> None:
-        session = self.session
-        session.record("reflection", action=evaluation.action, evaluation=evaluation.to_dict())
+        recorder = self.recorder
+        recorder.record("reflection", action=evaluation.action, evaluation=evaluation.to_dict())
         if evaluation.failed or evaluation.plan_revision_needed:
-            await session.milestone(
+            await recorder.milestone(
                 ProgressKind.REFLECTION,
                 action=evaluation.action,
                 status=evaluation.status,
@@ -153,8 +169,8 @@ class BatchReview:
         met = evaluation.success_criteria_met and not evaluation.failed
         suggestion = engine.suggest_revision(evaluation)
         if suggestion is not None and not met:
-            await self.reviser.revise(suggestion, issues=engine.identify_issues(evaluation))
+            await self.revise(suggestion, issues=engine.identify_issues(evaluation))
             return
-        session.to(Stage.DELIVER if met else Stage.EXECUTE)
-        await session.show(Phase.EXECUTION)
-        await session.checkpoint()
+        recorder.to(Stage.DELIVER if met else Stage.EXECUTE)
+        await recorder.show(Phase.EXECUTION)
+        await recorder.checkpoint()

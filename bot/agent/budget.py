@@ -1,26 +1,20 @@
-"""Token and time budgets, usage accounting, and compact result histories.
+"""Token and time budgets and usage accounting.
 
 ``Budget`` decides how many answer tokens a call may ask for (the prompt and the
 answer must fit ``llm.max_tokens_per_call``; every call must fit what is left of
 ``llm.max_tokens_per_task``) and raises ``BudgetExceeded`` with an explanation
 when they do not, or when the task has used up ``planning.execution.total_timeout``.
-``compact_results`` renders executed actions for a prompt within a token budget,
-newest in full, older ones as one line; a call and its result are never separated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.agent.state import ActionRecord
 from bot.llm.base import Usage
-from bot.text import clip
 
 # A call whose answer could not hold this many tokens is not worth making.
 MIN_ANSWER_TOKENS = 256
-ONE_LINE_CHARS = 160
 
 
 _SETTINGS = {
@@ -122,62 +116,3 @@ class Budget:
                 f"the task has run for {elapsed:.0f} s, more than "
                 f"planning.execution.total_timeout ({self.total_timeout:g} s)",
             )
-
-
-# --- compact histories of executed actions -------------------------------------------------
-
-
-def _arguments_brief(arguments: dict[str, Any]) -> str:
-    parts = []
-    for key, value in arguments.items():
-        text = value if isinstance(value, str) else repr(value)
-        text = text.replace("\n", " ")
-        parts.append(f"{key}={clip(text, 40, note='...')}")
-    return ", ".join(parts)
-
-
-def one_line(record: ActionRecord) -> str:
-    text = f"(summary) {record.summary}" if record.summary else record.output
-    text = text.strip().replace("\n", " ")
-    text = clip(text, ONE_LINE_CHARS, note="...", fit=True)
-    return (
-        f"- [{record.key}] {record.tool}({_arguments_brief(record.arguments)}) "
-        f"-> {record.status.value}: {text}"
-    )
-
-
-def full_entry(record: ActionRecord, max_chars: int) -> str:
-    output = clip(record.output, max_chars)
-    if record.summary and len(record.output) > max_chars:
-        output = f"(summary) {record.summary}\n{output}"
-    return (
-        f"- [{record.key}] {record.tool}({_arguments_brief(record.arguments)}) "
-        f"-> {record.status.value}:\n{output}"
-    )
-
-
-def compact_results(
-    records: Sequence[ActionRecord],
-    *,
-    budget_tokens: int,
-    count: Callable[[str], int],
-    detail_chars: int = 6000,
-) -> str:
-    """Executed actions, oldest first, within ``budget_tokens``: the newest in full
-    while they fit, older ones as one line each, the oldest dropped last of all."""
-    entries: list[str] = []
-    used = 0
-    detailed = True
-    for record in reversed(records):
-        entry = full_entry(record, detail_chars) if detailed else one_line(record)
-        cost = count(entry)
-        if detailed and used + cost > budget_tokens:
-            detailed = False
-            entry = one_line(record)
-            cost = count(entry)
-        if used + cost > budget_tokens:
-            entries.append(f"- ({len(records) - len(entries)} earlier actions omitted)")
-            break
-        entries.append(entry)
-        used += cost
-    return "\n".join(reversed(entries)) if entries else "(no actions yet)"

@@ -14,19 +14,21 @@ ends the task with a request for a person quoting git's error.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from bot.agent.actions import ActionRunner
+from bot.agent.artifacts import Artifacts
 from bot.agent.context import ProgressKind
-from bot.agent.plan import PlannedAction
+from bot.agent.plan import PlanDocument, PlannedAction
+from bot.agent.ports import Recorder, RunAction
 from bot.agent.push_failure import push_failure
-from bot.agent.session import Session
-from bot.forges.base import ForgeError
-from bot.storage.runs import RunDirectory
+from bot.agent.runlog import RunLog
+from bot.agent.state import AgentState
+from bot.events import IssueRef
+from bot.forges.base import Forge, ForgeError
 from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
 from bot.tools.quality import QualityCommands, QualityReport, detect_commands, run_quality_gate
+from bot.tools.registry import ToolRegistry
 
 QUALITY_ROUNDS = 3
 FIX_TOOLS = ("replace_in_file", "write_file")
@@ -38,15 +40,17 @@ def quality_commands(built: BuiltTools) -> QualityCommands:
     return built.quality or detect_commands(built.workspace.path)
 
 
-def change_request_body(session: Session, quality: dict[str, Any] | None) -> str:
-    issue = session.ctx.issue
-    plan = session.plan
+def change_request_body(
+    issue: IssueRef,
+    plan: PlanDocument | None,
+    statuses: dict[str, str],
+    quality: dict[str, Any] | None,
+) -> str:
     lines = [f"Closes #{issue.number}" if not issue.is_change_request else f"For #{issue.number}"]
     if issue.web_url:
         lines[0] += f" ({issue.web_url})"
     if plan is not None:
         lines += ["", f"**Goal:** {plan.goal.main_objective}", "", "**Plan:**"]
-        statuses = session.statuses()
         for subtask in plan.subtasks:
             mark = "x" if statuses.get(subtask.id) == "done" else " "
             lines.append(f"- [{mark}] {subtask.description or subtask.id}")
@@ -59,81 +63,41 @@ def change_request_body(session: Session, quality: dict[str, Any] | None) -> str
     return "\n".join(lines)
 
 
-def run_directory(session: Session) -> RunDirectory | None:
-    return session.runlog.directory
-
-
-async def keep_changes(session: Session) -> None:
-    """Copy the workspace's uncommitted changes to the run directory's artifacts, so
-    what a person should look at outlives the workspace the worker removes."""
-    built = session.ctx.built
-    if built is None or session.runlog.directory is None:
-        return
-    if not (built.workspace.path / ".git").is_dir():
-        return
-    try:
-        changed = await built.workspace.changed_files()
-    except WorkspaceError as exc:
-        session.runlog.error("artifacts", f"the changed files could not be listed: {exc}")
-        return
-    if changed:
-        session.runlog.keep_files(built.workspace.path, changed)
-
-
-def changed_paths(session: Session) -> list[str]:
-    paths: set[str] = set()
-    for record in session.state.records.values():
-        if not record.changed:
-            continue
-        listed = record.data.get("paths")
-        if isinstance(listed, list):
-            paths.update(str(p) for p in listed)
-        elif isinstance(record.arguments.get("path"), str):
-            paths.add(record.arguments["path"])
-    return sorted(paths)
-
-
-def write_run_report(session: Session, outcome: str, lines: list[str]) -> None:
-    """task.json and report.md in the run directory (quality.json is written earlier)."""
-    run_dir = run_directory(session)
-    if run_dir is None:
-        return
-    ctx = session.ctx
-    task = {
-        "id": ctx.task.id,
-        "title": ctx.issue.title,
-        "issue": ctx.issue.web_url or ctx.issue.key,
-        "repository": ctx.issue.repo.full_name,
-        "requested_by": ctx.task.request.requested_by,
-        "mode": ctx.task.request.mode.value,
-        "description": ctx.issue.body,
-    }
-    run_dir.write_task(task)
-    quality_file = run_dir.path / "quality.json"
-    quality = (
-        json.loads(quality_file.read_text(encoding="utf-8")) if quality_file.exists() else None
-    )
-    run_dir.write_report(
-        task=task,
-        changes=changed_paths(session),
-        diff_stat="",
-        quality=quality,
-        conversation_summary="\n".join(f"- {line}" for line in lines),
-        outcome=outcome,
-    )
-
-
 class Delivery:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(
+        self,
+        state: AgentState,
+        recorder: Recorder,
+        issue: IssueRef,
+        forge: Forge,
+        built: BuiltTools | None,
+        tools: ToolRegistry,
+        artifacts: Artifacts,
+        runlog: RunLog,
+        run_action: RunAction,
+        *,
+        draft: bool,
+        gate_timeout: float,
+    ) -> None:
+        self.state = state
+        self.recorder = recorder
+        self.issue = issue
+        self.forge = forge
+        self.built = built
+        self.tools = tools
+        self.artifacts = artifacts
+        self.runlog = runlog
+        self.run_action = run_action
+        self.draft = draft
+        self.gate_timeout = gate_timeout
 
     def _works_on_change_request(self, branch: str) -> bool:
         """A follow-up on the bot's own change request: its branch is this branch."""
-        issue = self.session.ctx.issue
+        issue = self.issue
         return issue.is_change_request and issue.head_branch == branch
 
     def _existing_change_request(self) -> str | None:
-        for record in self.session.state.records.values():
+        for record in self.state.records.values():
             if (
                 record.ok
                 and record.tool.endswith(CHANGE_REQUEST_TOOLS)
@@ -143,7 +107,7 @@ class Delivery:
         return None
 
     def _forge_writes(self) -> bool:
-        return any(r.changed and "sha" in r.data for r in self.session.state.records.values())
+        return any(r.changed and "sha" in r.data for r in self.state.records.values())
 
     async def _workspace_changes(self, built: BuiltTools) -> list[str]:
         if not (built.workspace.path / ".git").is_dir():
@@ -152,11 +116,11 @@ class Delivery:
 
     async def deliver(self) -> dict[str, Any]:
         """Links (branch, change request, report) for LINKS and the completion summary."""
-        state = self.session.state
+        state = self.state
         if state.delivery.get("finished"):
             return {k: v for k, v in state.delivery.items() if k != "finished"}
-        built = self.session.ctx.built
-        run_dir = run_directory(self.session)
+        built = self.built
+        run_dir = self.artifacts.directory
         links: dict[str, Any] = {}
         quality: dict[str, Any] | None = None
         if built is not None:
@@ -166,12 +130,12 @@ class Delivery:
                 quality = report.to_dict()
                 if run_dir is not None:
                     run_dir.write_quality(quality)
-                await keep_changes(self.session)  # also what the quality fixes changed
+                await self.artifacts.keep_changes()  # also what the quality fixes changed
                 await self._push(built)
             if changed or self._forge_writes():
                 links["branch"] = built.branch
                 if self._works_on_change_request(built.branch):
-                    url = self.session.ctx.issue.web_url or None
+                    url = self.issue.web_url or None
                 else:
                     url = self._existing_change_request() or await self._open(built, quality)
                 if url:
@@ -181,8 +145,8 @@ class Delivery:
         if quality is not None:
             links["quality_passed"] = bool(quality["passed"])
         state.delivery = {**links, "finished": True}
-        await self.session.checkpoint()
-        await self.session.emit(ProgressKind.LINKS, **links)
+        await self.recorder.checkpoint()
+        await self.recorder.emit(ProgressKind.LINKS, **links)
         return links
 
     async def _push(self, built: BuiltTools) -> None:
@@ -191,43 +155,41 @@ class Delivery:
         try:
             await built.workspace.commit_and_push(self._commit_message())
         except WorkspaceError as exc:
-            runlog = self.session.runlog
+            runlog = self.runlog
             error = runlog.redact(str(exc))
             runlog.error("delivery", f"push of {built.branch} failed: {error}")
-            self.session.record("completion", status="push_failed", reason=error)
+            self.recorder.record("completion", status="push_failed", reason=error)
             kept = str(runlog.directory.artifacts) if runlog.directory is not None else ""
             raise push_failure(error, branch=built.branch, kept_in=kept) from exc
 
     def _commit_message(self) -> str:
-        issue = self.session.ctx.issue
-        plan = self.session.plan
+        issue = self.issue
+        plan = self.recorder.plan
         subject = plan.goal.main_objective if plan else issue.title
         return f"{subject[:68]}\n\nFor #{issue.number}: {issue.title}"
 
     async def _open(self, built: BuiltTools, quality: dict[str, Any] | None) -> str | None:
-        session = self.session
-        issue = session.ctx.issue
+        issue = self.issue
+        body = change_request_body(issue, self.recorder.plan, self.recorder.statuses(), quality)
         try:
-            change = await session.ctx.forge.open_change_request(
+            change = await self.forge.open_change_request(
                 issue.repo,
                 head=built.branch,
                 base=built.base_branch,
                 title=f"{issue.title} (#{issue.number})",
-                body=change_request_body(session, quality),
-                draft=session.ctx.settings.workspace.draft_change_requests,
+                body=body,
+                draft=self.draft,
             )
         except ForgeError as exc:
-            session.record("completion", status="change_request_failed", reason=str(exc))
-            session.runlog.error("delivery", f"the change request was not opened: {exc}")
+            self.recorder.record("completion", status="change_request_failed", reason=str(exc))
+            self.runlog.error("delivery", f"the change request was not opened: {exc}")
             return None
         return change.web_url
 
     async def quality_loop(self, built: BuiltTools) -> QualityReport:
         """Run the gate; on failure let the agent fix, at most ``QUALITY_ROUNDS`` runs."""
-        session = self.session
         commands = quality_commands(built)
-        runner = ActionRunner(session)
-        tools = [t for name in FIX_TOOLS if (t := session.ctx.tools.get(name)) is not None]
+        tools = [t for name in FIX_TOOLS if (t := self.tools.get(name)) is not None]
         report = await self._gate(built, commands, 1)
         for round_number in range(1, QUALITY_ROUNDS):
             if report.passed or not tools:
@@ -239,14 +201,13 @@ class Delivery:
                 purpose="Fix the quality gate failures below",
                 expected_outcome="lint and tests pass",
             )
-            await runner.run_one(fix, feedback=report.feedback, choices=tools)
+            await self.run_action(fix, feedback=report.feedback, choices=tools)
             report = await self._gate(built, commands, round_number + 1)
         return report
 
     async def _gate(self, built: BuiltTools, commands: QualityCommands, run: int) -> QualityReport:
-        timeout = self.session.ctx.settings.sandbox.timeout
         report = await run_quality_gate(
-            built.workspace.path, built.sandbox, commands, timeout=timeout
+            built.workspace.path, built.sandbox, commands, timeout=self.gate_timeout
         )
-        self.session.record("quality", run=run, passed=report.passed, feedback=report.feedback)
+        self.recorder.record("quality", run=run, passed=report.passed, feedback=report.feedback)
         return report

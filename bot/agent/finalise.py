@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.agent.budget import BudgetExceeded, compact_results, one_line
+from bot.agent.artifacts import Artifacts
+from bot.agent.budget import BudgetExceeded
 from bot.agent.context import Outcome, ProgressKind
 from bot.agent.context_builder import as_data
-from bot.agent.delivery import keep_changes, write_run_report
-from bot.agent.session import Session
-from bot.agent.state import ActionStatus, Phase, Stage
+from bot.agent.llm_calls import PhaseCaller
+from bot.agent.plan import PlanDocument
+from bot.agent.ports import Recorder
+from bot.agent.results import compact_results, one_line
+from bot.agent.state import ActionStatus, AgentState, Phase, Stage
 from bot.llm.base import LLMError, LLMUnavailable
 from bot.llm.tokens import count_tokens
 from bot.storage.base import TaskState
@@ -27,14 +30,13 @@ from bot.storage.base import TaskState
 RESULTS_TOKENS = 700
 
 
-def tried_lines(session: Session) -> list[str]:
-    lines = [one_line(r).removeprefix("- ") for r in session.state.records.values()]
-    return lines[-12:] + session.state.tried[-6:]
+def tried_lines(state: AgentState) -> list[str]:
+    lines = [one_line(r).removeprefix("- ") for r in state.records.values()]
+    return lines[-12:] + state.tried[-6:]
 
 
-def local_recommendations(session: Session, hints: Sequence[str] = ()) -> list[str]:
-    prefix = session.ctx.settings.commands.prefix
-    failed = [r for r in session.state.records.values() if r.status is ActionStatus.FAILED]
+def local_recommendations(state: AgentState, prefix: str, hints: Sequence[str] = ()) -> list[str]:
+    failed = [r for r in state.records.values() if r.status is ActionStatus.FAILED]
     out = list(hints)
     for record in failed[-3:]:
         first = (record.output.strip().splitlines() or ["(no output)"])[0][:160]
@@ -43,27 +45,38 @@ def local_recommendations(session: Session, hints: Sequence[str] = ()) -> list[s
     return out
 
 
-def current_state(session: Session) -> str:
-    done, failed = session.state.counts()
+def current_state(state: AgentState, plan: PlanDocument | None) -> str:
+    done, failed = state.counts()
     pending = 0
-    plan = session.plan
     if plan is not None:
-        finished = session.state.finished_keys()
+        finished = state.finished_keys()
         pending = sum(1 for a in plan.actions if a.key not in finished)
-    changed = "; the repository was changed" if session.state.changed_anything() else ""
+    changed = "; the repository was changed" if state.changed_anything() else ""
     return f"{done} actions done, {failed} failed, {pending} not run{changed}"
 
 
 class Finisher:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(
+        self,
+        state: AgentState,
+        recorder: Recorder,
+        caller: PhaseCaller,
+        artifacts: Artifacts,
+        *,
+        command_prefix: str,
+    ) -> None:
+        self.state = state
+        self.recorder = recorder
+        self.caller = caller
+        self.artifacts = artifacts
+        self.command_prefix = command_prefix
 
     def _facts(self) -> dict[str, Any]:
-        done, failed = self.session.state.counts()
+        done, failed = self.state.counts()
         return {
             "tasks_completed": done,
             "tasks_failed": failed,
-            "revision_attempts": self.session.state.revisions,
+            "revision_attempts": self.state.revisions,
         }
 
     async def _ask(
@@ -71,11 +84,10 @@ class Finisher:
     ) -> dict[str, Any] | None:
         """The model's summary; None when it gives none. An unreachable model pauses a
         completion (it is worth waiting for) but not a request for help."""
-        session = self.session
-        plan = session.plan
-        records = list(session.state.records.values())
+        plan = self.recorder.plan
+        records = list(self.state.records.values())
         try:
-            answer = await session.caller.ask(
+            answer = await self.caller.ask(
                 "completion",
                 "completion",
                 status=status,
@@ -83,7 +95,7 @@ class Finisher:
                 results=as_data(
                     compact_results(records, budget_tokens=RESULTS_TOKENS, count=count_tokens)
                 ),
-                revisions=session.state.revisions,
+                revisions=self.state.revisions,
                 reason=reason,
                 delivery=delivery or {},
                 **self._facts(),
@@ -106,13 +118,13 @@ class Finisher:
         hints: Sequence[str] = (),
     ) -> Outcome:
         """Stop and ask a person to step in (seed 10.4)."""
-        session = self.session
+        state = self.state
         summary: dict[str, Any] = {
             "goal_achieved": False,
             **self._facts(),
             "reason": reason,
-            "current_state": current_state(session),
-            "recommendations": local_recommendations(session, hints),
+            "current_state": current_state(state, self.recorder.plan),
+            "recommendations": local_recommendations(state, self.command_prefix, hints),
         }
         model = await self._ask("requires_human_intervention", reason=reason) if ask_model else None
         if model:
@@ -122,21 +134,20 @@ class Finisher:
             if advice:  # what the bot knows for sure comes first, then the model's advice
                 advice = advice if isinstance(advice, list) else [advice]
                 summary["recommendations"] = [*hints, *advice]
-        tried = tried_lines(session)
-        session.record("completion", status="requires_human_intervention", summary=summary)
+        tried = tried_lines(state)
+        self.recorder.record("completion", status="requires_human_intervention", summary=summary)
         data: dict[str, Any] = {"summary": summary, "tried": tried, "reason": reason}
         if partial_plan:
             data["partial_plan"] = partial_plan
         outcome = Outcome(TaskState.NEEDS_HUMAN, summary=summary, reason=reason)
-        await keep_changes(session)
-        write_run_report(session, f"needs a person: {reason}", tried)
+        await self.artifacts.keep_changes()
+        self.artifacts.write_report(f"needs a person: {reason}", tried)
         await self._end(outcome, ProgressKind.HUMAN_INTERVENTION, data)
         return outcome
 
     async def complete(self, extra: dict[str, Any]) -> Outcome:
         """The completion summary and the final outcome (done, or not achieved)."""
-        session = self.session
-        done, failed = session.state.counts()
+        done, failed = self.state.counts()
         model = await self._ask("completed", delivery=extra)
         summary: dict[str, Any] = {
             "goal_achieved": failed == 0 and done > 0,
@@ -149,42 +160,42 @@ class Finisher:
         if extra.get("quality_passed") is False:
             summary["goal_achieved"] = False  # a failing quality gate is not a finished task
         if not model:
-            changed = [r for r in session.state.records.values() if r.changed]
+            changed = [r for r in self.state.records.values() if r.changed]
             summary["key_outcomes"] = [one_line(r).removeprefix("- ") for r in changed][:8]
-        session.record("completion", status="completed", summary=summary, **extra)
+        self.recorder.record("completion", status="completed", summary=summary, **extra)
         achieved = bool(summary.get("goal_achieved"))
         state = TaskState.DONE if achieved else TaskState.NEEDS_HUMAN
         reason = "" if achieved else "the goal was not achieved"
         outcome = Outcome(state, summary=summary, reason=reason)
         verdict = "goal achieved" if achieved else "goal not achieved"
-        lines = [*map(str, summary.get("key_outcomes") or []), *tried_lines(session)]
-        write_run_report(session, verdict, lines)
+        lines = [*map(str, summary.get("key_outcomes") or []), *tried_lines(self.state)]
+        self.artifacts.write_report(verdict, lines)
         await self._end(outcome, ProgressKind.COMPLETION, {"summary": summary, **extra})
         return outcome
 
     async def _end(self, outcome: Outcome, kind: ProgressKind, data: dict[str, Any]) -> None:
         """Keep the outcome (and the event that announces it) before announcing it, so a
         re-run after a crash returns the same outcome and announces it exactly once."""
-        session = self.session
-        session.state.outcome = {
+        recorder = self.recorder
+        self.state.outcome = {
             "state": outcome.state.value,
             "summary": outcome.summary,
             "reason": outcome.reason,
             "event": {"kind": kind.value, "data": data},
             "announced": False,
         }
-        session.to(Stage.DONE)
-        await session.show(Phase.COMPLETION)
-        await session.checkpoint()
-        await announce(session)
+        recorder.to(Stage.DONE)
+        await recorder.show(Phase.COMPLETION)
+        await recorder.checkpoint()
+        await announce(self.state, recorder)
 
 
-async def announce(session: Session) -> None:
+async def announce(state: AgentState, recorder: Recorder) -> None:
     """Emit the stored closing event unless it went out already."""
-    stored = session.state.outcome
+    stored = state.outcome
     if stored is None or stored.get("announced"):
         return
     event = stored["event"]
-    await session.milestone(ProgressKind(event["kind"]), **event["data"])
+    await recorder.milestone(ProgressKind(event["kind"]), **event["data"])
     stored["announced"] = True
-    await session.checkpoint()
+    await recorder.checkpoint()

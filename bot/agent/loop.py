@@ -6,7 +6,9 @@ of the loop reads what people said (the safe point: stop, pause, answers, approv
 feedback, the time budget) and then runs the handler ``HANDLERS[stage]``, which does
 one step and moves the stage on. Every way out (done, needs a person, waiting, paused,
 stopped, budget spent, the model unusable) is an ``Exit`` carrying the run's
-``Outcome``, raised where it happens and caught here, once.
+``Outcome``, raised where it happens and caught here, once; a helper that finds the run
+cannot go on raises ``NeedsPerson``, and the loop asks the ``Finisher`` for a person.
+``wire`` gives each helper what it needs (and no helper another one whole).
 
     PLAN     plan (or re-plan after answers); /agent plan: ask for approval
     WAIT     a person rejected what the task waited for: revise, or reflect on the call
@@ -21,15 +23,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bot.agent.actions import ActionRunner, CallFailed, PendingApproval
+from bot.agent.artifacts import Artifacts
 from bot.agent.batch_review import BatchReview
 from bot.agent.budget import BudgetExceeded
 from bot.agent.cache import PlanCache
 from bot.agent.context import Outcome, PauseReason, ProgressKind, TaskContext
 from bot.agent.delivery import Delivery
-from bot.agent.exits import Exit
+from bot.agent.exits import Exit, NeedsPerson
 from bot.agent.finalise import Finisher, announce
 from bot.agent.plan import PlanDocument, PlannedAction
 from bot.agent.plan_rules import next_batch
@@ -49,27 +52,68 @@ __all__ = ["HANDLERS", "AgentLoop", "Exit", "PlanningFailed"]
 
 @dataclass
 class Run:
-    """The parts of one run; built once per run around its ``Session``."""
+    """The parts of one run, each given what it needs by ``wire``."""
 
-    session: Session
+    session: Session  # the state, the model caller, the run's logs, and the Recorder
     planning: PlanningStage
-    waits: Waits = field(init=False)
-    finisher: Finisher = field(init=False)
-    reviser: Reviser = field(init=False)
-    review: BatchReview = field(init=False)
-    runner: ActionRunner = field(init=False)
+    waits: Waits
+    runner: ActionRunner
+    reviser: Reviser
+    review: BatchReview
+    finisher: Finisher
+    delivery: Delivery
     rejection: Rejection | None = None  # what the last safe point found rejected
-
-    def __post_init__(self) -> None:
-        self.waits = Waits(self.session)
-        self.finisher = Finisher(self.session)
-        self.reviser = Reviser(self.session, self.planning, self.finisher, self.waits)
-        self.review = BatchReview(self.session, self.reviser, self.finisher)
-        self.runner = ActionRunner(self.session)
 
     @property
     def state(self) -> AgentState:
         return self.session.state
+
+
+def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[], float]) -> Run:
+    """The helpers of one run: the state, the settings section, the model caller, the tools
+    and the recorder each needs, and the one helper call another makes (a bound method)."""
+    state, recorder, caller, runlog = session.state, session, session.caller, session.runlog
+    settings = ctx.settings
+    artifacts = Artifacts(ctx.task, ctx.issue, state, runlog, ctx.built)
+    planning = PlanningStage(ctx, state, recorder, caller, cache, clock=clock)
+    waits = Waits(
+        state,
+        recorder,
+        ctx.store,
+        ctx.task.id,
+        settings.planning.revision,
+        artifacts,
+        runlog,
+        clock=clock,
+        check_time=session.check_time,
+    )
+    runner = ActionRunner(
+        state,
+        recorder,
+        caller,
+        ctx.tools,
+        settings.planning.execution,
+        runlog,
+        max_tokens_per_call=settings.llm.max_tokens_per_call,
+    )
+    revision = settings.planning.revision
+    reviser = Reviser(state, recorder, revision, planning.engine, waits.request_approval)
+    review = BatchReview(state, recorder, caller, settings.planning, ctx.tools, reviser.revise)
+    finisher = Finisher(state, recorder, caller, artifacts, command_prefix=settings.commands.prefix)
+    delivery = Delivery(
+        state,
+        recorder,
+        ctx.issue,
+        ctx.forge,
+        ctx.built,
+        ctx.tools,
+        artifacts,
+        runlog,
+        runner.run_one,
+        draft=settings.workspace.draft_change_requests,
+        gate_timeout=settings.sandbox.timeout,
+    )
+    return Run(session, planning, waits, runner, reviser, review, finisher, delivery)
 
 
 # --- the stages ------------------------------------------------------------------------------
@@ -105,7 +149,7 @@ async def execute(run: Run) -> None:
     else:
         plan = run.session.plan
         assert plan is not None
-        limit = run.session.planning.execution.max_parallel
+        limit = run.session.ctx.settings.planning.execution.max_parallel
         batch = next_batch(plan, run.state.finished_keys(), max_parallel=limit)
         if batch:
             await run_batch(run, batch)
@@ -123,7 +167,7 @@ async def run_batch(run: Run, batch: list[PlannedAction]) -> None:
     await run.review.after_batch([o for o in outcomes if isinstance(o, ActionRecord)])
     approvals = [o for o in outcomes if isinstance(o, PendingApproval)]
     if approvals:
-        await run.waits.ask_tool_approval(approvals[0])
+        await run.waits.ask_tool_approval(approvals[0].call, approvals[0].action.purpose)
 
 
 async def reflect(run: Run) -> None:
@@ -142,7 +186,7 @@ async def deliver(run: Run) -> None:
         await run.review.feedback()
         return
     try:
-        links = await Delivery(run.session).deliver()
+        links = await run.delivery.deliver()
     except DeliveryFailed as exc:
         raise Exit(await run.finisher.intervene(exc.reason, hints=exc.hints)) from exc
     shown = {k: v for k, v in links.items() if k != "report_path"}
@@ -153,7 +197,7 @@ async def deliver(run: Run) -> None:
 
 
 async def done(run: Run) -> None:
-    await announce(run.session)
+    await announce(run.state, run.session)
     stored = run.state.outcome
     assert stored is not None
     raise Exit(stored_outcome(stored))
@@ -197,6 +241,8 @@ class AgentLoop:
                 await HANDLERS[run.state.stage](run)
         except Exit as end:
             return end.outcome
+        except NeedsPerson as end:
+            return await run.finisher.intervene(end.reason, partial_plan=end.partial_plan)
         except LLMUnavailable as exc:
             return await self._llm_down(run.session, str(exc))
         except BudgetExceeded as exc:
@@ -225,8 +271,8 @@ class AgentLoop:
         session = Session(
             ctx, state, prompts, clock=self._clock, monotonic=self._monotonic, persist=persist
         )
-        cache = self._cache or PlanCache(ctx.store, session.planning, clock=self._clock)
-        return Run(session, PlanningStage(session, cache))
+        cache = self._cache or PlanCache(ctx.store, ctx.settings.planning, clock=self._clock)
+        return wire(ctx, session, cache, self._clock)
 
     async def _llm_down(self, session: Session, error: str) -> Outcome:
         """Pause until the model answers again; people are told once per outage."""

@@ -3,25 +3,26 @@
 A rejected plan is re-planned once with the reasons in the prompt; a second
 rejection, or a ``decomposition_failed`` answer (seed 10.1.2), ends in human
 intervention with the partial plan. An ``unclear_goal`` answer (seed 10.1.1) posts
-the questions and waits for the author's answer. Either ends the run: ``Exit``.
+the questions and waits for the author's answer (``Exit``); the others end the run
+with ``NeedsPerson``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from bot.agent.answers import waiting_for_answers
 from bot.agent.cache import PlanCache
-from bot.agent.context import ProgressKind
+from bot.agent.context import ProgressKind, TaskContext
 from bot.agent.context_builder import PlanningContext, build_context, tool_lines
-from bot.agent.exits import Exit
-from bot.agent.finalise import Finisher
+from bot.agent.exits import Exit, NeedsPerson
 from bot.agent.history import previous_attempt
+from bot.agent.llm_calls import PhaseCaller
 from bot.agent.plan import PlanDocument, PlanFormatError
 from bot.agent.planning import PlanningAnswer, PlanningEngine, planning_level
-from bot.agent.session import Session
-from bot.agent.state import Phase, Stage, Waiting, WaitKind
-from bot.agent.waiting import waiting_for_answers
+from bot.agent.ports import Recorder
+from bot.agent.state import AgentState, Phase, Stage, Waiting, WaitKind
 from bot.events import TaskMode
 
 PLANNING_ATTEMPTS = 2
@@ -55,25 +56,39 @@ def _partial(answer: PlanningAnswer) -> dict[str, Any] | None:
 
 
 class PlanningStage:
-    def __init__(self, session: Session, cache: PlanCache) -> None:
-        self.session = session
+    def __init__(
+        self,
+        ctx: TaskContext,
+        state: AgentState,
+        recorder: Recorder,
+        caller: PhaseCaller,
+        cache: PlanCache,
+        *,
+        clock: Callable[[], float],
+    ) -> None:
+        self.ctx = ctx  # the task, its issue, forge, tools and settings: what planning reads
+        self.state = state
+        self.recorder = recorder
+        self.caller = caller
         self.cache = cache
+        self.clock = clock
+        self.settings = ctx.settings.planning
 
     def engine(self) -> PlanningEngine:
-        tools = self.session.ctx.tools
+        tools = self.ctx.tools
         return PlanningEngine(
-            self.session.caller,
-            self.session.planning,
+            self.caller,
+            self.settings,
             check_tool=tools.check,
             tools=tool_lines(tools.usable()),
         )
 
     def _tool_names(self) -> list[str]:
-        return [t.name for t in self.session.ctx.tools.usable()]
+        return [t.name for t in self.ctx.tools.usable()]
 
     async def context(self) -> PlanningContext:
         """What the planner is told; a retry also gets the previous attempt's history."""
-        ctx = self.session.ctx
+        ctx = self.ctx
         previous_id = ctx.task.request.previous_task_id
         previous = previous_attempt(ctx.data_dir, previous_id) if previous_id else ""
         return await build_context(
@@ -88,24 +103,24 @@ class PlanningStage:
     async def _from_cache(
         self, context: PlanningContext, engine: PlanningEngine
     ) -> PlanDocument | None:
-        state = self.session.state
+        state = self.state
         if state.answers or state.replan_reason or context.previous_block:
             return None  # a retry wants a new plan, not the one that was tried
-        repo = self.session.ctx.issue.repo.key
+        repo = self.ctx.issue.repo.key
         hit = await self.cache.lookup(context.task_text, repo, self._tool_names())
         if hit is None:
             return None
         plan, problems = engine.accept(hit.plan)
         if plan is None:
-            self.session.record("plan_rejected", cached=True, problems=problems)
+            self.recorder.record("plan_rejected", cached=True, problems=problems)
             return None
         state.cached_plan = True
         return plan
 
     async def _ask(self, context: PlanningContext, engine: PlanningEngine) -> PlanDocument:
-        session, state = self.session, self.session.state
+        recorder, state = self.recorder, self.state
         while True:
-            await session.show(Phase.GOAL_UNDERSTANDING)
+            await recorder.show(Phase.GOAL_UNDERSTANDING)
             answer = await engine.understand_goal(
                 context, replan_reason=state.replan_reason, answers=state.answers
             )
@@ -119,9 +134,9 @@ class PlanningStage:
             problems: list[str] = []
             plan = None
             try:
-                await session.show(Phase.TASK_DECOMPOSITION)
+                await recorder.show(Phase.TASK_DECOMPOSITION)
                 engine.decompose_task(answer)
-                await session.show(Phase.ACTION_PLANNING)
+                await recorder.show(Phase.ACTION_PLANNING)
                 plan, problems = engine.generate_action_plan(answer)
             except PlanFormatError as exc:
                 problems = [str(exc)]
@@ -129,8 +144,8 @@ class PlanningStage:
                 return plan
             state.planning_attempts += 1
             state.replan_reason = "; ".join(problems)
-            session.record("plan_rejected", problems=problems, attempt=state.planning_attempts)
-            await session.checkpoint()
+            recorder.record("plan_rejected", problems=problems, attempt=state.planning_attempts)
+            await recorder.checkpoint()
             if state.planning_attempts >= PLANNING_ATTEMPTS:
                 raise PlanningFailed(
                     "decomposition_failed",
@@ -140,9 +155,9 @@ class PlanningStage:
 
     async def plan_for(self, context: PlanningContext, engine: PlanningEngine) -> PlanDocument:
         """A validated plan for ``context`` (from the cache when one fits)."""
-        complexity, _level = planning_level(self.session.planning, context.task_text)
-        self.session.state.complexity = complexity
-        self.session.state.task_text = context.task_text
+        complexity, _level = planning_level(self.settings, context.task_text)
+        self.state.complexity = complexity
+        self.state.task_text = context.task_text
         cached = await self._from_cache(context, engine)
         if cached is not None:
             for phase in (
@@ -150,13 +165,14 @@ class PlanningStage:
                 Phase.TASK_DECOMPOSITION,
                 Phase.ACTION_PLANNING,
             ):
-                await self.session.show(phase)
+                await self.recorder.show(phase)
             return cached
         return await self._ask(context, engine)
 
     async def run(self) -> None:
-        """Plan the task; raises ``Exit`` when no plan comes out of it."""
-        session = self.session
+        """Plan the task; raises ``Exit`` (waiting for answers) or ``NeedsPerson`` when no
+        plan comes out of it."""
+        recorder, state = self.recorder, self.state
         context = await self.context()
         try:
             plan = await self.plan_for(context, self.engine())
@@ -164,44 +180,42 @@ class PlanningStage:
             if failed.kind == "unclear_goal":
                 await self._clarify(failed)
             reason = f"the task could not be decomposed: {failed.message}"
-            raise Exit(
-                await Finisher(session).intervene(reason, partial_plan=failed.partial_plan)
-            ) from None
-        session.set_plan(plan)
-        session.state.replan_reason = ""
-        session.record("plan", plan=plan.to_document(), cached=session.state.cached_plan)
-        await session.emit(
+            raise NeedsPerson(reason, partial_plan=failed.partial_plan) from None
+        recorder.set_plan(plan)
+        state.replan_reason = ""
+        recorder.record("plan", plan=plan.to_document(), cached=state.cached_plan)
+        await recorder.emit(
             ProgressKind.PLAN,
             plan=plan.to_document(),
-            statuses=session.statuses(),
-            cached=session.state.cached_plan,
-            complexity=session.state.complexity,
+            statuses=recorder.statuses(),
+            cached=state.cached_plan,
+            complexity=state.complexity,
         )
-        await session.checkpoint()
+        await recorder.checkpoint()
 
     def plan_only(self) -> bool:
         """``/agent plan``: the plan waits for approval before anything runs."""
-        return self.session.ctx.task.request.mode is TaskMode.PLAN_ONLY
+        return self.ctx.task.request.mode is TaskMode.PLAN_ONLY
 
     async def _clarify(self, failed: PlanningFailed) -> None:
-        session = self.session
+        recorder = self.recorder
         questions = list(failed.questions) or [failed.message or "What exactly should be done?"]
-        session.state.waiting = Waiting(WaitKind.ANSWERS, since=session.now(), questions=questions)
-        session.to(Stage.WAIT)
-        session.record("clarification", reason=failed.message, questions=questions)
-        await session.milestone(
+        self.state.waiting = Waiting(WaitKind.ANSWERS, since=self.clock(), questions=questions)
+        recorder.to(Stage.WAIT)
+        recorder.record("clarification", reason=failed.message, questions=questions)
+        await recorder.milestone(
             ProgressKind.CLARIFICATION,
             questions=questions,
             message=failed.message,
             waiting="clarification",
         )
-        await session.checkpoint()
+        await recorder.checkpoint()
         raise Exit(waiting_for_answers())
 
     async def remember(self) -> None:
         """Cache the plan of a task that reached its goal without revisions."""
-        state = self.session.state
+        state = self.state
         if state.cached_plan or state.plan_number or state.plan is None or not state.task_text:
             return
-        repo = self.session.ctx.issue.repo.key
+        repo = self.ctx.issue.repo.key
         await self.cache.put(state.task_text, repo, self._tool_names(), state.plan)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from bot.agent.context_builder import as_data, fence
 from bot.agent.llm_calls import PhaseCaller
@@ -54,6 +54,19 @@ class RevisionSuggestion:
     reason: str
     changes: tuple[Any, ...] = ()
     updated_action_plan: dict[str, Any] | None = None
+
+
+class Revise(Protocol):
+    async def __call__(
+        self,
+        suggestion: RevisionSuggestion,
+        *,
+        issues: Sequence[str] = (),
+        feedback: str = "",
+        counts: bool = True,
+    ) -> None:
+        """Revise the plan as ``suggestion`` says (``Reviser.revise``)."""
+        ...
 
 
 def differs_from_expected(action: PlannedAction | None, record: ActionRecord, writes: bool) -> bool:

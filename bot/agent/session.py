@@ -1,10 +1,11 @@
 """One run of one task: its context, state, history, budget, and the moves between phases.
 
-The coordinator and its helpers share a ``Session``: it owns the checkpoint
-(``checkpoint()`` after every action), the planning history, the run directory's
-logs (``runlog``: conversation.jsonl, errors.log, artifacts), token accounting
-(a USAGE event and a history entry per model call), the stage (``to`` refuses a move
-the stage table does not have) and the phase people see (``show``).
+The loop builds one ``Session`` per run and hands its parts to the helpers: the model
+caller (``caller``), the run directory's logs (``runlog``: conversation.jsonl,
+errors.log, artifacts), and itself as their ``Recorder`` (``bot.agent.ports``): it owns
+the checkpoint (``checkpoint()`` after every action), the planning history, token
+accounting (a USAGE event and a history entry per model call), the stage (``to``
+refuses a move the stage table does not have) and the phase people see (``show``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bot.agent.prompts import PromptLibrary
 from bot.agent.runlog import RunLog
 from bot.agent.snapshot import plan_of, subtask_statuses
 from bot.agent.state import AgentState, Phase, Stage, can_move
-from bot.config import PlanningSettings, secret_values
+from bot.config import secret_values
 from bot.llm.base import Usage
 
 
@@ -82,10 +83,6 @@ class Session:
     # --- shortcuts ---------------------------------------------------------------------------
 
     @property
-    def planning(self) -> PlanningSettings:
-        return self.ctx.settings.planning
-
-    @property
     def plan(self) -> PlanDocument | None:
         return self._plan
 
@@ -93,11 +90,12 @@ class Session:
         self._plan = plan
         self.state.plan = plan.to_document() if plan is not None else None
 
-    def now(self) -> float:
-        return self.clock()
-
     def elapsed(self) -> float:
         return self._base_elapsed + (self.monotonic() - self._started)
+
+    def check_time(self) -> None:
+        """Raise ``BudgetExceeded`` once the task has run longer than it may."""
+        self.budget.check_time(self.elapsed())
 
     def next_seq(self, kind: ProgressKind) -> int:
         seq = self.state.milestones.get(kind.value, 0) + 1

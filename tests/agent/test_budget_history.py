@@ -12,9 +12,9 @@ from bot.agent.budget import (
     Budget,
     BudgetExceeded,
     UsageLedger,
-    compact_results,
 )
 from bot.agent.history import HistoryError, PlanningHistory, format_timeline, history_path
+from bot.agent.results import compact_results
 from bot.agent.state import ActionRecord, ActionStatus
 from bot.llm.base import Usage
 

@@ -1,0 +1,91 @@
+"""What a run leaves in its run directory: the workspace's changes, task.json, report.md.
+
+``Artifacts.keep_changes`` copies the workspace's uncommitted changes to the run
+directory's artifacts, so what a person should look at outlives the workspace the
+worker removes; ``write_report`` writes task.json and report.md (quality.json is
+written by the delivery, earlier).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bot.agent.runlog import RunLog
+from bot.agent.state import ActionRecord, AgentState
+from bot.events import IssueRef
+from bot.storage.base import Task
+from bot.storage.runs import RunDirectory
+from bot.tools.factory import BuiltTools
+from bot.tools.gitcmd import WorkspaceError
+
+
+def changed_paths(records: Iterable[ActionRecord]) -> list[str]:
+    paths: set[str] = set()
+    for record in records:
+        if not record.changed:
+            continue
+        listed = record.data.get("paths")
+        if isinstance(listed, list):
+            paths.update(str(p) for p in listed)
+        elif isinstance(record.arguments.get("path"), str):
+            paths.add(record.arguments["path"])
+    return sorted(paths)
+
+
+@dataclass(frozen=True, slots=True)
+class Artifacts:
+    task: Task
+    issue: IssueRef
+    state: AgentState
+    runlog: RunLog
+    built: BuiltTools | None
+
+    @property
+    def directory(self) -> RunDirectory | None:
+        return self.runlog.directory
+
+    async def keep_changes(self) -> None:
+        """Copy the workspace's uncommitted changes to the run directory's artifacts."""
+        built = self.built
+        if built is None or self.runlog.directory is None:
+            return
+        if not (built.workspace.path / ".git").is_dir():
+            return
+        try:
+            changed = await built.workspace.changed_files()
+        except WorkspaceError as exc:
+            self.runlog.error("artifacts", f"the changed files could not be listed: {exc}")
+            return
+        if changed:
+            self.runlog.keep_files(built.workspace.path, changed)
+
+    def write_report(self, outcome: str, lines: list[str]) -> None:
+        """task.json and report.md in the run directory (quality.json is written earlier)."""
+        run_dir = self.directory
+        if run_dir is None:
+            return
+        issue = self.issue
+        task = {
+            "id": self.task.id,
+            "title": issue.title,
+            "issue": issue.web_url or issue.key,
+            "repository": issue.repo.full_name,
+            "requested_by": self.task.request.requested_by,
+            "mode": self.task.request.mode.value,
+            "description": issue.body,
+        }
+        run_dir.write_task(task)
+        quality_file = run_dir.path / "quality.json"
+        quality = (
+            json.loads(quality_file.read_text(encoding="utf-8")) if quality_file.exists() else None
+        )
+        run_dir.write_report(
+            task=task,
+            changes=changed_paths(self.state.records.values()),
+            diff_stat="",
+            quality=quality,
+            conversation_summary="\n".join(f"- {line}" for line in lines),
+            outcome=outcome,
+        )
