@@ -1,4 +1,4 @@
-"""The plan cache (seed 004, 11.1.1): reuse the plan of an identical or very similar task.
+"""The plan cache (docs/planning.md#plan-cache): reuse the plan of an identical or similar task.
 
 The key hashes the normalised task text, the repository, the tool set and the
 planning settings that shape a plan. A task with no exact entry may reuse the plan

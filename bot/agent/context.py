@@ -38,7 +38,7 @@ class ProgressKind(StrEnum):
     APPROVAL_REQUEST = "approval_request"  # plan / tool call to approve: its own comment, waits
     PAUSED = "paused"  # paused (LLM down, approval timeout, /agent pause): its own comment
     COMPLETION = "completion"  # the completion summary: its own comment
-    HUMAN_INTERVENTION = "human_intervention"  # seed 10.4: its own comment
+    HUMAN_INTERVENTION = "human_intervention"  # docs/planning.md#run-endings: its own comment
     NOTICE = "notice"  # a short reply (e.g. to a command): its own comment
 
 

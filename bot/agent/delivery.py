@@ -1,7 +1,8 @@
 """Delivering the work: quality gate, push, change request, run directory.
 
-When the task changed its workspace clone: lint then tests (seed 003's quality
-gate), failures fed back to the agent to fix (at most ``QUALITY_ROUNDS`` rounds),
+When the task changed its workspace clone: lint then tests (the quality gate,
+docs/planning.md#delivery), failures fed back to the agent to fix (at most
+``QUALITY_ROUNDS`` rounds),
 the report in ``quality.json``; then commit and push the bot's branch. When the
 changes went through the forge API tools to the bot's branch instead, that branch
 is used as is. Either way a change request is opened (unless a tool already did),

@@ -1,7 +1,7 @@
 """How a task ends: the completion summary, or a request for human intervention.
 
-``complete`` asks the ``completion`` phase for the summary (seed 004 "完了") and
-emits COMPLETION; ``intervene`` builds seed 10.4's ``requires_human_intervention``
+``complete`` asks the ``completion`` phase for the summary (docs/planning.md#completion)
+and emits COMPLETION; ``intervene`` builds the ``requires_human_intervention``
 report (what was tried, the current state, recommendations) and emits
 HUMAN_INTERVENTION, after copying the workspace's changes to the run directory
 (the worker removes the workspace). Counts are facts from the state, never the
@@ -117,7 +117,7 @@ class Finisher:
         partial_plan: dict[str, Any] | None = None,
         hints: Sequence[str] = (),
     ) -> Outcome:
-        """Stop and ask a person to step in (seed 10.4)."""
+        """Stop and ask a person to step in (docs/planning.md#revision-limits)."""
         state = self.state
         summary: dict[str, Any] = {
             "goal_achieved": False,

@@ -1,4 +1,4 @@
-"""Planning history (seed 004, 11.3.1): one append-only JSONL file per task.
+"""Planning history (docs/planning.md#planning-history): one append-only JSONL file per task.
 
 ``data_dir/planning_history/{task_uuid}.jsonl`` holds one entry per line, each with
 a ``type`` (plan, revision, reflection, action, human_feedback, approval,

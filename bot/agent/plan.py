@@ -1,4 +1,4 @@
-"""The plan model (seed 004 sections 2-3) and its validation (seed 12.1.2). Pure: no I/O.
+"""The plan model (docs/planning.md#planning) and its validation (#plan-validation). Pure.
 
 A ``PlanDocument`` is the planning answer (goal understanding, task decomposition,
 action plan) in typed form. ``validate_plan`` lists every reason to reject a plan:
@@ -19,7 +19,7 @@ ToolCheck = Callable[[str], PolicyDecision]
 
 
 class PlanFormatError(ValueError):
-    """A planning document lacks the structure of seed 004 section 2."""
+    """A planning document lacks the structure docs/planning.md#model-documents gives."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,7 @@ class PlanDocument:
         return next((a for a in self.actions if a.key == key), None)
 
     def to_document(self) -> dict[str, Any]:
-        """The seed's JSON shape (also the checkpoint and cache form)."""
+        """The planning document's JSON shape (also the checkpoint and cache form)."""
         return {
             "goal_understanding": {
                 "main_objective": self.goal.main_objective,

@@ -1,4 +1,5 @@
-"""Rules over a plan: validation (seed 12.1.2) and scheduling (seed 11.2.1). Pure: no I/O.
+"""Rules over a plan: validation and scheduling (docs/planning.md#plan-validation,
+#parallel-groups). Pure: no I/O.
 
 ``validate_plan`` returns every reason to reject a plan (empty: the plan is
 acceptable). ``next_batch`` returns the actions to run next: the first ready action

@@ -1,4 +1,4 @@
-"""PlanningEngine (seed 004, 7.1.1): goal understanding, decomposition, action plan, revision.
+"""PlanningEngine (docs/planning.md#planning): goal, decomposition, action plan, revision.
 
 One ``planning`` call yields the whole planning document; ``understand_goal`` makes
 it and ``decompose_task`` / ``generate_action_plan`` read their parts from it (the
@@ -34,7 +34,8 @@ LEVEL_FOR_COMPLEXITY = {"simple": "minimal", "moderate": "moderate", "complex": 
 
 
 def classify_complexity(tokens: int, threshold: ComplexityThreshold) -> str:
-    """Seed 11.1.2: simple up to ``simple`` tokens, moderate up to ``moderate``, else complex."""
+    """Simple up to ``simple`` tokens, moderate up to ``moderate``, else complex
+    (docs/planning.md#plan-detail)."""
     if tokens <= threshold.simple:
         return "simple"
     if tokens <= threshold.moderate:

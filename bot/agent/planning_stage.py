@@ -1,8 +1,8 @@
 """The planning stage of a run: context, cache, one planning call, validation, re-plan once.
 
 A rejected plan is re-planned once with the reasons in the prompt; a second
-rejection, or a ``decomposition_failed`` answer (seed 10.1.2), ends in human
-intervention with the partial plan. An ``unclear_goal`` answer (seed 10.1.1) posts
+rejection, or a ``decomposition_failed`` answer (docs/planning.md#error-handling), ends in human
+intervention with the partial plan. An ``unclear_goal`` answer (#waiting) posts
 the questions and waits for the author's answer (``Exit``); the others end the run
 with ``NeedsPerson``.
 """

@@ -1,8 +1,8 @@
-"""ReflectionEngine (seed 004, 7.1.2): evaluate results, find issues, suggest revisions,
+"""ReflectionEngine (docs/planning.md#reflection): evaluate results, find issues, suggest revisions,
 and take in human feedback.
 
 When the model cannot give a usable evaluation (an invalid answer twice) the
-judgement is conservative (seed 10.3.1): the action is treated as a failure and the
+judgement is conservative (#conservative-judgement): the action is treated as a failure and the
 plan as needing revision. ``should_reflect`` is the pure decision of when to reflect.
 """
 

@@ -1,4 +1,4 @@
-"""Plan revision within its limits (seed 004, 5 "計画修正プロセス" and 10.4).
+"""Plan revision within its limits (docs/planning.md#revision, #revision-limits).
 
 ``Reviser.revise`` applies a reflection's suggestion: the reflection's own
 ``updated_action_plan`` when it is valid, else a ``revision`` call. Revisions asked

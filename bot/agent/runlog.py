@@ -1,4 +1,4 @@
-"""The run directory as the task writes it while it works (seed 003).
+"""The run directory as the task writes it while it works (docs/planning.md#run-directory).
 
 ``RunLog`` appends to ``conversation.jsonl`` (every model request and answer) and
 ``errors.log`` (every failed action, invalid answer, outage, delivery failure) as

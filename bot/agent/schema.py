@@ -1,11 +1,10 @@
 """The four phase documents of the planning specification, and how to get them.
 
 ``phase_schema(phase)`` is the JSON schema of the ``planning``, ``execution``,
-``reflection`` or ``completion`` document (seed 004: "JSON応答フォーマット", 2,
-10.1.1, 10.1.2, 10.2.1, 10.4, 11.2.1). Schemas are lenient on extra keys and on
-fields the specification's own examples leave out (an action needs only
-``task_id`` and ``tool``, as in 11.2.1; a reflection may say ``action_id``, as in 2;
-a completion that ``requires_human_intervention`` needs no ``done``, as in 10.4),
+``reflection`` or ``completion`` document (docs/planning.md#model-documents). Schemas
+are lenient on extra keys and on fields a model often leaves out (an action needs only
+``task_id`` and ``tool``; a reflection may say ``action_id``; a completion that
+``requires_human_intervention`` needs no ``done``),
 and strict on required keys and on types.
 
 ``ask_phase`` asks the model for one document: parse (fences and prose around

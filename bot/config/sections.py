@@ -21,7 +21,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# --- planning (seed 004: 9.1, 11.1.2, 11.2.2, 12.1.1) ---------------------------------
+# --- planning (docs/planning.md#settings) ----------------------------------------------
 
 
 class ComplexityThreshold(_Section):

@@ -1,4 +1,4 @@
-"""Tool policy (seed 004, 12.1.1): allowed, forbidden and approval-required globs.
+"""Tool policy (docs/planning.md#tool-policy): allowed, forbidden and approval-required globs.
 
 Pure: no I/O. Forbidden always wins. A repository's own ``.agent.yaml`` may only
 tighten the server policy (``tightened``), never loosen it.
