@@ -199,6 +199,8 @@ class SandboxSettings(_Section):
     memory_mb: int = Field(2048, ge=64)
     max_processes: int = Field(256, ge=8)
     max_file_mb: int = Field(100, ge=1)
+    tmp_mb: int = Field(512, ge=8)
+    workspace_mb: int = Field(4096, ge=16)
     max_output_chars: int = Field(20_000, ge=1000)
     expose_paths: tuple[Path, ...] = ()
 

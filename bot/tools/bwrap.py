@@ -1,13 +1,14 @@
 """The bubblewrap command line of one sandboxed command: pure, no I/O.
 
-The sandbox sees the host file system read-only, with secrets hidden (tmpfs over
-home directories, ``/run`` and the bot's data directory; ``/dev/null`` over files such
-as ``/etc/shadow``), a private ``/tmp``, ``/proc`` and ``/dev``, and exactly one writable
-directory: the workspace, whose ``.git`` stays read-only so a command cannot plant
-hooks or configuration that git would later run outside the sandbox. All namespaces
-are new (``--unshare-all``: no network unless ``--share-net``), all capabilities are
-dropped, the environment is cleared and rebuilt, and resource limits are applied by
-``prlimit`` inside the sandbox, just before the command.
+The sandbox sees the host file system read-only, with secrets hidden (small read-only
+tmpfs over home directories, ``/run`` and the bot's data directory; ``/dev/null`` over
+files such as ``/etc/shadow``), a private ``/tmp`` of a bounded size (``sandbox.tmp_mb``),
+``/proc`` and ``/dev``, and exactly one writable directory: the workspace, whose ``.git``
+stays read-only so a command cannot plant hooks or configuration that git would later
+run outside the sandbox. All namespaces are new (``--unshare-all``: no network unless
+``--share-net``), all capabilities are dropped, the environment is cleared and rebuilt,
+and resource limits are applied by ``prlimit`` inside the sandbox, just before the
+command.
 
 What testing as root in a container (bubblewrap 0.8, Linux 6.x) taught:
 
@@ -50,6 +51,10 @@ BASE_ENV: Mapping[str, str] = {
     "npm_config_cache": f"{_CACHE}/npm",
     "CI": "true",
 }
+
+# A tmpfs is memory that the memory limit (RLIMIT_AS) does not count: every one gets a
+# size. The ones that hide directories only hold the mount points of what is shown again.
+HIDE_BYTES = 1 << 20
 
 SECRET_FILES: tuple[str, ...] = (
     "/etc/shadow",
@@ -95,6 +100,7 @@ class Mounts:
     Python installed under /root); existing paths only (the caller checks)."""
 
     writable: Path
+    tmp_bytes: int = 512 << 20
     hide_dirs: tuple[Path, ...] = ()
     hide_files: tuple[Path, ...] = ()
     readonly_inside: tuple[Path, ...] = ()
@@ -111,16 +117,19 @@ def bwrap_argv(
 ) -> list[str]:
     """The bubblewrap prefix; the limited command follows it."""
     argv = [bwrap, "--ro-bind", "/", "/"]
-    for directory in mounts.hide_dirs:
-        argv += ["--tmpfs", str(directory)]
+    for directory in mounts.hide_dirs:  # each a small tmpfs, made read-only below
+        argv += ["--size", str(HIDE_BYTES), "--tmpfs", str(directory)]
     for file in mounts.hide_files:
         argv += ["--ro-bind", "/dev/null", str(file)]
-    argv += ["--tmpfs", SANDBOX_TMP, "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--size", str(mounts.tmp_bytes), "--tmpfs", SANDBOX_TMP]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
     for path in mounts.expose:  # after every tmpfs, so a path under /tmp shows too
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--bind", str(mounts.writable), str(mounts.writable)]
     for path in mounts.readonly_inside:
         argv += ["--ro-bind", str(path), str(path)]
+    for directory in mounts.hide_dirs:  # after the binds beneath them
+        argv += ["--remount-ro", str(directory)]
     argv += ["--unshare-all"]
     if network:
         argv += ["--share-net"]

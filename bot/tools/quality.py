@@ -22,7 +22,7 @@ from typing import Any
 from bot.text import clip
 from bot.tools.bwrap import DEFAULT_PATH
 from bot.tools.quality_feedback import problems, summary_counts, tail_lines
-from bot.tools.sandbox import CommandRefused, Sandbox, SandboxUnavailable
+from bot.tools.sandbox import CommandRefused, Sandbox, SandboxUnavailable, WorkspaceFull
 
 RUFF = ("ruff", "check", "--output-format", "concise", ".")
 PYTEST = ("pytest", "-q", "-p", "no:cacheprovider")
@@ -135,7 +135,7 @@ async def _step(
     step: dict[str, Any] = {"command": list(argv)}
     try:
         result = await sandbox.run(argv, cwd=root, timeout=timeout, env=env)
-    except (CommandRefused, SandboxUnavailable, ValueError) as exc:
+    except (CommandRefused, SandboxUnavailable, WorkspaceFull, ValueError) as exc:
         return {**step, "status": "error", "exit_code": None, "output": str(exc)}
     output = "\n".join(part for part in (result.stdout, result.stderr) if part)
     status = "timed_out" if result.timed_out else "passed" if result.exit_code == 0 else "failed"

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from bot.tools.bwrap import (
 )
 from bot.tools.cgroups import PidsCgroup
 from bot.tools.command_guard import refusal
+from bot.tools.disk import tree_bytes
 from bot.tools.process import CommandResult, execute
 
 __all__ = ["CommandRefused", "CommandResult", "Sandbox", "SandboxUnavailable", "hidden_paths"]
@@ -46,11 +48,16 @@ INSTALL_HINT = (
     "without a sandbox."
 )
 _BWRAP_TASKS = 2  # bwrap itself and its init process inside the PID namespace
+SIZE_CHECK_SECONDS = 1.0  # how often a running command's workspace is measured
 _probe_errors: dict[str, str | None] = {}
 
 
 class SandboxUnavailable(Exception):
     """Commands cannot be sandboxed here; the message says how to fix it."""
+
+
+class WorkspaceFull(Exception):
+    """The workspace is over ``sandbox.workspace_mb``: no command runs until it shrinks."""
 
 
 class CommandRefused(Exception):
@@ -129,17 +136,36 @@ class Sandbox:
         if reason is not None:
             raise CommandRefused(reason)
         cwd, writable = _checked_dirs(cwd, writable)
+        bound = self.settings.workspace_mb << 20
+        held = await asyncio.to_thread(tree_bytes, writable, stop_above=bound)
+        if held > bound:
+            raise WorkspaceFull(
+                f"the workspace holds more than sandbox.workspace_mb "
+                f"({self.settings.workspace_mb} MB): delete files before running commands"
+            )
         prefix, process_env = await self._prefix(cwd, writable, env)
         cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
         self._warn_unlimited(cgroup)
         full = (cgroup.join_argv() if cgroup else []) + prefix + args
         limit = float(timeout if timeout is not None else self.settings.timeout)
+        started = time.monotonic()
+        work = asyncio.create_task(execute(
+            full, cwd=cwd, env=process_env, timeout=limit, cgroup=cgroup,
+            max_chars=self.settings.max_output_chars,
+        ))  # fmt: skip
+        watcher = asyncio.create_task(_watch_size(writable, bound, work))
         try:
-            return await execute(
-                full, cwd=cwd, env=process_env, timeout=limit, cgroup=cgroup,
-                max_chars=self.settings.max_output_chars,
+            return await work
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling() or not watcher.done():  # type: ignore[union-attr]
+                raise
+            return CommandResult(
+                exit_code=-1, stdout="", timed_out=False, duration=time.monotonic() - started,
+                stderr=f"stopped: the command grew the workspace past sandbox.workspace_mb "
+                f"({self.settings.workspace_mb} MB); delete what it wrote before going on",
             )  # fmt: skip
         finally:
+            watcher.cancel()
             if cgroup is not None:
                 await _remove_cgroup(cgroup)
 
@@ -175,6 +201,7 @@ class Sandbox:
         expose += _resolver_files(hide_dirs) if self.network else ()
         return Mounts(
             writable=writable,
+            tmp_bytes=self.settings.tmp_mb << 20,
             hide_dirs=hide_dirs,
             hide_files=hide_files,
             readonly_inside=(git,) if git.exists() else (),
@@ -189,6 +216,17 @@ class Sandbox:
                 "(sandbox.max_processes) is not enforced; run the bot as a normal user or "
                 "delegate the cgroup pids controller"
             )
+
+
+async def _watch_size(root: Path, bound: int, work: asyncio.Task[CommandResult]) -> None:
+    """Stop ``work`` when the tree under ``root`` passes ``bound`` bytes (checked every
+    second: a bind mount has no size limit of its own)."""
+    while not work.done():
+        await asyncio.sleep(SIZE_CHECK_SECONDS)
+        if await asyncio.to_thread(tree_bytes, root, stop_above=bound) > bound:
+            log.warning("a command grew the workspace %s past %d bytes: stopped", root, bound)
+            work.cancel()
+            return
 
 
 def _checked_argv(argv: Sequence[str]) -> list[str]:

@@ -27,7 +27,13 @@ from bot.tools.file_ops import FileOpError, Limits
 from bot.tools.gitcmd import WorkspaceError
 from bot.tools.quality import QualityCommands, detect_commands, run_quality_gate
 from bot.tools.registry import Tool, ToolResult
-from bot.tools.sandbox import CommandRefused, CommandResult, Sandbox, SandboxUnavailable
+from bot.tools.sandbox import (
+    CommandRefused,
+    CommandResult,
+    Sandbox,
+    SandboxUnavailable,
+    WorkspaceFull,
+)
 from bot.tools.workspace import Workspace
 
 _PATH = {"type": "string", "minLength": 1, "description": "path relative to the workspace root"}
@@ -61,7 +67,7 @@ def _guarded(ws: Workspace, fn: Handler, turn: asyncio.Lock) -> Handler:
                 return await fn(args)
         except (PathRefused, FileOpError, WorkspaceError) as exc:
             return ToolResult.fail(str(exc))
-        except (CommandRefused, SandboxUnavailable) as exc:
+        except (CommandRefused, SandboxUnavailable, WorkspaceFull) as exc:
             return ToolResult.fail(str(exc))
         except ValueError as exc:  # the sandbox refusing an argv or a directory
             return ToolResult.fail(f"refused: {exc}")
