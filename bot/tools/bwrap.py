@@ -129,7 +129,9 @@ def bwrap_argv(
     for path in mounts.readonly_inside:
         argv += ["--ro-bind", str(path), str(path)]
     for directory in mounts.hide_dirs:  # after the binds beneath them
-        argv += ["--remount-ro", str(directory)]
+        # one under /tmp is covered by the private /tmp (no longer a mount of its own)
+        if not Path(directory).is_relative_to(SANDBOX_TMP):
+            argv += ["--remount-ro", str(directory)]
     argv += ["--unshare-all"]
     if network:
         argv += ["--share-net"]

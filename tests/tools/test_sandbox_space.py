@@ -78,3 +78,19 @@ def test_disk_use_counts_allocated_blocks_and_stops_early(tmp_path: Path) -> Non
     total = tree_bytes(tmp_path)
     assert (1 << 20) <= total < (2 << 20)
     assert tree_bytes(tmp_path, stop_above=1000) > 1000
+
+
+async def test_a_workspace_inside_a_hidden_folder_still_runs(tmp_path: Path) -> None:
+    """The bot's data directory is hidden and holds the workspaces; in tests (and some
+    set-ups) it lies under /tmp, which the sandbox covers with its own tmpfs."""
+    data = tmp_path / "data"
+    root = data / "workspaces" / "t1"
+    root.mkdir(parents=True)
+    (root / "notes.txt").write_text("DONE\n")
+    outside = data / "secret.txt"
+    outside.write_text("hidden")
+    sandbox = Sandbox(SandboxSettings(), hide=(data,))
+    result = await sandbox.run(["cat", "notes.txt"], cwd=root)
+    assert result.exit_code == 0 and result.stdout == "DONE\n", result.stderr
+    hidden = await sandbox.run(["cat", str(outside)], cwd=root)
+    assert hidden.exit_code != 0
