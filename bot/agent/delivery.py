@@ -7,7 +7,9 @@ the report in ``quality.json``; then commit and push the bot's branch. When the
 changes went through the forge API tools to the bot's branch instead, that branch
 is used as is. Either way a change request is opened (unless a tool already did),
 its body linking the issue, the plan and the quality gate. What was delivered is
-kept in the checkpoint so a re-run never opens a second change request. The changed
+kept in the checkpoint so a re-run never opens a second change request, and the gate's
+report is kept there before the push, so a worker killed between the commit and the
+push, or between the push and the change request, delivers on its next run. The changed
 files are copied to the run directory before the push; a refused push (missing
 permission, a server rule, a branch that moved) raises ``DeliveryFailed``, which
 ends the task with a request for a person quoting git's error.
@@ -125,15 +127,22 @@ class Delivery:
         links: dict[str, Any] = {}
         quality: dict[str, Any] | None = None
         if built is not None:
+            # A run that stopped mid-delivery left its gate's report here (it may have
+            # pushed, or committed without pushing): its work is still to deliver.
+            started = "quality" in state.delivery
+            quality = state.delivery.get("quality")
             changed = await self._workspace_changes(built)
-            if changed:
+            if changed or await built.workspace.unpublished():
                 report = await self.quality_loop(built)
                 quality = report.to_dict()
                 if run_dir is not None:
                     run_dir.write_quality(quality)
                 await self.artifacts.keep_changes()  # also what the quality fixes changed
+                state.delivery = {"quality": quality}
+                await self.recorder.checkpoint()  # before the push: see ``started``
                 await self._push(built)
-            if changed or self._forge_writes():
+                started = True
+            if started or self._forge_writes():
                 links["branch"] = built.branch
                 if self._works_on_change_request(built.branch):
                     url = self.issue.web_url or None

@@ -231,6 +231,15 @@ class Workspace:
             await self._push(head)
         return head
 
+    async def unpublished(self) -> bool:
+        """Whether the branch has commits the remote is not known to have (a commit made
+        by a run that stopped before its push)."""
+        if not (self._root / ".git").is_dir():
+            return False
+        async with self._lock:
+            head = await self._git("rev-parse", "--verify", "--quiet", "HEAD", check=False)
+            return head.code == 0 and head.stdout.strip() != await self._published()
+
     async def _published(self) -> str:
         """The commit the remote is known to have for our branch (else the base)."""
         for name in (self.branch, self.base_branch):
