@@ -211,7 +211,10 @@ class IssueReporter:
 
     async def _write_status(self) -> None:
         self._last_edit = time.monotonic()
-        await self._upsert(Marker(self.task.id, "status", 0), self.view.render(self.language))
+        try:
+            await self._upsert(Marker(self.task.id, "status", 0), self.view.render(self.language))
+        finally:  # the interval runs from when the edit went out, however long it took
+            self._last_edit = time.monotonic()
 
     def _schedule_status(self) -> None:
         if self._flush is not None and not self._flush.done():
@@ -221,6 +224,9 @@ class IssueReporter:
 
     async def _delayed_status(self, delay: float) -> None:
         await asyncio.sleep(delay)
+        wait = self._last_edit + self.settings.comments.edit_interval - time.monotonic()
+        if wait > 0:  # the last edit went out later than planned (a slow write)
+            await asyncio.sleep(wait)
         try:
             await self._write_status()
         except ForgeError as exc:
