@@ -112,6 +112,10 @@ class Store(Protocol):
         """
         ...
 
+    async def delivery_known(self, delivery_key: str) -> bool:
+        """Whether a delivery of that key was recorded (and not yet pruned)."""
+        ...
+
     async def lease_event(self, owner: str, lease_seconds: float) -> InboxEvent | None: ...
 
     async def finish_event(self, event_id: int, *, error: str | None = None) -> None:

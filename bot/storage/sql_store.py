@@ -53,6 +53,9 @@ class SqlStore(ABC):
         script = scripts.record_delivery(delivery_key, forge, payload, self._clock())
         return await self._run(script, write=True)
 
+    async def delivery_known(self, delivery_key: str) -> bool:
+        return await self._run(scripts.delivery_known(delivery_key), write=False)
+
     async def lease_event(self, owner: str, lease_seconds: float) -> InboxEvent | None:
         now = self._clock()
         expires = now + _positive("lease_seconds", lease_seconds)
