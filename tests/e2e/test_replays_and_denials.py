@@ -10,7 +10,15 @@ import pytest
 
 from bot.storage.base import TaskState
 from tests.agent import docs
-from tests.e2e.support import bodies, gh_comment, github_repo, settle
+from tests.e2e.support import (
+    GL_OWNER,
+    GL_REPO,
+    bodies,
+    gh_comment,
+    github_repo,
+    gl_note,
+    settle,
+)
 from tests.harness import Harness
 from tests.tools.conftest import Remote
 
@@ -101,3 +109,21 @@ async def test_a_replayed_approve_with_a_new_delivery_id_does_nothing(
         await bot.send_github("issue_comment", approve, delivery="d-replay-later")
         await settle(bot)
         assert len(bodies(issue)) == after  # no "there is no running task" answer either
+
+
+async def test_a_replayed_gitlab_note_with_a_new_event_id_is_answered_once(
+    tmp_path: Path,
+) -> None:
+    async with Harness(tmp_path) as bot:
+        ref = bot.gitlab.add_repo(GL_REPO, {}, writers=(GL_OWNER,))
+        bot.gitlab.add_issue(ref, 17, title="Document the installation", author=GL_OWNER)
+        issue = bot.gitlab.issue(ref, 17)
+        note = gl_note("/agent status")
+        for key in ("first", "replay"):  # one body, two event ids and idempotency keys
+            response = await bot.send_gitlab("Note Hook", note, idempotency_key=key)
+            assert response.json()["message"] == "queued"
+        await settle(bot)
+
+        [reply] = bodies(issue)
+        assert reply.startswith("> /agent status\n\nNo task has run on this issue yet.")
+        assert len(issue.reactions) == 1
