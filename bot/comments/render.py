@@ -75,12 +75,39 @@ def render(key: str, language: str, **values: Any) -> str:
     return _ENV.from_string(source).render(**values).strip()
 
 
+QUOTE_LINES = 5
+QUOTE_LINE_CHARS = 200
+ELLIPSIS = "\u2026"
+# "@name" (a person or a group) at the start of a word: a zero-width space after the "@"
+# keeps the text readable and stops the forge from notifying anyone.
+_MENTION = re.compile(r"(?<!\w)@(?=[\w-])")
+
+
+def unmention(text: str) -> str:
+    """``text`` with every ``@mention`` neutralised (``@\u200bname``): a quote never pings."""
+    return _MENTION.sub("@\u200b", text)
+
+
+def excerpt(text: str, *, limit: int = QUOTE_LINE_CHARS) -> str:
+    """One line of what someone wrote, for inline use: at most ``limit`` characters (an
+    ellipsis where it was cut), mentions neutralised."""
+    line = " ".join(text.split())
+    if len(line) > limit:
+        line = line[:limit].rstrip() + ELLIPSIS
+    return unmention(line)
+
+
 def quote(text: str) -> str:
-    """A Markdown quote of what a reply answers, followed by a blank line."""
+    """A short Markdown quote of what a reply answers, followed by a blank line: at most
+    ``QUOTE_LINES`` lines of at most ``QUOTE_LINE_CHARS`` characters each (an ellipsis
+    says where it was cut), with mentions neutralised so the quote pings nobody."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return ""
-    return "\n".join(f"> {line}" for line in lines[:5]) + "\n\n"
+    shown = [excerpt(line) for line in lines[:QUOTE_LINES]]
+    if len(lines) > QUOTE_LINES:
+        shown.append(ELLIPSIS)
+    return "\n".join(f"> {line}" for line in shown) + "\n\n"
 
 
 def fits(text: str, *, marker: Marker, max_length: int) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from bot.comments.language import choose_language
-from bot.comments.render import Marker, finish, quote, render
+from bot.comments.render import Marker, excerpt, finish, quote, render
 from bot.config import secret_values
 from bot.events import ForgeKind, IssueRef
 from bot.runtime import Runtime
@@ -54,14 +54,18 @@ class Replier:
                 quote=q,
                 prefix=prefix,
                 author=action.payload.get("author", ""),
-                reason=action.payload.get("args", ""),
+                reason=excerpt(str(action.payload.get("args", ""))),
             )
         key = action.text
         if key == "help":
             word = action.quote.split()[1] if len(action.quote.split()) > 1 else ""
             if word and word != "help":
                 return render(
-                    "unknown_command", lang, quote=q, word=word, commands=help_text(prefix)
+                    "unknown_command",
+                    lang,
+                    quote=q,
+                    word=excerpt(word, limit=40),
+                    commands=help_text(prefix),
                 )
             return render("help", lang, quote=q, commands=help_text(prefix))
         if key == "denied":

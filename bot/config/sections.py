@@ -108,6 +108,10 @@ class WorkerSettings(_Section):
     # A run that makes no progress (no store, forge, model or tool call starts or ends)
     # for this long is stuck: the watchdog logs what it awaits and retries it.
     stall_seconds: int = Field(900, ge=1, le=86400)
+    # GitHub App mode: on start, how far back to look for webhook deliveries that failed
+    # while the bot was down, to ask GitHub for them again (0: never). GitHub keeps
+    # deliveries for three days.
+    redeliver_hours: float = Field(24.0, ge=0, le=72)
 
 
 # --- forges --------------------------------------------------------------------------------

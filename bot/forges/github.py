@@ -25,7 +25,9 @@ from bot.forges.base import (
     Permission,
 )
 from bot.forges.content import DelegatedContent
+from bot.forges.deliveries import DeliveryLog
 from bot.forges.github_auth import GitHubSession, reading, repo_url
+from bot.forges.github_deliveries import GitHubDeliveries
 from bot.forges.github_git import GitData
 
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
@@ -95,6 +97,10 @@ class GitHubForge(DelegatedContent):
             "GitHub needs GITHUB_APP_ID with GITHUB_PRIVATE_KEY / GITHUB_PRIVATE_KEY_PATH, "
             "or GITHUB_TOKEN"
         )
+
+    def delivery_log(self) -> DeliveryLog | None:
+        """The App's webhook deliveries (``HasDeliveryLog``); a token has none."""
+        return GitHubDeliveries(self._gh) if self._gh.is_app else None
 
     # --- issues and comments ---------------------------------------------------------------
 

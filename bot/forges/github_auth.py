@@ -236,6 +236,35 @@ class GitHubSession:
             raise ForgeError(f"GitHub sent no {key} for GET {path}")
         return name if self._token is not None else f"{name}[bot]"
 
+    @property
+    def is_app(self) -> bool:
+        return self._token is None
+
+    async def app_request(self, method: str, path: str, *, what: str) -> Any:
+        """One call as the App itself (its JWT), e.g. about the App's own webhook."""
+        return await self._send(method, path, None, b"" if method != "GET" else None,
+                                self._jwt(), what, ACCEPT)  # fmt: skip
+
+    async def app_items(
+        self, path: str, *, what: str, take: Callable[[Any], bool], limit: int
+    ) -> list[Any]:
+        """Items of a paginated list as the App, page by page (``Link: rel="next"``),
+        while ``take(item)`` says yes and fewer than ``limit`` were taken."""
+        pages = self._api.getiter(path, accept=ACCEPT, jwt=self._jwt()["jwt"],
+                                  extra_headers=_headers())  # fmt: skip
+        items: list[Any] = []
+        try:
+            with step(f"GitHub GET {path} (pages)"):
+                async for item in pages:
+                    if len(items) >= limit or not take(item):
+                        break
+                    items.append(item)
+        except HTTPException as exc:
+            raise forge_error(exc, method="GET", path=path, what=what, now=self._clock()) from exc
+        finally:
+            await pages.aclose()
+        return items
+
     def forget(self) -> None:
         """Drop cached tokens and installation ids."""
         self._tokens.clear()

@@ -112,6 +112,10 @@ class Store(Protocol):
         """
         ...
 
+    async def delivery_known(self, delivery_key: str) -> bool:
+        """Whether a delivery of that key was recorded (and not yet pruned)."""
+        ...
+
     async def lease_event(self, owner: str, lease_seconds: float) -> InboxEvent | None: ...
 
     async def finish_event(self, event_id: int, *, error: str | None = None) -> None:
@@ -125,9 +129,25 @@ class Store(Protocol):
     async def pending_events(self) -> int: ...
 
     async def prune(self, *, older_than: float) -> int:
-        """Delete handled inbox events received before ``older_than`` (epoch seconds):
-        the end of the redelivery window. Returns how many rows went; pending and leased
-        events are kept."""
+        """Delete handled inbox events and marks dated before ``older_than`` (epoch
+        seconds): the end of the redelivery window. Returns how many rows went; pending
+        and leased events are kept."""
+        ...
+
+    # --- marks: things done once ------------------------------------------------------------
+
+    async def claim(self, key: str, *, owner: str, window: float | None = None) -> bool:
+        """Take the mark ``key`` for ``owner``. True when it was free, is ``owner``'s
+        already (a retry of the same work), or (with ``window``) was taken more than
+        ``window`` seconds ago, when it becomes ``owner``'s from now; False otherwise."""
+        ...
+
+    async def get_mark(self, key: str) -> tuple[str, float] | None:
+        """The owner and the date (epoch seconds) of the mark ``key``, if any."""
+        ...
+
+    async def put_mark(self, key: str, owner: str) -> None:
+        """Set the mark ``key`` to ``owner``, dated now."""
         ...
 
     # --- tasks ---------------------------------------------------------------------------------

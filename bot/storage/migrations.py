@@ -53,5 +53,7 @@ def upgrade(dialect: Dialect, found: int) -> list[str]:
         statements += (
             _one_inbox_sqlite(dialect) if dialect.name == "sqlite" else _one_inbox_postgres()
         )
+    if found < 3:  # a new table: created as it is missing, nothing to move
+        statements += [s for s in schema_statements(dialect) if "marks" in s]
     assert found >= SCHEMA_VERSION or statements, f"no upgrade from schema version {found}"
     return statements

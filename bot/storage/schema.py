@@ -31,7 +31,9 @@ from bot.storage.base import (
 # 2: one inbox table whose unique delivery key is the dedup record (one row, and one
 #    index fewer, written per delivery); a delivery with nothing to handle is a 'done'
 #    row without payload.
-SCHEMA_VERSION = 2
+# 3: marks (key, owner, date): a comment handled once by its forge id, one denial per
+#    person and issue in a window, redeliveries asked for.
+SCHEMA_VERSION = 3
 
 WAITING_STATES: frozenset[TaskState] = frozenset(
     {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
@@ -151,7 +153,13 @@ CREATE TABLE IF NOT EXISTS plan_cache (
     expires_at {real} NOT NULL
 );
 CREATE INDEX IF NOT EXISTS plan_cache_by_repo ON plan_cache (repo_key, expires_at);
-CREATE INDEX IF NOT EXISTS plan_cache_by_expiry ON plan_cache (expires_at)
+CREATE INDEX IF NOT EXISTS plan_cache_by_expiry ON plan_cache (expires_at);
+CREATE TABLE IF NOT EXISTS marks (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created_at {real} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS marks_by_time ON marks (created_at)
 """
 
 

@@ -100,6 +100,11 @@ def record_delivery(
     return bool(rows)
 
 
+def delivery_known(key: str) -> Script[bool]:
+    rows = yield Query("SELECT 1 AS one FROM inbox WHERE delivery_key = %(key)s", {"key": key})
+    return bool(rows)
+
+
 def lease_event(owner: str, expires: float, now: float) -> Script[InboxEvent | None]:
     rows = yield Query(
         """UPDATE inbox SET state = 'leased', lease_owner = %(owner)s,

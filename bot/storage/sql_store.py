@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from bot.events import TaskRequest
-from bot.storage import scripts, task_scripts
+from bot.storage import mark_scripts, scripts, task_scripts
 from bot.storage.base import InboxEvent, Task, TaskMessage, TaskState
 from bot.storage.scripts import Script
 
@@ -53,6 +53,9 @@ class SqlStore(ABC):
         script = scripts.record_delivery(delivery_key, forge, payload, self._clock())
         return await self._run(script, write=True)
 
+    async def delivery_known(self, delivery_key: str) -> bool:
+        return await self._run(scripts.delivery_known(delivery_key), write=False)
+
     async def lease_event(self, owner: str, lease_seconds: float) -> InboxEvent | None:
         now = self._clock()
         expires = now + _positive("lease_seconds", lease_seconds)
@@ -69,7 +72,21 @@ class SqlStore(ABC):
         return await self._run(scripts.pending_events(), write=False)
 
     async def prune(self, *, older_than: float) -> int:
-        return await self._run(scripts.prune_deliveries(older_than), write=True)
+        marks = await self._run(mark_scripts.prune_marks(older_than), write=True)
+        return marks + await self._run(scripts.prune_deliveries(older_than), write=True)
+
+    # --- marks ---------------------------------------------------------------------------------
+
+    async def claim(self, key: str, *, owner: str, window: float | None = None) -> bool:
+        now = self._clock()
+        since = None if window is None else now - window
+        return await self._run(mark_scripts.claim(key, owner, since, now), write=True)
+
+    async def get_mark(self, key: str) -> tuple[str, float] | None:
+        return await self._run(mark_scripts.get_mark(key), write=False)
+
+    async def put_mark(self, key: str, owner: str) -> None:
+        await self._run(mark_scripts.put_mark(key, owner, self._clock()), write=True)
 
     # --- tasks ---------------------------------------------------------------------------------
 

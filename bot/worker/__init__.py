@@ -5,6 +5,7 @@ lease and run tasks, maintenance, and the pure decisions about outcomes and retr
 - ``run``: one run of one leased task (``TaskRunner``) and storing its outcome;
 - ``dispatcher``: what each stored webhook event leads to;
 - ``maintenance``: re-queueing expired leases and due tasks, pruning;
+- ``redelivery``: asking the forge again for webhook deliveries missed while down;
 - ``outcomes``: pure decisions (retry limits, backoff, the Outcome of each way out).
 """
 

@@ -11,6 +11,7 @@ A forge failure gives the event back to be retried later; nothing is lost.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import msgspec.structs
@@ -50,7 +51,23 @@ def reaction_target(event: ForgeEvent) -> tuple[int | None, bool]:
     return comment.id, event.kind is EventKind.REVIEW_COMMENT and comment.is_review_comment
 
 
-DENIAL_QUIET_SECONDS = 600.0
+DENIAL_QUIET_SECONDS = 600.0  # at most one "only writers may..." per person and issue
+
+
+def comment_key(event: ForgeEvent) -> str | None:
+    """The forge's own identity of the comment (or note, or review) an event carries, with
+    a digest of its text: a replay under a new delivery id has the same key; an edit that
+    changes the text does not."""
+    if event.comment is None or event.repo is None:
+        return None
+    digest = hashlib.sha256(event.comment.body.encode("utf-8")).hexdigest()[:16]
+    where = f"{event.forge.value}:{event.repo.full_name}"
+    return f"comment:{where}:{event.kind.value}:{event.comment.id}:{digest}"
+
+
+def denial_key(event: ForgeEvent) -> str:
+    assert event.issue is not None
+    return f"denied:{event.issue.key}:{event.actor.login.lower()}"
 
 
 class PermissionCache:
@@ -75,9 +92,6 @@ class Dispatcher:
         self.runtime = runtime
         self.replier = replier
         self.permissions = PermissionCache()
-        # One "only writers may..." answer per person and issue for a label start: GitHub
-        # sends both "opened" and "labeled" for an issue created with the trigger label.
-        self._denied: TTLCache[tuple[str, str], bool] = TTLCache(4096, DENIAL_QUIET_SECONDS)
 
     async def handle(self, item: InboxEvent) -> None:
         """Handle one leased inbox event; never raises for forge trouble."""
@@ -142,6 +156,11 @@ class Dispatcher:
             await store.finish_event(item.id, error=f"ignored: {reason}")
             metrics.EVENTS.labels("ignored").inc()
             return
+        key = comment_key(event)
+        if key is not None and not await store.claim(key, owner=str(item.id)):
+            await store.finish_event(item.id, error="ignored: this comment was handled before")
+            metrics.EVENTS.labels("ignored").inc()
+            return
         event = verdict.event
         assert event.issue is not None
         active = await store.active_task_for(event.issue.key)
@@ -195,10 +214,11 @@ class Dispatcher:
                 event_id = None
                 if action.message_kind == "command":
                     replies.append((action, await store.get_task(action.task_id)))
-            elif action.kind is ActionKind.REPLY and action.text == "denied" and intent.from_label:
-                key = (event.issue.key, event.actor.login.lower())
-                if key not in self._denied:
-                    self._denied[key] = True
+            elif action.kind is ActionKind.REPLY and action.text == "denied":
+                # One answer per person and issue in a while: five refused comments (or
+                # GitHub's "opened" and "labeled" for one new issue) get one reply.
+                owner, quiet = str(item.id), DENIAL_QUIET_SECONDS
+                if await store.claim(denial_key(event), owner=owner, window=quiet):
                     replies.append((action, None))
             elif action.kind in (ActionKind.REPLY, ActionKind.STATUS):
                 task = await store.get_task(action.task_id) if action.task_id else None

@@ -1,6 +1,8 @@
 """The worker's periodic maintenance: re-queue tasks whose lease expired, wake waiting
 tasks whose time has come (probing the LLM first for tasks paused because it was
-down), and prune handled webhook events and the dedup window after 14 days."""
+down), ask the forge again for webhook deliveries missed while the bot was down
+(``redelivery.py``), and prune handled webhook events and the dedup window after 14
+days."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Callable
 from bot.runtime import Runtime
 from bot.storage.base import Task, TaskState
 from bot.worker.outcomes import LLM_UNAVAILABLE, waits_for_llm
+from bot.worker.redelivery import Redeliveries
 
 log = logging.getLogger("bot.worker")
 
@@ -32,6 +35,7 @@ class Maintenance:
         self._clock = clock
         self._wake = wake
         self._next_prune = 0.0
+        self.redeliveries = Redeliveries(runtime, clock=clock)
 
     async def say_llm_health(self) -> None:
         """Say once at start-up whether the LLM endpoint answers, with setup steps if not."""
@@ -50,10 +54,12 @@ class Maintenance:
         )
 
     async def run(self) -> None:
-        """Re-queue expired leases and waiting tasks whose time has come; prune old records."""
+        """Re-queue expired leases and waiting tasks whose time has come; ask for missed
+        deliveries; prune old records."""
         await self.store.requeue_expired()
         await self._wake_due()
         await self._prune_if_due()
+        await self.redeliveries.run_if_due()
 
     async def _wake_due(self) -> None:
         due = await self.store.due_tasks(self._clock())

@@ -5,7 +5,15 @@ from bot.agent.context import ProgressEvent, ProgressKind
 from bot.comments.labels import label_for, managed, transition
 from bot.comments.language import detect_language
 from bot.comments.milestones import milestone_body
-from bot.comments.render import Marker, find_markers, finish, render, template_keys
+from bot.comments.render import (
+    Marker,
+    excerpt,
+    find_markers,
+    finish,
+    quote,
+    render,
+    template_keys,
+)
 from bot.comments.status import StatusView
 from bot.config import LabelSettings
 from bot.storage.base import TaskState
@@ -166,4 +174,18 @@ def test_milestones_render_in_both_languages() -> None:
     assert en is not None and "`/agent approve`" in en and "1 h" in en
     assert (
         milestone_body(ProgressEvent(ProgressKind.USAGE, {}), "en", prefix="/a", links={}) is None
+    )
+
+
+def test_a_quote_is_short_and_pings_nobody() -> None:
+    text = "x" * 65_000 + "\n" + "\n".join(f"@alice line {n}" for n in range(50))
+    lines = quote(text).splitlines()
+    assert lines[0] == "> " + "x" * 200 + "\u2026"
+    assert lines[1:5] == [f"> @\u200balice line {n}" for n in range(4)]
+    assert lines[5:] == ["> \u2026", ""]
+    assert quote("mail a@b.c, cc @bob-x and @@carol") == (
+        "> mail a@b.c, cc @\u200bbob-x and @@\u200bcarol\n\n"
+    )
+    assert excerpt("why:\n  @team/leads  said so " + "y" * 300, limit=20) == (
+        "why: @\u200bteam/leads sai\u2026"
     )

@@ -96,14 +96,17 @@ def gh_labeled(label: str = "coding agent", **issue: Any) -> dict[str, Any]:
     return payload
 
 
-def gh_comment(text: str, sender: str = OWNER, **issue: Any) -> dict[str, Any]:
-    """A comment by ``sender``; ``issue`` overrides fields of the issue it is on."""
+def gh_comment(text: str, sender: str = OWNER, *, again: int = 0, **issue: Any) -> dict[str, Any]:
+    """A comment by ``sender``; ``issue`` overrides fields of the issue it is on. Its id is
+    GitHub's own identity of the comment: the same for the same sender, issue and text
+    (a replay), another for the ``again``-th time a person writes the same words."""
     payload = fixture("github", "issue_comment.created.json")
     payload["comment"]["body"] = text
     payload["comment"]["user"]["login"] = sender
     payload["sender"]["login"] = sender
     payload["issue"].update(issue)
-    payload["comment"]["id"] = zlib.crc32(f"{sender}:{text}".encode())
+    number = payload["issue"]["number"]
+    payload["comment"]["id"] = zlib.crc32(f"{sender}:{number}:{text}:{again}".encode())
     return payload
 
 

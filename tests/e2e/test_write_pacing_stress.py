@@ -85,10 +85,13 @@ async def answer(bot: Harness, by_number: dict[int, FakeIssue], answered: dict[i
     for n, issue in by_number.items():
         if now - answered.get(n, 0.0) < 2.0:
             continue
+        again = int(now * 1000)  # a person writing the same words again: a new comment
         if "coding agent waiting" in issue.labels:
-            await bot.send_github("issue_comment", gh_comment("/agent approve", number=n))
+            approve = gh_comment("/agent approve", number=n, again=again)
+            await bot.send_github("issue_comment", approve)
         elif "coding agent paused" in issue.labels:
-            await bot.send_github("issue_comment", gh_comment("/agent resume", number=n))
+            resume = gh_comment("/agent resume", number=n, again=again)
+            await bot.send_github("issue_comment", resume)
         else:
             continue
         answered[n] = now

@@ -82,3 +82,45 @@ async def test_a_fresh_database_needs_no_upgrade(backend: Backend, clock: Clock)
         assert await store.record_delivery("k", "github", None)
         assert not await store.record_delivery("k", "github", {"n": 1})
         assert await store.lease_event("w", 30) is None  # nothing to handle was recorded
+
+
+# Version 2 (one inbox, no marks), made from a fresh database.
+V2_FROM_V3 = """
+DROP TABLE marks;
+DELETE FROM meta;
+DELETE FROM inbox;
+INSERT INTO meta (key, value) VALUES ('schema_version', '2');
+INSERT INTO inbox (id, delivery_key, forge, payload, state, received_at, available_at)
+VALUES (3, 'gh-v2', 'github', NULL, 'done', 100, 100);
+"""
+
+
+async def test_a_version_2_database_gains_marks_in_place(backend: Backend, clock: Clock) -> None:
+    async with opened(backend.make(clock)) as store:
+        pass
+    backend.execute(V2_FROM_V3)
+    async with opened(backend.make(clock)) as store:
+        assert not await store.record_delivery("gh-v2", "github", {"again": True})
+        assert await store.claim("comment:github:o/r:1", owner="7")
+        assert not await store.claim("comment:github:o/r:1", owner="8")
+    async with opened(backend.make(clock)) as store:  # kept across a restart
+        assert not await store.claim("comment:github:o/r:1", owner="8")
+        assert await store.claim("comment:github:o/r:1", owner="7")  # the same work, again
+
+
+async def test_a_mark_is_claimed_once_and_again_after_its_window(
+    backend: Backend, clock: Clock
+) -> None:
+    async with opened(backend.make(clock)) as store:
+        assert await store.claim("denied:i:alice", owner="1", window=600)
+        assert not await store.claim("denied:i:alice", owner="2", window=600)
+        clock.advance(601)
+        assert await store.claim("denied:i:alice", owner="3", window=600)
+        assert not await store.claim("denied:i:alice", owner="4", window=600)
+        assert await store.get_mark("nothing") is None
+        await store.put_mark("last", "12.5")
+        mark = await store.get_mark("last")
+        assert mark is not None and mark[0] == "12.5"
+        clock.advance(10)
+        assert await store.prune(older_than=clock() - 5) == 2
+        assert await store.claim("denied:i:alice", owner="5", window=600)
