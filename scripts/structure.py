@@ -100,10 +100,14 @@ def circles(graph: Graph) -> list[list[str]]:
             if len(component) > 1:
                 found.append(sorted(component))
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for node in sorted(graph):
+            if node not in index:
+                visit(node)
+    finally:  # the limit is the process's: put it back (tests run in one process)
+        sys.setrecursionlimit(limit)
     return sorted(found)
 
 
