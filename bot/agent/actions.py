@@ -21,7 +21,7 @@ import jsonschema
 
 from bot.agent.budget import BudgetExceeded
 from bot.agent.context import ProgressKind
-from bot.agent.context_builder import as_data
+from bot.agent.context_builder import as_data, repo_instructions_block
 from bot.agent.llm_calls import PhaseCaller
 from bot.agent.plan import PlannedAction
 from bot.agent.ports import Recorder
@@ -82,6 +82,7 @@ class ActionRunner:
         runlog: RunLog,
         *,
         max_tokens_per_call: int,
+        repo_instructions: str = "",
     ) -> None:
         self.state = state
         self.recorder = recorder
@@ -90,6 +91,7 @@ class ActionRunner:
         self.settings = settings
         self.runlog = runlog
         self.results_budget = max(300, max_tokens_per_call // 2 - 600)
+        self.repo_instructions = repo_instructions_block(repo_instructions)
 
     async def run_batch(self, batch: list[PlannedAction]) -> list[ActionOutcome]:
         """Run ``batch`` (concurrently, at most ``max_parallel`` at a time)."""
@@ -140,6 +142,7 @@ class ActionRunner:
             known_arguments=json.dumps(action.arguments) if action.arguments else "",
             results=self.results_text(count_tokens(feedback)),
             feedback=feedback,
+            repo_instructions=self.repo_instructions,
         )
         if answer.data is None:
             return f"the model gave no valid execution document: {answer.error}"

@@ -171,13 +171,15 @@ class Delivery:
 
     async def _open(self, built: BuiltTools, quality: dict[str, Any] | None) -> str | None:
         issue = self.issue
-        body = change_request_body(issue, self.recorder.plan, self.recorder.statuses(), quality)
+        # The goal and plan are the model's words: redacted with the one secret list.
+        plan, statuses = self.recorder.plan, self.recorder.statuses()
+        body = self.runlog.redact(change_request_body(issue, plan, statuses, quality))
         try:
             change = await self.forge.open_change_request(
                 issue.repo,
                 head=built.branch,
                 base=built.base_branch,
-                title=f"{issue.title} (#{issue.number})",
+                title=self.runlog.redact(f"{issue.title} (#{issue.number})"),
                 body=body,
                 draft=self.draft,
             )

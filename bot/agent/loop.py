@@ -95,6 +95,7 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
         settings.planning.execution,
         runlog,
         max_tokens_per_call=settings.llm.max_tokens_per_call,
+        repo_instructions=ctx.built.instructions if ctx.built is not None else "",
     )
     revision = settings.planning.revision
     reviser = Reviser(state, recorder, revision, planning.engine, waits.request_approval)

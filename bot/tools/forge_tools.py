@@ -239,7 +239,9 @@ class ForgeToolkit:
             base=self.base_branch,
             title=redact(args["title"], known=self.secrets),
             body=redact(args.get("body", ""), known=self.secrets),
-            draft=bool(args.get("draft", self.draft)),
+            # workspace.draft_change_requests wins: the model may ask for a draft, not
+            # for a ready change request when drafts are required.
+            draft=self.draft or bool(args.get("draft", False)),
         )
         return ToolResult.success(
             f"opened #{change.number}: {change.web_url}",
