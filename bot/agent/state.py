@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.agent.context import PauseReason
+from bot.agent.plan_approval import plan_digest
 
 CHECKPOINT_VERSION = 2
 
@@ -99,6 +100,7 @@ class Waiting:
     number: int = 0  # of the revision
     questions: list[str] = field(default_factory=list)
     call: ToolCall | None = None
+    plan_hash: str = ""  # the digest of the plan the request showed (plan and revision)
 
     @property
     def approval(self) -> bool:
@@ -203,6 +205,7 @@ class AgentState:
     planning_attempts: int = 0
     replan_reason: str = ""
     approved_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    approved_plan: str = ""  # the digest of the plan a person approved (plan_approval.py)
     cached_plan: bool = False
     complexity: str = ""
     task_text: str = ""
@@ -270,11 +273,21 @@ class AgentState:
         }
         waiting = fields.get("waiting")
         fields["waiting"] = Waiting.from_dict(waiting) if isinstance(waiting, dict) else None
+        if "approved_plan" not in fields:
+            fields["approved_plan"] = _approved_before(fields["stage"], fields.get("plan"))
         known = set(cls.__dataclass_fields__)
         unknown = set(fields) - known
         if unknown:
             raise ValueError(f"checkpoint has unknown fields: {sorted(unknown)}")
         return cls(**fields)
+
+
+def _approved_before(stage: Stage, plan: dict[str, Any] | None) -> str:
+    """A checkpoint from before plans were bound to their approval: a plan that was
+    already past the approval gate (running, reflecting, delivering) stays approved."""
+    if plan is None or stage in (Stage.PLAN, Stage.WAIT):
+        return ""
+    return plan_digest(plan)
 
 
 _STAGE_PHASE = {
