@@ -45,6 +45,7 @@ class PendingApproval:
     action: PlannedAction
     tool: str
     arguments: dict[str, Any]
+    why: str = ""  # why the policy wants it approved, when it says
 
     @property
     def call(self) -> ToolCall:
@@ -191,18 +192,18 @@ class ActionRunner:
             purpose=action.purpose,
             status="running",
         )
+        approved = action.key in state.approved_calls
         try:
             result = await self.tools.call(
-                name,
-                arguments,
-                timeout=self.settings.action_timeout,
-                approved=action.key in state.approved_calls,
+                name, arguments, timeout=self.settings.action_timeout, approved=approved
             )
-        except ApprovalRequired:
+        except ApprovalRequired as asked:
             del state.records[action.key]
             await recorder.checkpoint()
-            return PendingApproval(action, name, arguments)
+            return PendingApproval(action, name, arguments, asked.why)
         state.approved_calls.pop(action.key, None)
+        if approved and result.ok:  # an approved write approves what it wrote, exactly
+            state.approved_paths.update(result.data.get("digests") or {})
         record.changed = result.changed
         record.duration = result.duration
         record.data = _data_subset(result.data)

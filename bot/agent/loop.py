@@ -112,6 +112,7 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
         artifacts,
         runlog,
         runner.run_one,
+        waits.request_approval,
         draft=settings.workspace.draft_change_requests,
         gate_timeout=settings.sandbox.timeout,
     )
@@ -168,7 +169,9 @@ async def run_batch(run: Run, batch: list[PlannedAction]) -> None:
     await run.review.after_batch([o for o in outcomes if isinstance(o, ActionRecord)])
     approvals = [o for o in outcomes if isinstance(o, PendingApproval)]
     if approvals:
-        await run.waits.ask_tool_approval(approvals[0].call, approvals[0].action.purpose)
+        first = approvals[0]
+        purpose = " - ".join(p for p in (first.action.purpose, first.why) if p)
+        await run.waits.ask_tool_approval(first.call, purpose)
 
 
 async def reflect(run: Run) -> None:

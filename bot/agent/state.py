@@ -76,6 +76,7 @@ class WaitKind(StrEnum):
     PLAN = "plan"  # approval of the plan (/agent plan)
     REVISION = "revision"  # approval of a revised plan (require_human_approval)
     TOOL = "tool"  # approval of one tool call the policy wants approved
+    PUSH = "push"  # approval of CI definitions in the push (planning.security)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,7 @@ class Waiting:
     questions: list[str] = field(default_factory=list)
     call: ToolCall | None = None
     plan_hash: str = ""  # the digest of the plan the request showed (plan and revision)
+    paths: dict[str, str] = field(default_factory=dict)  # push: path -> content shown
 
     @property
     def approval(self) -> bool:
@@ -110,6 +112,7 @@ class Waiting:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["kind"] = self.kind.value
         data["questions"] = list(self.questions)
+        data["paths"] = dict(self.paths)
         call = self.call
         data["call"] = (
             None if call is None else {f.name: getattr(call, f.name) for f in fields(call)}
@@ -206,6 +209,8 @@ class AgentState:
     replan_reason: str = ""
     approved_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     approved_plan: str = ""  # the digest of the plan a person approved (plan_approval.py)
+    # Guarded paths (CI definitions) -> the content a person approved (content_digest).
+    approved_paths: dict[str, str] = field(default_factory=dict)
     cached_plan: bool = False
     complexity: str = ""
     task_text: str = ""
@@ -304,6 +309,7 @@ _WAITING_PHASE = {
     WaitKind.PLAN: Phase.ACTION_PLANNING,
     WaitKind.REVISION: Phase.REVISION,
     WaitKind.TOOL: Phase.EXECUTION,
+    WaitKind.PUSH: Phase.EXECUTION,
 }
 _V1_FLAGS = ("phase", "early_done", "plan_approved", "unreflected", "llm_pause_notified")
 

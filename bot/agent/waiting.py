@@ -204,6 +204,7 @@ class Waits:
         if decision.approved:
             if digest:
                 state.approved_plan = digest  # binds exactly the plan the request showed
+            state.approved_paths.update(waiting.paths)  # a push: exactly the content shown
             if call is not None:
                 state.approved_calls[call.key] = {"tool": call.tool, "arguments": call.arguments}
             recorder.to(Stage.EXECUTE)
@@ -272,9 +273,10 @@ class Waits:
         call = asked.call if asked is not None else None
         number = asked.number if asked is not None else 0
         digest = asked.plan_hash if asked is not None else ""
+        paths = dict(asked.paths) if asked is not None else {}
         waiting = Waiting(
             kind, since=self.clock(), wake_at=wake, what=what, text=text, number=number,
-            call=call, plan_hash=digest,
+            call=call, plan_hash=digest, paths=paths,
         )  # fmt: skip
         self.state.waiting = waiting
         recorder.to(Stage.WAIT)
