@@ -37,7 +37,12 @@ def test_repository_config_holds_the_planning_keys_of_the_specification() -> Non
     assert set(raw["cache"]) == {"enabled", "ttl"}
     assert set(raw["complexity_threshold"]) == {"simple", "moderate", "complex"}
     assert {"action_timeout", "total_timeout", "early_termination"} <= set(raw["execution"])
-    assert set(raw["security"]) == {"allowed_tools", "forbidden_tools", "require_approval"}
+    assert set(raw["security"]) == {
+        "allowed_tools",
+        "forbidden_tools",
+        "require_approval",
+        "require_approval_paths",
+    }
 
 
 def test_typo_names_the_key_and_the_file(tmp_path: Path) -> None:

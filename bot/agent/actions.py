@@ -21,7 +21,7 @@ import jsonschema
 
 from bot.agent.budget import BudgetExceeded
 from bot.agent.context import ProgressKind
-from bot.agent.context_builder import as_data
+from bot.agent.context_builder import as_data, repo_instructions_block
 from bot.agent.llm_calls import PhaseCaller
 from bot.agent.plan import PlannedAction
 from bot.agent.ports import Recorder
@@ -45,6 +45,7 @@ class PendingApproval:
     action: PlannedAction
     tool: str
     arguments: dict[str, Any]
+    why: str = ""  # why the policy wants it approved, when it says
 
     @property
     def call(self) -> ToolCall:
@@ -82,6 +83,7 @@ class ActionRunner:
         runlog: RunLog,
         *,
         max_tokens_per_call: int,
+        repo_instructions: str = "",
     ) -> None:
         self.state = state
         self.recorder = recorder
@@ -90,6 +92,7 @@ class ActionRunner:
         self.settings = settings
         self.runlog = runlog
         self.results_budget = max(300, max_tokens_per_call // 2 - 600)
+        self.repo_instructions = repo_instructions_block(repo_instructions)
 
     async def run_batch(self, batch: list[PlannedAction]) -> list[ActionOutcome]:
         """Run ``batch`` (concurrently, at most ``max_parallel`` at a time)."""
@@ -140,6 +143,7 @@ class ActionRunner:
             known_arguments=json.dumps(action.arguments) if action.arguments else "",
             results=self.results_text(count_tokens(feedback)),
             feedback=feedback,
+            repo_instructions=self.repo_instructions,
         )
         if answer.data is None:
             return f"the model gave no valid execution document: {answer.error}"
@@ -188,18 +192,18 @@ class ActionRunner:
             purpose=action.purpose,
             status="running",
         )
+        approved = action.key in state.approved_calls
         try:
             result = await self.tools.call(
-                name,
-                arguments,
-                timeout=self.settings.action_timeout,
-                approved=action.key in state.approved_calls,
+                name, arguments, timeout=self.settings.action_timeout, approved=approved
             )
-        except ApprovalRequired:
+        except ApprovalRequired as asked:
             del state.records[action.key]
             await recorder.checkpoint()
-            return PendingApproval(action, name, arguments)
+            return PendingApproval(action, name, arguments, asked.why)
         state.approved_calls.pop(action.key, None)
+        if approved and result.ok:  # an approved write approves what it wrote, exactly
+            state.approved_paths.update(result.data.get("digests") or {})
         record.changed = result.changed
         record.duration = result.duration
         record.data = _data_subset(result.data)

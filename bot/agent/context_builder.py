@@ -100,9 +100,11 @@ class PlanningContext:
     repo: RepoFacts
     tools: str
     previous_block: str = ""  # a retry: what the previous attempt did (fenced)
+    repo_instructions: str = ""  # the repository's .agent.yaml ``instructions`` (fenced)
 
     def prompt_vars(self) -> dict[str, object]:
         return {
+            "repo_instructions": self.repo_instructions,
             "issue_block": self.issue_block,
             "comments_block": self.comments_block,
             "repo": self.repo,
@@ -124,6 +126,14 @@ def issue_block(issue: IssueRef, instructions: str = "") -> str:
     if instructions:
         block += "\n" + fence(instructions, "instructions given with the command")
     return block
+
+
+def repo_instructions_block(instructions: str) -> str:
+    """The repository's own ``.agent.yaml`` instructions, fenced as repository text: its
+    conventions for the work, never system rules."""
+    if not instructions.strip():
+        return ""
+    return fence(instructions, "instructions of the repository (.agent.yaml)")
 
 
 def comments_block(comments: Iterable[Comment], *, bot_logins: Iterable[str]) -> str:
@@ -186,6 +196,7 @@ async def build_context(
     *,
     instructions: str = "",
     previous: str = "",
+    repo_instructions: str = "",
 ) -> PlanningContext:
     """Read the issue (fresh, with comments) and the repository facts for the planner;
     ``previous`` is the summary of the previous attempt's history (a retry)."""
@@ -206,4 +217,5 @@ async def build_context(
         repo=await repo_facts(forge, issue),
         tools=tool_lines(tools),
         previous_block=fence(previous, "the previous attempt's history") if previous else "",
+        repo_instructions=repo_instructions_block(repo_instructions),
     )

@@ -70,7 +70,7 @@ def read_inbox(
             inbox.resume = True
             inbox.pause = None
         elif name == "approve":
-            inbox.decision = Decision(True, author)
+            inbox.decision = Decision(True, author, args)  # args: the plan id, if named
         elif name == "reject":
             inbox.decision = Decision(False, author, args)
     return inbox

@@ -3,7 +3,8 @@
 When the task changed its workspace clone: lint then tests (the quality gate,
 docs/planning.md#delivery), failures fed back to the agent to fix (at most
 ``QUALITY_ROUNDS`` rounds),
-the report in ``quality.json``; then commit and push the bot's branch. When the
+the report in ``quality.json``; then, when no CI definition in the push waits for
+approval (``push_guard``), commit and push the bot's branch. When the
 changes went through the forge API tools to the bot's branch instead, that branch
 is used as is. Either way a change request is opened (unless a tool already did),
 its body linking the issue, the plan and the quality gate. What was delivered is
@@ -22,10 +23,11 @@ from typing import Any
 from bot.agent.artifacts import Artifacts
 from bot.agent.context import ProgressKind
 from bot.agent.plan import PlanDocument, PlannedAction
-from bot.agent.ports import Recorder, RunAction
+from bot.agent.ports import Recorder, RequestApproval, RunAction
 from bot.agent.push_failure import push_failure
+from bot.agent.push_guard import push_approval_text, unapproved_paths
 from bot.agent.runlog import RunLog
-from bot.agent.state import AgentState
+from bot.agent.state import AgentState, Waiting, WaitKind
 from bot.events import IssueRef
 from bot.forges.base import Forge, ForgeError
 from bot.tools.factory import BuiltTools
@@ -78,6 +80,7 @@ class Delivery:
         artifacts: Artifacts,
         runlog: RunLog,
         run_action: RunAction,
+        request_approval: RequestApproval,
         *,
         draft: bool,
         gate_timeout: float,
@@ -91,6 +94,7 @@ class Delivery:
         self.artifacts = artifacts
         self.runlog = runlog
         self.run_action = run_action
+        self.request_approval = request_approval
         self.draft = draft
         self.gate_timeout = gate_timeout
 
@@ -138,6 +142,7 @@ class Delivery:
                 if run_dir is not None:
                     run_dir.write_quality(quality)
                 await self.artifacts.keep_changes()  # also what the quality fixes changed
+                await self._guard_push(built)
                 state.delivery = {"quality": quality}
                 await self.recorder.checkpoint()  # before the push: see ``started``
                 await self._push(built)
@@ -158,6 +163,17 @@ class Delivery:
         await self.recorder.checkpoint()
         await self.recorder.emit(ProgressKind.LINKS, **links)
         return links
+
+    async def _guard_push(self, built: BuiltTools) -> None:
+        """CI definitions nobody approved wait for approval (raises ``Exit``)."""
+        unapproved = await unapproved_paths(built, self.state.approved_paths)
+        if not unapproved:
+            return
+        paths = sorted(unapproved)
+        text = await push_approval_text(built, paths, self.runlog)
+        what = "the CI definitions in the push (" + ", ".join(paths) + ")"
+        asked = Waiting(WaitKind.PUSH, paths=unapproved)
+        await self.request_approval(WaitKind.PUSH, what, text, asked)
 
     async def _push(self, built: BuiltTools) -> None:
         """Commit and push; a refused push raises ``DeliveryFailed`` (the changed files
@@ -180,13 +196,15 @@ class Delivery:
 
     async def _open(self, built: BuiltTools, quality: dict[str, Any] | None) -> str | None:
         issue = self.issue
-        body = change_request_body(issue, self.recorder.plan, self.recorder.statuses(), quality)
+        # The goal and plan are the model's words: redacted with the one secret list.
+        plan, statuses = self.recorder.plan, self.recorder.statuses()
+        body = self.runlog.redact(change_request_body(issue, plan, statuses, quality))
         try:
             change = await self.forge.open_change_request(
                 issue.repo,
                 head=built.branch,
                 base=built.base_branch,
-                title=f"{issue.title} (#{issue.number})",
+                title=self.runlog.redact(f"{issue.title} (#{issue.number})"),
                 body=body,
                 draft=self.draft,
             )

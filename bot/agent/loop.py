@@ -10,9 +10,10 @@ stopped, budget spent, the model unusable) is an ``Exit`` carrying the run's
 cannot go on raises ``NeedsPerson``, and the loop asks the ``Finisher`` for a person.
 ``wire`` gives each helper what it needs (and no helper another one whole).
 
-    PLAN     plan (or re-plan after answers); /agent plan: ask for approval
+    PLAN     plan (or re-plan after answers)
     WAIT     a person rejected what the task waited for: revise, or reflect on the call
-    EXECUTE  feedback first; then the next batch of actions, reflected on at once
+    EXECUTE  feedback first; a plan not approved waits for approval (/agent plan, and
+             revised plans with require_human_approval); then the next batch of actions
     REFLECT  the batch a stopped worker ran and did not reflect on
     REVISE   a revision that was cut short: the current plan goes on
     DELIVER  quality gate, push, change request, completion summary
@@ -42,7 +43,7 @@ from bot.agent.push_failure import DeliveryFailed
 from bot.agent.reflection import RevisionSuggestion
 from bot.agent.revision import Reviser
 from bot.agent.session import Session
-from bot.agent.state import ActionRecord, AgentState, Phase, Stage, WaitKind
+from bot.agent.state import ActionRecord, AgentState, Phase, Stage
 from bot.agent.waiting import Rejection, Waits
 from bot.llm.base import LLMBadRequest, LLMError, LLMUnavailable
 from bot.storage.base import TaskState
@@ -95,9 +96,10 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
         settings.planning.execution,
         runlog,
         max_tokens_per_call=settings.llm.max_tokens_per_call,
+        repo_instructions=ctx.built.instructions if ctx.built is not None else "",
     )
     revision = settings.planning.revision
-    reviser = Reviser(state, recorder, revision, planning.engine, waits.request_approval)
+    reviser = Reviser(state, recorder, revision, planning.engine)
     review = BatchReview(state, recorder, caller, settings.planning, ctx.tools, reviser.revise)
     finisher = Finisher(state, recorder, caller, artifacts, command_prefix=settings.commands.prefix)
     delivery = Delivery(
@@ -110,6 +112,7 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
         artifacts,
         runlog,
         runner.run_one,
+        waits.request_approval,
         draft=settings.workspace.draft_change_requests,
         gate_timeout=settings.sandbox.timeout,
     )
@@ -122,9 +125,7 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
 async def plan(run: Run) -> None:
     if run.session.plan is None:
         await run.planning.run()
-    if run.planning.plan_only():
-        await run.waits.ask_plan_approval()
-    run.session.to(Stage.EXECUTE)
+    run.session.to(Stage.EXECUTE)  # a plan that needs approval waits for it there
 
 
 async def wait(run: Run) -> None:
@@ -136,11 +137,12 @@ async def wait(run: Run) -> None:
     else:
         suggestion = RevisionSuggestion(rejection.why)
         await run.reviser.revise(suggestion, issues=[rejection.why])
-        if rejection.kind is WaitKind.PLAN and run.planning.plan_only():
-            await run.waits.ask_plan_approval()  # /agent plan: show the new plan
 
 
 async def execute(run: Run) -> None:
+    if not (run.state.pending_feedback or run.state.batch):
+        # /agent plan or require_human_approval: only the exact plan a person approved runs
+        await run.waits.ensure_plan_approved(plan_only=run.planning.plan_only())
     await run.session.show(Phase.EXECUTION)
     if run.state.pending_feedback:
         await run.review.feedback()
@@ -167,7 +169,9 @@ async def run_batch(run: Run, batch: list[PlannedAction]) -> None:
     await run.review.after_batch([o for o in outcomes if isinstance(o, ActionRecord)])
     approvals = [o for o in outcomes if isinstance(o, PendingApproval)]
     if approvals:
-        await run.waits.ask_tool_approval(approvals[0].call, approvals[0].action.purpose)
+        first = approvals[0]
+        purpose = " - ".join(p for p in (first.action.purpose, first.why) if p)
+        await run.waits.ask_tool_approval(first.call, purpose)
 
 
 async def reflect(run: Run) -> None:

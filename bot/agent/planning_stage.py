@@ -98,6 +98,7 @@ class PlanningStage:
             ctx.tools.usable(),
             instructions=ctx.task.request.instructions,
             previous=previous,
+            repo_instructions=ctx.built.instructions if ctx.built is not None else "",
         )
 
     async def _from_cache(

@@ -5,7 +5,8 @@
 for by failures, and by a ``/agent reject`` of a plan or revision (the plan failed a
 person's review), count against ``max_revisions`` (reaching it asks for a person);
 revisions that follow people's feedback comments do not (``counts=False``). With
-``require_human_approval`` every revised plan waits for approval before it runs.
+``require_human_approval`` (or after ``/agent plan``) every revised plan waits for its own
+approval before it runs: the loop asks (``Waits.ensure_plan_approved``).
 A revision that cannot go on ends the run: ``NeedsPerson``.
 """
 
@@ -16,10 +17,10 @@ from collections.abc import Callable, Sequence
 from bot.agent.context import ProgressKind
 from bot.agent.exits import NeedsPerson
 from bot.agent.planning import PlanningEngine, RevisionRequest, RevisionResult
-from bot.agent.ports import Recorder, RequestApproval
+from bot.agent.ports import Recorder
 from bot.agent.reflection import RevisionSuggestion
 from bot.agent.results import done_text, remaining_text
-from bot.agent.state import AgentState, Phase, Stage, Waiting, WaitKind
+from bot.agent.state import AgentState, Phase, Stage
 from bot.config import RevisionSettings
 
 
@@ -30,13 +31,11 @@ class Reviser:
         recorder: Recorder,
         settings: RevisionSettings,
         engine: Callable[[], PlanningEngine],
-        request_approval: RequestApproval,
     ) -> None:
         self.state = state
         self.recorder = recorder
         self.settings = settings
         self.engine = engine
-        self.request_approval = request_approval
 
     def remaining_text(self) -> str:
         return remaining_text(self.recorder.plan, self.state.finished_keys())
@@ -112,13 +111,6 @@ class Reviser:
             plan=document,
             statuses=recorder.statuses(),
         )
-        if self.settings.require_human_approval:
-            await self.request_approval(
-                WaitKind.REVISION,
-                f"revision {number} of the plan",
-                self.remaining_text(),
-                Waiting(WaitKind.REVISION, number=number),
-            )
-        recorder.to(Stage.EXECUTE)
+        recorder.to(Stage.EXECUTE)  # where a plan that needs approval waits for it
         await recorder.show(Phase.EXECUTION)
         await recorder.checkpoint()

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.agent.context import PauseReason
+from bot.agent.plan_approval import plan_digest
 
 CHECKPOINT_VERSION = 2
 
@@ -75,6 +76,7 @@ class WaitKind(StrEnum):
     PLAN = "plan"  # approval of the plan (/agent plan)
     REVISION = "revision"  # approval of a revised plan (require_human_approval)
     TOOL = "tool"  # approval of one tool call the policy wants approved
+    PUSH = "push"  # approval of CI definitions in the push (planning.security)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,8 @@ class Waiting:
     number: int = 0  # of the revision
     questions: list[str] = field(default_factory=list)
     call: ToolCall | None = None
+    plan_hash: str = ""  # the digest of the plan the request showed (plan and revision)
+    paths: dict[str, str] = field(default_factory=dict)  # push: path -> content shown
 
     @property
     def approval(self) -> bool:
@@ -108,6 +112,7 @@ class Waiting:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["kind"] = self.kind.value
         data["questions"] = list(self.questions)
+        data["paths"] = dict(self.paths)
         call = self.call
         data["call"] = (
             None if call is None else {f.name: getattr(call, f.name) for f in fields(call)}
@@ -203,6 +208,9 @@ class AgentState:
     planning_attempts: int = 0
     replan_reason: str = ""
     approved_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    approved_plan: str = ""  # the digest of the plan a person approved (plan_approval.py)
+    # Guarded paths (CI definitions) -> the content a person approved (content_digest).
+    approved_paths: dict[str, str] = field(default_factory=dict)
     cached_plan: bool = False
     complexity: str = ""
     task_text: str = ""
@@ -270,11 +278,21 @@ class AgentState:
         }
         waiting = fields.get("waiting")
         fields["waiting"] = Waiting.from_dict(waiting) if isinstance(waiting, dict) else None
+        if "approved_plan" not in fields:
+            fields["approved_plan"] = _approved_before(fields["stage"], fields.get("plan"))
         known = set(cls.__dataclass_fields__)
         unknown = set(fields) - known
         if unknown:
             raise ValueError(f"checkpoint has unknown fields: {sorted(unknown)}")
         return cls(**fields)
+
+
+def _approved_before(stage: Stage, plan: dict[str, Any] | None) -> str:
+    """A checkpoint from before plans were bound to their approval: a plan that was
+    already past the approval gate (running, reflecting, delivering) stays approved."""
+    if plan is None or stage in (Stage.PLAN, Stage.WAIT):
+        return ""
+    return plan_digest(plan)
 
 
 _STAGE_PHASE = {
@@ -291,6 +309,7 @@ _WAITING_PHASE = {
     WaitKind.PLAN: Phase.ACTION_PLANNING,
     WaitKind.REVISION: Phase.REVISION,
     WaitKind.TOOL: Phase.EXECUTION,
+    WaitKind.PUSH: Phase.EXECUTION,
 }
 _V1_FLAGS = ("phase", "early_done", "plan_approved", "unreflected", "llm_pause_notified")
 

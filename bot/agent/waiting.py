@@ -22,6 +22,14 @@ from bot.agent.artifacts import Artifacts
 from bot.agent.context import Outcome, PauseReason, ProgressKind
 from bot.agent.control import Decision, read_inbox
 from bot.agent.exits import Exit
+from bot.agent.plan_approval import (
+    names_other_plan,
+    needs_plan_approval,
+    other_plan_text,
+    plan_digest,
+    plan_id,
+    stale_text,
+)
 from bot.agent.plan_rules import pending_actions
 from bot.agent.ports import Recorder
 from bot.agent.runlog import RunLog
@@ -91,6 +99,7 @@ class Waits:
             await recorder.milestone(ProgressKind.PAUSED, reason=reason.value, by=inbox.pause)
             await recorder.checkpoint()
             raise Exit(Outcome(TaskState.PAUSED, reason=f"paused by {inbox.pause}", pause=reason))
+        await self._say_stale(inbox.commands)
         read = inbox.last_seq != read_before
         try:
             rejection = await self._resolve(inbox.decision, inbox.feedback)
@@ -158,8 +167,31 @@ class Waits:
             wake_at=waiting.wake_at,
         )
 
+    async def _say_stale(self, commands: list[dict[str, Any]]) -> None:
+        """An approval sent before the pending request, or while nothing waited for one,
+        was meant for an earlier plan or call: it approves nothing, and the bot says so."""
+        waiting = self.state.waiting
+        pending = waiting is not None and waiting.approval
+        stale = [c for c in commands if c["name"] == "approve" and (c.get("stale") or not pending)]
+        if not stale:
+            return
+        what = (waiting.what or waiting.kind.value) if waiting is not None and pending else ""
+        authors = [str(c["author"]) for c in stale]
+        await self.recorder.milestone(ProgressKind.NOTICE, text=stale_text(authors, what))
+
+    def _plan_digest(self) -> str:
+        plan = self.recorder.plan
+        return plan_digest(plan.to_document()) if plan is not None else ""
+
     async def _decided(self, waiting: Waiting, decision: Decision) -> Rejection | None:
         recorder, state = self.recorder, self.state
+        digest = ""
+        if waiting.kind in (WaitKind.PLAN, WaitKind.REVISION):
+            digest = waiting.plan_hash or self._plan_digest()  # an older checkpoint: no hash
+            if decision.approved and names_other_plan(decision.reason, digest):
+                text = other_plan_text(decision.author, decision.reason, digest, waiting.what)
+                await recorder.milestone(ProgressKind.NOTICE, text=text)
+                raise Exit(await self._still_waiting(waiting))
         state.waiting = None
         recorder.record(
             "approval",
@@ -170,6 +202,9 @@ class Waits:
         )
         call = waiting.call
         if decision.approved:
+            if digest:
+                state.approved_plan = digest  # binds exactly the plan the request showed
+            state.approved_paths.update(waiting.paths)  # a push: exactly the content shown
             if call is not None:
                 state.approved_calls[call.key] = {"tool": call.tool, "arguments": call.arguments}
             recorder.to(Stage.EXECUTE)
@@ -195,19 +230,38 @@ class Waits:
 
     # --- asking --------------------------------------------------------------------------------
 
-    def plan_details(self) -> str:
+    def plan_details(self, digest: str = "") -> str:
         plan = self.recorder.plan
         if plan is None:
             return ""
         lines = [f"Goal: {plain(plan.goal.main_objective)}"]
         lines += [
             f"- {plain(a.key)}: {plain(a.tool)} - {plain(a.purpose)}"
-            for a in pending_actions(plan, set())
+            for a in pending_actions(plan, self.state.finished_keys())
         ]
+        if digest:
+            short = plan_id(digest)
+            lines += ["", f"Plan `{short}`: an approval counts for this plan only."]
         return "\n".join(lines)
 
-    async def ask_plan_approval(self) -> None:
-        await self.request_approval(WaitKind.PLAN, "the plan", self.plan_details())
+    async def ensure_plan_approved(self, *, plan_only: bool) -> None:
+        """In plan-approval mode, ask a person to approve the plan about to run unless
+        they approved exactly this plan (raises ``Exit``, awaiting approval)."""
+        state = self.state
+        revised = state.plan_number > 0
+        needed = needs_plan_approval(
+            plan_only=plan_only,
+            require_for_revisions=self.settings.require_human_approval,
+            revised=revised,
+        )
+        digest = self._plan_digest()
+        if not needed or not digest or state.approved_plan == digest:
+            return
+        number = state.plan_number
+        kind = WaitKind.REVISION if revised else WaitKind.PLAN
+        what = f"revision {number} of the plan" if revised else "the plan"
+        asked = Waiting(kind, number=number, plan_hash=digest)
+        await self.request_approval(kind, what, self.plan_details(digest), asked)
 
     async def request_approval(
         self, kind: WaitKind, what: str, text: str, asked: Waiting | None = None
@@ -218,9 +272,12 @@ class Waits:
         wake = self.clock() + timeout
         call = asked.call if asked is not None else None
         number = asked.number if asked is not None else 0
+        digest = asked.plan_hash if asked is not None else ""
+        paths = dict(asked.paths) if asked is not None else {}
         waiting = Waiting(
-            kind, since=self.clock(), wake_at=wake, what=what, text=text, number=number, call=call
-        )
+            kind, since=self.clock(), wake_at=wake, what=what, text=text, number=number,
+            call=call, plan_hash=digest, paths=paths,
+        )  # fmt: skip
         self.state.waiting = waiting
         recorder.to(Stage.WAIT)
         recorder.record("approval", subject=kind.value, decision="requested", what=what)

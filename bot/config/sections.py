@@ -60,6 +60,18 @@ class ExecutionSettings(_Section):
     early_termination: EarlyTermination = EarlyTermination()
 
 
+CI_PATHS = (
+    ".github/workflows/**",
+    ".github/actions/**",
+    ".gitlab-ci.yml",
+    ".gitlab/ci/**",
+    ".circleci/**",
+    "Jenkinsfile",
+    "azure-pipelines.yml",
+    ".buildkite/**",
+)
+
+
 class SecuritySettings(_Section):
     allowed_tools: tuple[str, ...] = ("*",)
     forbidden_tools: tuple[str, ...] = (
@@ -69,6 +81,9 @@ class SecuritySettings(_Section):
         "*_merge_merge_request",
     )
     require_approval: tuple[str, ...] = ()
+    # Writing a CI definition waits for /agent approve: pushed, it would run with the
+    # repository's CI secrets (docs/planning.md#tool-policy).
+    require_approval_paths: tuple[str, ...] = CI_PATHS
 
 
 class PlanningSettings(_Section):

@@ -105,7 +105,9 @@ async def build_tools(
     )
     gate = repo.quality_gate
     quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
-    builtin = _builtin_tools(settings, forge, issue, finish_comment, workspace, sandbox, quality)
+    builtin = _builtin_tools(
+        settings, forge, issue, finish_comment, workspace, sandbox, quality, effective
+    )
     mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
     await stack.enter_async_context(mcp)
     tools, skipped = combine(builtin, mcp.tools)
@@ -136,6 +138,7 @@ def _builtin_tools(
     workspace: Workspace,
     sandbox: Sandbox,
     quality: QualityCommands | None,
+    effective: EffectivePolicy,
 ) -> list[Tool]:
     max_chars = settings.sandbox.max_output_chars
     tools = forge_tools(
@@ -150,5 +153,9 @@ def _builtin_tools(
         finish_comment=finish_comment,
     )
     return tools + workspace_tools(
-        workspace, sandbox, max_output_chars=max_chars, quality_commands=quality
+        workspace,
+        sandbox,
+        max_output_chars=max_chars,
+        quality_commands=quality,
+        guarded=effective.policy.guarded_paths,
     )

@@ -26,7 +26,7 @@ from bot.forges.base import (
 )
 from bot.redact import redact
 from bot.text import clip
-from bot.tools.registry import Tool, ToolResult
+from bot.tools.registry import Tool, ToolResult, arg_paths
 
 _STR = {"type": "string"}
 _PATH = {"type": "string", "minLength": 1, "description": "path relative to the repository root"}
@@ -239,7 +239,9 @@ class ForgeToolkit:
             base=self.base_branch,
             title=redact(args["title"], known=self.secrets),
             body=redact(args.get("body", ""), known=self.secrets),
-            draft=bool(args.get("draft", self.draft)),
+            # workspace.draft_change_requests wins: the model may ask for a draft, not
+            # for a ready change request when drafts are required.
+            draft=self.draft or bool(args.get("draft", False)),
         )
         return ToolResult.success(
             f"opened #{change.number}: {change.web_url}",
@@ -299,8 +301,19 @@ class ForgeToolkit:
              _schema(["body"], body=text, number={"type": "integer"}), self.add_issue_comment),
         ]  # fmt: skip
         return [Tool(p + name, purpose, schema, fn) for name, purpose, schema, fn in reads] + [
-            Tool(p + name, purpose, schema, fn, writes=True) for name, purpose, schema, fn in writes
+            Tool(p + name, purpose, schema, fn, writes=True, paths=_COMMITTED.get(name))
+            for name, purpose, schema, fn in writes
         ]
+
+
+def _pushed_paths(args: dict[str, Any]) -> list[str]:
+    files = args.get("files")
+    entries = files if isinstance(files, list) else []
+    return [e["path"] for e in entries if isinstance(e, dict) and isinstance(e.get("path"), str)]
+
+
+# The repository paths each commit tool writes (the policy may want them approved).
+_COMMITTED = {"create_or_update_file": arg_paths("path"), "push_files": _pushed_paths}
 
 
 def forge_tools(

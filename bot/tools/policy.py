@@ -1,11 +1,14 @@
 """Tool policy (docs/planning.md#tool-policy): allowed, forbidden and approval-required globs.
 
 Pure: no I/O. Forbidden always wins. A repository's own ``.agent.yaml`` may only
-tighten the server policy (``tightened``), never loosen it.
+tighten the server policy (``tightened``), never loosen it. ``approval_paths`` are the
+repository paths (CI definitions by default) whose writing waits for approval.
 """
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -24,12 +27,40 @@ def _matches(name: str, patterns: tuple[str, ...]) -> str | None:
     return None
 
 
+def repo_path(path: str) -> str:
+    """A repository path in one spelling: ``./a/../.github//x`` is ``.github/x``."""
+    norm = posixpath.normpath(path.replace("\\", "/").strip()).lstrip("/")
+    return "" if norm == "." else norm
+
+
+def guarded_by(path: str, patterns: tuple[str, ...]) -> str | None:
+    """The pattern that makes writing ``path`` need approval: the path matches it, or is
+    a folder that holds what it matches (moving or deleting ``.github`` moves the
+    workflows). The root holds everything."""
+    norm = repo_path(path)
+    if not norm:
+        return patterns[0] if patterns else None
+    parts = norm.split("/")
+    for pattern in patterns:
+        if fnmatchcase(norm, pattern):
+            return pattern
+        steps = pattern.split("/")
+        if len(parts) < len(steps) and all(map(fnmatchcase, parts, steps)):
+            return pattern
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class ToolPolicy:
     allowed: tuple[str, ...] = ("*",)
     forbidden: tuple[str, ...] = ()
     require_approval: tuple[str, ...] = ()
     narrowed_to: tuple[str, ...] | None = None
+    approval_paths: tuple[str, ...] = ()  # writing these repository paths needs approval
+
+    def guarded_paths(self, paths: Iterable[str]) -> list[str]:
+        """The paths of ``paths`` whose writing needs a person's approval."""
+        return [p for p in paths if guarded_by(p, self.approval_paths) is not None]
 
     def decide(self, name: str) -> PolicyDecision:
         hit = _matches(name, self.forbidden)
@@ -48,6 +79,7 @@ class ToolPolicy:
         forbidden: tuple[str, ...] = (),
         require_approval: tuple[str, ...] = (),
         allowed: tuple[str, ...] | None = None,
+        approval_paths: tuple[str, ...] = (),
     ) -> ToolPolicy:
         """A policy at least as strict as this one: a repository may forbid more, ask
         approval for more, and narrow the allowed set (a tool must then match both)."""
@@ -61,4 +93,5 @@ class ToolPolicy:
             forbidden=self.forbidden + tuple(forbidden),
             require_approval=self.require_approval + tuple(require_approval),
             narrowed_to=narrowed,
+            approval_paths=self.approval_paths + tuple(approval_paths),
         )

@@ -40,6 +40,16 @@ class ToolResult:
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[ToolResult]]
+PathsOf = Callable[[dict[str, Any]], list[str]]
+
+
+def arg_paths(*names: str) -> PathsOf:
+    """The repository paths a call writes: the string arguments ``names``."""
+
+    def paths(args: dict[str, Any]) -> list[str]:
+        return [v for n in names if isinstance(v := args.get(n), str)]
+
+    return paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +59,7 @@ class Tool:
     schema: dict[str, Any]
     handler: Handler = field(repr=False)
     writes: bool = False
+    paths: PathsOf | None = field(default=None, repr=False)  # what a call writes (a write)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "purpose": self.purpose, "parameters": self.schema}
@@ -67,10 +78,11 @@ def _validator(schema: dict[str, Any]) -> Any:
 class ApprovalRequired(Exception):
     """The policy wants a human to approve this call before it runs."""
 
-    def __init__(self, tool: str, arguments: dict[str, Any]) -> None:
+    def __init__(self, tool: str, arguments: dict[str, Any], why: str = "") -> None:
         super().__init__(f"{tool} needs approval")
         self.tool = tool
         self.arguments = arguments
+        self.why = why  # e.g. the CI definitions it writes
 
 
 class ToolRegistry:
@@ -109,6 +121,17 @@ class ToolRegistry:
             return PolicyDecision(False, False, f"unknown tool {name!r}")
         return self.policy.decide(name)
 
+    def guarded_paths(self, name: str, arguments: dict[str, Any]) -> list[str]:
+        """The paths a call to ``name`` would write that need approval."""
+        tool = self._tools.get(name)
+        if tool is None or tool.paths is None:
+            return []
+        try:
+            paths = tool.paths(arguments)
+        except (KeyError, TypeError, AttributeError):  # malformed: validation says why
+            return []
+        return self.policy.guarded_paths(paths)
+
     async def call(
         self,
         name: str,
@@ -122,9 +145,14 @@ class ToolRegistry:
         decision = self.check(name)
         if not decision.allowed:
             return ToolResult.fail(f"refused: {decision.reason}")
-        if decision.needs_approval and not approved:
-            raise ApprovalRequired(name, arguments)
         tool = self._tools[name]
+        if not approved:
+            guarded = self.guarded_paths(name, arguments)
+            if guarded:
+                why = "it writes " + ", ".join(guarded) + " (CI definitions need approval)"
+                raise ApprovalRequired(name, arguments, why)
+            if decision.needs_approval:
+                raise ApprovalRequired(name, arguments)
         validator = self._validators[name]
         if isinstance(validator, str):
             return ToolResult.fail(f"{name} has an invalid argument schema: {validator}")

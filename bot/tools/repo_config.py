@@ -84,6 +84,7 @@ class QualityGate(_Strict):
 class RepoPolicy(_Strict):
     forbidden_tools: tuple[str, ...] = ()
     require_approval: tuple[str, ...] = ()
+    require_approval_paths: tuple[str, ...] = ()  # added to the server's, never instead
     allowed_tools: tuple[str, ...] | None = None
 
 
@@ -115,6 +116,7 @@ def server_policy(security: SecuritySettings) -> ToolPolicy:
         allowed=security.allowed_tools,
         forbidden=security.forbidden_tools,
         require_approval=security.require_approval,
+        approval_paths=security.require_approval_paths,
     )
 
 
@@ -159,6 +161,7 @@ def apply_repo_config(settings: Settings, repo: RepoConfig) -> EffectivePolicy:
         forbidden=rules.forbidden_tools,
         require_approval=rules.require_approval,
         allowed=rules.allowed_tools,
+        approval_paths=rules.require_approval_paths,
     )
     notes: list[str] = []
     network = settings.sandbox.network

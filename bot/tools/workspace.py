@@ -10,10 +10,12 @@ to the git process that needs them and nowhere else (see ``gitcmd``).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import re
 import shutil
+import stat
 import unicodedata
 import weakref
 from collections.abc import Awaitable, Callable
@@ -207,6 +209,29 @@ class Workspace:
             )
         return parse_status(result.stdout)
 
+    async def _push_base(self) -> str:
+        return await self._published() or "HEAD"
+
+    async def paths_to_push(self) -> list[str]:
+        """Every path the next push would change on the remote: the working tree against
+        the commit the remote has, so local commits (a command may run git) count too."""
+        await self.ensure()
+        async with self._lock:
+            await self._mark_untracked()
+            base = await self._push_base()
+            result = await self._git("diff", "--name-only", "-z", "--no-renames", base)
+        return sorted({p for p in result.stdout.split("\0") if p})
+
+    async def push_diff(self, paths: list[str]) -> str:
+        """The diff of ``paths`` that the next push would make."""
+        await self.ensure()
+        async with self._lock:
+            await self._mark_untracked()
+            base = await self._push_base()
+            result = await self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv",
+                                     base, "--", *(f":(literal){p}" for p in paths))  # fmt: skip
+        return result.stdout
+
     async def commit_and_push(self, message: str) -> str | None:
         """Commit every change and push the bot's branch; the new head commit, or None
         when there is nothing to push."""
@@ -254,6 +279,24 @@ class Workspace:
         await self._git("push", "--quiet", "--no-verify", "origin",
                         f"{head}:refs/heads/{self.branch}", auth=auth)  # fmt: skip
         await self._git("update-ref", f"refs/remotes/origin/{self.branch}", head)
+
+
+def content_digest(root: Path, rel: str) -> str:
+    """What a path holds, as git would push it: a file's SHA-256, a link's target, a
+    folder, or nothing. Never follows a link."""
+    where = root / rel
+    try:
+        info = where.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return "absent"
+    if stat.S_ISLNK(info.st_mode):
+        return "link:" + hashlib.sha256(os.readlink(where).encode()).hexdigest()
+    if stat.S_ISDIR(info.st_mode):
+        return "folder"
+    if not stat.S_ISREG(info.st_mode):  # a FIFO or device: never opened
+        return "special"
+    with where.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def parse_status(porcelain: str) -> list[str]:

@@ -25,8 +25,9 @@ from bot.text import clip, omitted_note
 from bot.tools import file_ops, file_search
 from bot.tools.file_ops import FileOpError, Limits
 from bot.tools.gitcmd import WorkspaceError
+from bot.tools.policy import repo_path
 from bot.tools.quality import QualityCommands, detect_commands, run_quality_gate
-from bot.tools.registry import Tool, ToolResult
+from bot.tools.registry import Tool, ToolResult, arg_paths
 from bot.tools.sandbox import (
     CommandRefused,
     CommandResult,
@@ -34,7 +35,7 @@ from bot.tools.sandbox import (
     SandboxUnavailable,
     WorkspaceFull,
 )
-from bot.tools.workspace import Workspace
+from bot.tools.workspace import Workspace, content_digest
 
 _PATH = {"type": "string", "minLength": 1, "description": "path relative to the workspace root"}
 _DIR = {"type": "string", "description": "directory relative to the workspace root (default .)"}
@@ -96,12 +97,21 @@ def workspace_tools(
     max_output_chars: int,
     quality_commands: QualityCommands | None = None,
     quality_timeout: float | None = None,
+    guarded: Callable[[list[str]], list[str]] | None = None,
 ) -> list[Tool]:
     """The tools of one task's workspace. ``quality_commands`` overrides detection (a
-    repository's ``.agent.yaml``); ``quality_timeout`` defaults to the sandbox timeout."""
+    repository's ``.agent.yaml``); ``quality_timeout`` defaults to the sandbox timeout;
+    ``guarded`` picks the paths whose push needs approval (CI definitions): a command
+    that changes one is told so (the push waits for a person, docs/planning.md)."""
     limits = Limits(max_file_bytes=ws.max_file_bytes, max_output_chars=max_output_chars)
     root = ws.path
     network = "network allowed" if sandbox.network else "no network"
+
+    def written(text: str, *paths: str) -> ToolResult:
+        """A write's result, with what each written path holds now (an approved write
+        approves exactly that content: docs/planning.md#tool-policy)."""
+        held = {repo_path(p): content_digest(root, repo_path(p)) for p in paths}
+        return ToolResult.success(text, changed=True, digests=held)
 
     def capped(text: str, *, hint: str = "", changed: bool = False) -> ToolResult:
         text = clip(text, max_output_chars, keep="both", note=omitted_note(hint))
@@ -127,28 +137,28 @@ def workspace_tools(
     async def write_file(args: Args) -> ToolResult:
         text = await asyncio.to_thread(file_ops.write_text, root, args["path"],
                                        args["content"], limits.max_file_bytes)  # fmt: skip
-        return ToolResult.success(text, changed=True)
+        return written(text, args["path"])
 
     async def replace_in_file(args: Args) -> ToolResult:
         text = await asyncio.to_thread(functools.partial(
             file_ops.replace_text, root, args["path"], args["old_text"], args["new_text"],
             replace_all=args.get("replace_all", False),
             max_bytes=limits.max_file_bytes))  # fmt: skip
-        return ToolResult.success(text, changed=True)
+        return written(text, args["path"])
 
     async def move_path(args: Args) -> ToolResult:
         text = await asyncio.to_thread(functools.partial(
             file_ops.move_path, root, args["source"], args["destination"],
             overwrite=args.get("overwrite", False)))  # fmt: skip
-        return ToolResult.success(text, changed=True)
+        return written(text, args["source"], args["destination"])
 
     async def delete_file(args: Args) -> ToolResult:
         text = await asyncio.to_thread(file_ops.delete_path, root, args["path"])
-        return ToolResult.success(text, changed=True)
+        return written(text, args["path"])
 
     async def create_directory(args: Args) -> ToolResult:
         text = await asyncio.to_thread(file_ops.make_directory, root, args["path"])
-        return ToolResult.success(text, changed=True)
+        return written(text, args["path"])
 
     async def search_files(args: Args) -> ToolResult:
         text = await asyncio.to_thread(functools.partial(
@@ -165,8 +175,15 @@ def workspace_tools(
         cwd = ws.resolve(args.get("cwd", "."))
         timeout = min(float(args.get("timeout", sandbox.settings.timeout)),
                       float(sandbox.settings.timeout))  # fmt: skip
+        before = guarded(await ws.changed_files()) if guarded else []
         result = await sandbox.run(args["argv"], cwd=cwd, writable=root, timeout=timeout)
         text = format_command(result, max_output_chars)
+        touched = sorted(set(guarded(await ws.changed_files())) - set(before)) if guarded else []
+        if touched:
+            text += (
+                f"\nNote: this command changed CI definitions ({', '.join(touched)}); "
+                "they are pushed only after a person approves them.\n"
+            )
         ok = result.exit_code == 0 and not result.timed_out
         data = {"exit_code": result.exit_code, "timed_out": result.timed_out}
         return ToolResult(ok=ok, output=text, data=data, changed=True)
@@ -213,6 +230,17 @@ def workspace_tools(
     ]  # fmt: skip
     turn = asyncio.Lock()
     return [
-        Tool(name, purpose, schema, handler=_guarded(ws, fn, turn), writes=writes)
+        Tool(name, purpose, schema, handler=_guarded(ws, fn, turn), writes=writes,
+             paths=WRITTEN_PATHS.get(name))
         for name, purpose, schema, writes, fn in specs
-    ]
+    ]  # fmt: skip
+
+
+# The repository paths each file tool writes (the policy may want them approved).
+WRITTEN_PATHS = {
+    "write_file": arg_paths("path"),
+    "replace_in_file": arg_paths("path"),
+    "move_path": arg_paths("source", "destination"),
+    "delete_file": arg_paths("path"),
+    "create_directory": arg_paths("path"),
+}

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from bot.agent.context import ProgressKind
 from bot.agent.history import format_timeline, history_path
@@ -113,3 +114,29 @@ async def test_quality_gate_that_keeps_failing_is_reported_after_three_runs(
     [change] = harness.forge.repo(harness.repo).change_requests
     _title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
     assert "**Quality gate:** failed" in body and "Lint failed" in body
+
+
+async def test_the_change_request_body_is_redacted(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    secret = "sk-live-" + "q" * 32
+    files = {"README.md": "# Widgets\n"}
+    bare = bare_remote(tmp_path / "origin", files)
+    harness = await make_harness(
+        tmp_path,
+        stack,
+        files=files,
+        clone_url=f"file://{bare}",
+        llm_settings={"api_key": SecretStr(secret)},
+    )
+    write = docs.action("task_1", "write_file", arguments={"path": "a.txt", "content": "x\n"})
+    plan = docs.plan([write], objective=f"Use the key {secret} in the docs")
+    llm = ScriptedLLM([plan, docs.completion(done=1)])
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.DONE, outcome
+    [change] = harness.forge.repo(harness.repo).change_requests
+    _title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert "**Goal:** Use the key" in body
+    assert secret not in body

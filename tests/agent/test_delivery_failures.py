@@ -49,6 +49,9 @@ async def test_a_refused_push_asks_a_person_quoting_git_and_keeps_the_files(
     harness = await _clone_harness(tmp_path, stack, bare)
     write = docs.action("task_1", "write_file", arguments={"path": WORKFLOW, "content": CI})
     llm = ScriptedLLM([docs.plan([write]), docs.intervention("Look at the push log")])
+    asked = await harness.run(llm)
+    assert asked.state is TaskState.AWAITING_APPROVAL  # writing a CI definition: approval
+    await harness.command("approve")
 
     outcome = await harness.run(llm)
 

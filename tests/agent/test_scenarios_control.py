@@ -10,6 +10,7 @@ import pytest
 from bot.agent.context import ProgressEvent, ProgressKind
 from bot.agent.state import NEXT_STAGES, AgentState, Phase, Stage, can_move
 from bot.events import TaskMode
+from bot.llm.base import LLMRequest, LLMResponse
 from bot.llm.scripted import ScriptedLLM
 from bot.storage.base import TaskState
 from tests.agent import docs
@@ -435,9 +436,35 @@ async def test_a_rejected_plan_in_plan_only_mode_is_revised_and_shown_again(
 
     assert again.state is TaskState.AWAITING_APPROVAL
     requests = harness.of(ProgressKind.APPROVAL_REQUEST)
-    assert [r["subject"] for r in requests] == ["plan", "plan"]
+    # a revised plan needs its own approval
+    assert [r["subject"] for r in requests] == ["plan", "revision"]
     assert "INSTALL.md" not in requests[0]["details"] and "task_3" in requests[1]["details"]
     assert harness.actions() == []
     await harness.command("approve")
     assert (await harness.run(llm)).state is TaskState.DONE
     assert harness.branch_file("INSTALL.md") == "pip install widgets\n"
+
+
+async def test_an_approval_sent_before_the_revision_was_shown_approves_nothing_and_is_named(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    harness = await _approval_harness(tmp_path, stack)
+    llm = ScriptedLLM([*_failing_then_fixed(), docs.completion(done=1, failed=1)])
+    ask = llm.complete
+
+    async def approving_while_revising(request: LLMRequest) -> LLMResponse:
+        if request.phase == "reflection":  # someone approves the old plan meanwhile
+            await harness.command("approve", author="bob")
+        return await ask(request)
+
+    llm.complete = approving_while_revising  # type: ignore[method-assign]
+    waiting = await harness.run(llm)
+
+    assert waiting.state is TaskState.AWAITING_APPROVAL  # bob's approval was not for revision 1
+    [notice] = harness.of(ProgressKind.NOTICE)
+    assert notice["text"].startswith("The approval by @bob came while I waited for no approval")
+    still = await harness.run(llm)
+    assert still.state is TaskState.AWAITING_APPROVAL
+    assert harness.forge.repo(harness.repo).commits == []
+    await harness.command("approve", author="alice")
+    assert (await harness.run(llm)).state is TaskState.DONE

@@ -10,6 +10,7 @@ from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import script
 from tests.e2e.support import (
+    GH_BRANCH,
     OWNER,
     bodies,
     gh_comment,
@@ -135,3 +136,47 @@ async def test_questions_wait_for_an_answer_from_the_issue(tmp_path: Path, remot
         assert issue.labels == ["coding agent done"]
         assert "Waiting on you" not in status_comment(issue)
         assert len(of_kind(issue, "clarification")) == 1
+
+
+async def test_after_plan_approval_a_revised_plan_needs_its_own_approval(
+    tmp_path: Path, remote: Remote
+) -> None:
+    read = docs.action("task_1", "read_file", arguments={"path": "docs/missing.md"})
+    write = docs.action(
+        "task_2", "write_file", arguments={"path": "NOTES.md", "content": NOTES}, purpose="Notes"
+    )
+    script = [
+        docs.plan([read]),
+        docs.reflection("task_1", revise=True, reason="the file is elsewhere", updated=[write]),
+        docs.completion(done=1, failed=1),
+    ]
+    async with Harness(tmp_path, script=script) as bot:
+        issue = github_repo(bot, remote)
+        await bot.send_github("issue_comment", gh_comment("/agent plan"))
+        await settle(bot)
+        await bot.send_github("issue_comment", gh_comment("/agent approve"))
+        await settle(bot)
+
+        # the first plan ran, failed and was revised: the revision waits, nothing is pushed
+        [task] = await bot.tasks()
+        assert task.state is TaskState.AWAITING_APPROVAL, task
+        asks = of_kind(issue, "approval_request")
+        assert len(asks) == 2 and "r1/task_2: write_file - Notes" in asks[1]
+        old_id, new_id = (ask.split("Plan `")[1].split("`")[0] for ask in asks)
+        assert new_id != old_id
+        assert not remote.has_branch(GH_BRANCH)
+
+        # an approval naming the earlier plan approves nothing, and the bot says so
+        await bot.send_github("issue_comment", gh_comment(f"/agent approve {old_id}"))
+        await settle(bot)
+        [task] = await bot.tasks()
+        assert task.state is TaskState.AWAITING_APPROVAL
+        [notice] = of_kind(issue, "notice")
+        assert f"approved plan `{old_id}`, but the plan waiting now is `{new_id}`" in notice
+        assert not remote.has_branch(GH_BRANCH)
+
+        await bot.send_github("issue_comment", gh_comment(f"/agent approve {new_id}"))
+        await settle(bot)
+        [task] = await bot.tasks()
+        assert task.state is TaskState.DONE
+        assert remote.show(GH_BRANCH, "NOTES.md").decode() == NOTES

@@ -132,6 +132,10 @@ async def test_a_push_github_refuses_asks_for_help_and_keeps_the_work(
         issue = github_repo(bot, remote)
         await bot.send_github("issue_comment", gh_comment("/agent run"))
         await settle(bot)
+        [task] = await bot.tasks()
+        assert task.state is TaskState.AWAITING_APPROVAL  # writing a CI definition
+        await bot.send_github("issue_comment", gh_comment("/agent approve"))
+        await settle(bot)
 
         [task] = await bot.tasks()
         assert task.state is TaskState.NEEDS_HUMAN, task.error  # not FAILED: internal error

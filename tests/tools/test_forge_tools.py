@@ -272,6 +272,26 @@ async def test_change_request_from_the_task_branch(env: Setup) -> None:
     assert not again.ok and "exists" in again.output
 
 
+@pytest.mark.parametrize(
+    ("setting", "asked", "draft"), [(True, False, True), (False, False, False), (False, True, True)]
+)
+async def test_the_draft_setting_wins_over_the_model(
+    setting: bool, asked: bool, draft: bool
+) -> None:
+    forge = FakeForge(ForgeKind.GITHUB)
+    repo = forge.add_repo("acme/demo", FILES)
+    issue = forge.add_issue(repo, 7, title="Fix the parser", body="It splits wrong.")
+    tools = forge_tools(
+        forge, issue, branch=BRANCH, base_branch="main", finish_comment=FINISH, draft=setting
+    )
+    registry = ToolRegistry(tools)
+    result = await registry.call(
+        "github_create_pull_request", {"title": "Fix", "draft": asked}, timeout=5
+    )
+    assert result.ok, result.output
+    assert forge.repo(repo).change_requests[0].draft is draft
+
+
 async def test_change_request_with_other_head_or_base_is_refused(env: Setup) -> None:
     name = "create_pull_request" if env.prefix == "github_" else "create_merge_request"
     head = await env.call(name, title="t", head="main")

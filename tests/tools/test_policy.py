@@ -8,8 +8,13 @@ from typing import Any
 
 import pytest
 
-from bot.tools.policy import ToolPolicy
-from bot.tools.registry import ApprovalRequired, Tool, ToolRegistry, ToolResult
+from bot.config import SecuritySettings, Settings
+from bot.events import ForgeKind
+from bot.tools.forge_tools import forge_tools
+from bot.tools.policy import ToolPolicy, guarded_by
+from bot.tools.registry import ApprovalRequired, Tool, ToolRegistry, ToolResult, arg_paths
+from bot.tools.repo_config import apply_repo_config, parse_repo_config
+from tests.fakes import FakeForge
 
 # The example of seed 004, 12.1.1.
 SEED_POLICY = ToolPolicy(
@@ -274,3 +279,79 @@ async def test_tool_output_is_redacted_before_anyone_sees_it() -> None:
     result = await registry.call("leak", {}, timeout=5)
     assert "ghs_" not in result.output and "s3cr3t-value" not in result.output
     assert result.output.count("[REDACTED]") == 2
+
+
+# --- paths whose writing needs approval (CI definitions) -------------------------------------
+
+CI = SecuritySettings().require_approval_paths
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".github/workflows/ci.yml",
+        "./.github/workflows/deep/x.yaml",
+        "src/../.github/actions/setup/action.yml",
+        ".github",  # a folder that holds workflows: moving or deleting it moves them
+        ".github/workflows",
+        ".gitlab-ci.yml",
+        ".gitlab/ci/build.yml",
+        ".circleci/config.yml",
+        "Jenkinsfile",
+        "azure-pipelines.yml",
+        ".buildkite/pipeline.yml",
+        "/.gitlab-ci.yml",
+        ".",
+    ],
+)
+def test_ci_definitions_are_guarded_by_default(path: str) -> None:
+    assert guarded_by(path, CI) is not None
+
+
+@pytest.mark.parametrize(
+    "path", ["README.md", ".github/CODEOWNERS", "docs/.gitlab-ci.yml", "src/Jenkinsfile.md"]
+)
+def test_other_paths_are_not(path: str) -> None:
+    assert guarded_by(path, CI) is None
+
+
+async def test_a_write_to_a_guarded_path_needs_approval_whatever_the_tool_policy() -> None:
+    async def write(args: dict[str, Any]) -> ToolResult:
+        return ToolResult.success("written", changed=True)
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    tool = Tool("write_file", "Write", schema, write, writes=True, paths=arg_paths("path"))
+    registry = ToolRegistry([tool], policy=ToolPolicy(approval_paths=CI))
+    assert (await registry.call("write_file", {"path": "notes.md"}, timeout=5)).ok
+    with pytest.raises(ApprovalRequired) as asked:
+        await registry.call("write_file", {"path": ".github/workflows/x.yml"}, timeout=5)
+    assert asked.value.why == "it writes .github/workflows/x.yml (CI definitions need approval)"
+    approved = await registry.call(
+        "write_file", {"path": ".github/workflows/x.yml"}, timeout=5, approved=True
+    )
+    assert approved.ok
+
+
+def test_the_forge_commit_tools_name_the_paths_they_write() -> None:
+    forge = FakeForge(ForgeKind.GITHUB)
+    repo = forge.add_repo("acme/demo", {"README.md": "x"})
+    issue = forge.add_issue(repo, 7, title="t", body="b")
+    tools = forge_tools(forge, issue, branch="agent/7-t", base_branch="main", finish_comment="")
+    registry = ToolRegistry(tools, policy=ToolPolicy(approval_paths=CI))
+    one = {"path": ".gitlab-ci.yml", "content": "x", "message": "m"}
+    many = {"files": [{"path": "a", "content": "x"}, {"path": "Jenkinsfile", "content": "x"}]}
+    assert registry.guarded_paths("github_create_or_update_file", one) == [".gitlab-ci.yml"]
+    assert registry.guarded_paths("github_push_files", {**many, "message": "m"}) == ["Jenkinsfile"]
+
+
+def test_a_repository_adds_guarded_paths_and_never_removes_the_servers() -> None:
+    repo = parse_repo_config("policy:\n  require_approval_paths: ['deploy/**']\n")
+    effective = apply_repo_config(Settings(), repo).policy
+    assert effective.guarded_paths(["deploy/prod.env", ".github/workflows/a.yml", "x"]) == [
+        "deploy/prod.env",
+        ".github/workflows/a.yml",
+    ]
+    empty = apply_repo_config(
+        Settings(), parse_repo_config("policy:\n  require_approval_paths: []\n")
+    )
+    assert empty.policy.guarded_paths([".gitlab-ci.yml"]) == [".gitlab-ci.yml"]
