@@ -33,6 +33,7 @@ from bot.triggers import (
     needs_permission,
 )
 from bot.worker.outcomes import event_retry_delay
+from bot.worker.readback import read_back
 
 log = logging.getLogger("bot.worker.dispatcher")
 
@@ -133,10 +134,20 @@ class Dispatcher:
         )
         return classify(msgspec.structs.replace(event, issue=issue), self.runtime.settings)
 
+    async def _as_stored(self, verdict: Intent, forge: Forge) -> Intent | Ignore:
+        """The verdict on what the forge stores now (``readback``: GitLab's notes and
+        labels), classified again when that differs from the payload."""
+        stored = await read_back(forge, verdict.event)
+        if isinstance(stored, Ignore) or stored == verdict.event:
+            return stored if isinstance(stored, Ignore) else verdict
+        return await self._verdict(stored, forge)
+
     async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:
         store = self.runtime.store
         forge = self.runtime.forge(event.forge)
         verdict = await self._verdict(event, forge)
+        if not isinstance(verdict, Ignore) and forge is not None:
+            verdict = await self._as_stored(verdict, forge)
         if isinstance(verdict, Ignore) or forge is None:
             reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
             await store.finish_event(item.id, error=f"ignored: {reason}")
