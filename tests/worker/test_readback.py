@@ -112,3 +112,15 @@ async def test_github_payloads_are_not_read_back(bot: Harness) -> None:
     await bot.send_github("issue_comment", payload)
     await bot.dispatch_all()
     assert len(await bot.tasks()) == 1 and bot.github.calls_of("get_comment") == []
+
+
+async def test_an_internal_note_steers_only_a_confidential_issue(bot: Harness) -> None:
+    internal = note()
+    internal["object_attributes"]["internal"] = True
+    await bot.send_gitlab("Confidential Note Hook", internal)
+    await bot.dispatch_all()
+    assert await bot.tasks() == [] and issue(bot).reactions == []
+    issue(bot).confidential = True
+    await bot.send_gitlab("Confidential Note Hook", internal, idempotency_key="again")
+    await bot.dispatch_all()
+    assert len(await bot.tasks()) == 1
