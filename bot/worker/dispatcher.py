@@ -146,8 +146,6 @@ class Dispatcher:
         store = self.runtime.store
         forge = self.runtime.forge(event.forge)
         verdict = await self._verdict(event, forge)
-        if not isinstance(verdict, Ignore) and forge is not None:
-            verdict = await self._as_stored(verdict, forge)
         if isinstance(verdict, Ignore) or forge is None:
             reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
             await store.finish_event(item.id, error=f"ignored: {reason}")
@@ -161,6 +159,12 @@ class Dispatcher:
             await store.finish_event(item.id, error="ignored: comment without an active task")
             metrics.EVENTS.labels("ignored").inc()
             return
+        verdict = await self._as_stored(verdict, forge)  # GitLab: the note and labels as stored
+        if isinstance(verdict, Ignore):
+            await store.finish_event(item.id, error=f"ignored: {verdict.reason}")
+            metrics.EVENTS.labels("ignored").inc()
+            return
+        event = verdict.event
         permission = await self.permissions.get(forge, event)
         actions = decide(
             verdict,

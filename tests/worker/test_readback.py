@@ -124,3 +124,9 @@ async def test_an_internal_note_steers_only_a_confidential_issue(bot: Harness) -
     await bot.send_gitlab("Confidential Note Hook", internal, idempotency_key="again")
     await bot.dispatch_all()
     assert len(await bot.tasks()) == 1
+
+
+async def test_chatter_on_an_issue_without_a_task_is_not_read_back(bot: Harness) -> None:
+    await bot.send_gitlab("Note Hook", note("Thanks, looks good."))
+    await bot.dispatch_all()
+    assert await bot.tasks() == [] and bot.gitlab.calls_of("get_comment") == []
