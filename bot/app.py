@@ -93,10 +93,12 @@ async def _github(headers: Mapping[str, str], runtime: Runtime, wake: Wake, body
 
 async def _gitlab(headers: Mapping[str, str], runtime: Runtime, wake: Wake, body: bytes) -> Answer:
     settings = runtime.settings.gitlab
-    if settings.webhook_secret is None:
+    if settings.webhook_secret is None and not settings.webhook_secrets:
         return _answer(404, "GitLab is not configured on this bot (set GITLAB_WEBHOOK_SECRET)")
     token = headers.get("x-gitlab-token")
-    if not gitlab_hooks.verify_token(token, secret=settings.webhook_secret.get_secret_value()):
+    shared = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
+    scoped = settings.scoped_webhook_secrets()
+    if not gitlab_hooks.verify_delivery(token, body, shared=shared, scoped=scoped):
         metrics.webhook("gitlab", "bad_token")
         return _answer(401, "missing or wrong X-Gitlab-Token")
     name = headers.get("x-gitlab-event", "")

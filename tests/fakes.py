@@ -54,6 +54,7 @@ class FakeIssue:
     comments: list[Comment] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     reactions: list[tuple[int | None, str]] = field(default_factory=list)
+    confidential: bool = False  # GitLab: only members may read it
 
 
 @dataclass
@@ -127,6 +128,7 @@ class FakeForge:
         change_request: bool = False,
         head_branch: str | None = None,
         head_repo: str | None = None,
+        confidential: bool = False,
     ) -> IssueRef:
         ref = IssueRef(
             repo=repo,
@@ -140,7 +142,9 @@ class FakeForge:
             head_branch=head_branch,
             head_repo=head_repo,
         )
-        self.issues[(repo.full_name, number)] = FakeIssue(ref=ref, labels=list(labels))
+        self.issues[(repo.full_name, number)] = FakeIssue(
+            ref=ref, labels=list(labels), confidential=confidential
+        )
         return ref
 
     def fail(
@@ -208,7 +212,16 @@ class FakeForge:
         if found is None:
             raise NotFound(f"issue {number} not found", status=404)
         ref = msgspec.structs.replace(found.ref, labels=tuple(found.labels))
-        return IssueDetails(issue=ref, comments=tuple(found.comments))
+        return IssueDetails(
+            issue=ref, comments=tuple(found.comments), confidential=found.confidential
+        )
+
+    async def get_comment(self, issue: IssueRef, comment_id: int) -> Comment:
+        await self._enter("get_comment", issue.number, comment_id)
+        for comment in self._issue(issue).comments:
+            if comment.id == comment_id:
+                return comment
+        raise NotFound(f"comment {comment_id} not found", status=404)
 
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
         await self._enter("create_comment", issue.number, body)

@@ -16,6 +16,7 @@ import httpx
 from bot.app import create_app
 from bot.config import Settings, load_settings
 from bot.events import ForgeKind
+from bot.forges.base import Comment
 from bot.llm.scripted import ScriptedLLM
 from bot.runtime import Runtime
 from bot.storage.base import Task
@@ -49,6 +50,27 @@ def bot_environment(tmp_path: Path, script: Sequence[object] = ()) -> dict[str, 
         "GITLAB_TOKEN": "glpat-" + "G" * 20,
         "GITLAB_WEBHOOK_SECRET": GITLAB_SECRET,
     }
+
+
+def store_as_gitlab(forge: FakeForge, event: str, payload: dict[str, Any]) -> None:
+    """What GitLab holds when it sends this hook: the note on its issue or merge request
+    as the hook tells it, an issue's labels as the hook says. Unknown issues are left alone."""
+    project = (payload.get("project") or {}).get("path_with_namespace")
+    attrs = payload.get("object_attributes") or {}
+    if "Note Hook" in event:
+        noteable = payload.get("merge_request") or payload.get("issue") or {}
+        fake = forge.issues.get((project, noteable.get("iid")))
+        if fake is None:
+            return
+        author = (payload.get("user") or {}).get("username", "")
+        internal = bool(attrs.get("internal") or attrs.get("confidential"))
+        note = Comment(attrs["id"], attrs.get("note") or "", author, internal=internal)
+        fake.comments = [c for c in fake.comments if c.id != note.id] + [note]
+    elif "Issue Hook" in event or event == "Merge Request Hook":
+        fake = forge.issues.get((project, attrs.get("iid")))
+        labels = attrs.get("labels") if attrs.get("labels") is not None else payload.get("labels")
+        if fake is not None and labels is not None:
+            fake.labels = [label["title"] for label in labels]
 
 
 class Harness:
@@ -124,7 +146,13 @@ class Harness:
         *,
         token: str = GITLAB_SECRET,
         idempotency_key: str | None = None,
+        stored: bool = True,
     ) -> httpx.Response:
+        """Deliver a hook as GitLab does; ``stored``: GitLab keeps what the hook tells
+        (the note, the labels) in the FakeForge, where the bot reads it back. A forged
+        delivery (``stored=False``) tells what GitLab does not have."""
+        if stored:
+            store_as_gitlab(self.gitlab, event, payload)
         headers = {
             "X-Gitlab-Event": event,
             "X-Gitlab-Token": token,

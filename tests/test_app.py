@@ -8,9 +8,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
+from bot.config import WebhookSecretSource
 from bot.llm.base import HealthReport
-from tests.harness import GITHUB_SECRET, Harness, fixture, github_signature
+from tests.harness import GITHUB_SECRET, GITLAB_SECRET, Harness, fixture, github_signature
 
 
 @pytest.fixture
@@ -201,3 +203,31 @@ async def test_store_failure_is_503_and_asks_for_redelivery(bot: Harness) -> Non
 
 def test_secret_constant_is_used() -> None:
     assert GITHUB_SECRET
+
+
+async def test_gitlab_secret_per_project_or_group(tmp_path: Path) -> None:
+    def source(name: str) -> WebhookSecretSource:
+        return WebhookSecretSource(env=name, secret=SecretStr(f"{name}-token"))
+
+    scoped = {"gitlab-org/gitlab-test": source("project"), "gitlab-org": source("group")}
+    async with Harness(tmp_path, overrides={"gitlab": {"webhook_secrets": scoped}}) as bot:
+        payload = fixture("gitlab", "note-hook-issue.json")
+        payload["object_attributes"]["note"] = "/agent run"
+        payload["issue"]["state"] = "opened"
+        # the project has its own secret: neither the shared one nor its group's gets in
+        for token in (GITLAB_SECRET, "group-token"):
+            assert (await bot.send_gitlab("Note Hook", payload, token=token)).status_code == 401
+        assert await bot.store.pending_events() == 0
+        assert (await bot.send_gitlab("Note Hook", payload, token="project-token")).json()[
+            "message"
+        ] == "queued"
+        # another project of the group: the group's secret
+        payload["project"]["path_with_namespace"] = "gitlab-org/other"
+        assert (await bot.send_gitlab("Note Hook", payload)).status_code == 401
+        ok = await bot.send_gitlab("Note Hook", payload, token="group-token")
+        assert ok.status_code == 202
+        # a project no entry covers: the shared secret
+        payload["project"]["path_with_namespace"] = "someone/else"
+        assert (await bot.send_gitlab("Note Hook", payload, token="group-token")).status_code == 401
+        assert (await bot.send_gitlab("Note Hook", payload)).status_code == 202
+        assert await bot.store.pending_events() == 3

@@ -2,7 +2,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, Settings, disabled_forges, load_settings, masked
+from bot.config import (
+    ConfigError,
+    Settings,
+    disabled_forges,
+    load_settings,
+    masked,
+    secret_values,
+)
 
 REPO_CONFIG = Path(__file__).resolve().parent.parent / "config.yaml"
 
@@ -177,3 +184,48 @@ def test_an_empty_secret_file_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, "github:\n  webhook_secret_file: hook.secret\n")
     with pytest.raises(ConfigError, match="is empty"):
         load_settings({}, path)
+
+
+def test_gitlab_webhook_secrets_per_project_or_group_from_files_or_variables(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "payments.secret").write_text("payments-token\n")
+    path = write(
+        tmp_path,
+        "gitlab:\n  webhook_secrets:\n"
+        "    acme/payments: {file: payments.secret}\n"
+        "    acme: {env: ACME_HOOK_SECRET}\n",
+    )
+    s = load_settings({"GITLAB_TOKEN": "glpat-x", "ACME_HOOK_SECRET": "acme-token"}, path)
+    assert s.gitlab.scoped_webhook_secrets() == {
+        "acme/payments": "payments-token",
+        "acme": "acme-token",
+    }
+    assert s.gitlab.enabled and s.gitlab.webhook_secret is None  # no shared secret needed
+    assert {"payments-token", "acme-token"} <= set(secret_values(s))
+    shown = masked(s)["gitlab"]["webhook_secrets"]
+    assert shown["acme"] == {"file": None, "env": "ACME_HOOK_SECRET", "secret": "***"}
+    assert "payments-token" not in str(masked(s))
+
+
+def test_gitlab_webhook_secrets_refuse_inline_missing_and_ambiguous_sources(
+    tmp_path: Path,
+) -> None:
+    inline = write(tmp_path, "gitlab:\n  webhook_secrets:\n    acme: {secret: hunter2}\n")
+    with pytest.raises(ConfigError, match=r"webhook_secrets\.acme\.secret: secrets are not"):
+        load_settings({}, inline)
+    unset = write(tmp_path, "gitlab:\n  webhook_secrets:\n    acme: {env: NOPE}\n")
+    with pytest.raises(ConfigError, match=r"webhook_secrets\.acme\.env: .*NOPE is not set"):
+        load_settings({}, unset)
+    unreadable = write(tmp_path, "gitlab:\n  webhook_secrets:\n    acme: {file: /nonexistent}\n")
+    with pytest.raises(ConfigError, match=r"webhook_secrets\.acme\.file: cannot read"):
+        load_settings({}, unreadable)
+    both = write(tmp_path, "gitlab:\n  webhook_secrets:\n    acme: {env: A, file: b}\n")
+    with pytest.raises(ConfigError, match="exactly one of file or env"):
+        load_settings({"A": "x"}, both)
+    neither = write(tmp_path, "gitlab:\n  webhook_secrets:\n    acme: {}\n")
+    with pytest.raises(ConfigError, match="exactly one of file or env"):
+        load_settings({}, neither)
+    not_a_map = write(tmp_path, "gitlab:\n  webhook_secrets:\n    acme: token\n")
+    with pytest.raises(ConfigError, match=r"webhook_secrets\.acme: must be"):
+        load_settings({}, not_a_map)

@@ -208,6 +208,8 @@ async def build_context(
     except ForgeError:
         details = None
     if details is not None:
+        # A public task's comments and pull request are public: no internal notes in them.
+        details = details.for_task(confidential_task=details.confidential)
         issue, comments = details.issue, details.comments
     bots = (settings.bot.github_login, settings.bot.gitlab_username)
     return PlanningContext(

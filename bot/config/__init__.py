@@ -42,6 +42,7 @@ from bot.config.sections import (
     ServerSettings,
     Settings,
     StorageSettings,
+    WebhookSecretSource,
     WorkerSettings,
     WorkspaceSettings,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "StorageSettings",
+    "WebhookSecretSource",
     "WorkerSettings",
     "WorkspaceSettings",
     "bot_names",

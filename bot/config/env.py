@@ -74,6 +74,56 @@ def refuse_inline_secrets(raw: dict[str, Any], where: str) -> None:
             )
 
 
+def _webhook_secret_sources(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The ``gitlab.webhook_secrets`` mapping (empty when absent); a wrong shape raises."""
+    gitlab = raw.get("gitlab")
+    sources = gitlab.get("webhook_secrets") if isinstance(gitlab, dict) else None
+    if sources is None:
+        return {}
+    if not isinstance(sources, dict):
+        raise ConfigError(f"{where}: gitlab.webhook_secrets: must map a project or group path "
+                          "to {file: PATH} or {env: VARIABLE}")  # fmt: skip
+    for path, source in sources.items():
+        if not isinstance(source, dict):
+            raise ConfigError(f"{where}: gitlab.webhook_secrets.{path}: must be "
+                              "{file: PATH} or {env: VARIABLE}")  # fmt: skip
+    return sources
+
+
+def refuse_inline_webhook_secrets(raw: dict[str, Any], where: str) -> None:
+    """Raise ``ConfigError`` if ``gitlab.webhook_secrets`` writes a secret itself."""
+    for path, source in _webhook_secret_sources(raw, where).items():
+        if source.get("secret") not in (None, ""):
+            raise ConfigError(
+                f"{where}: gitlab.webhook_secrets.{path}.secret: secrets are not read from the "
+                "configuration file; name a file (file:) or an environment variable (env:)"
+            )
+
+
+def apply_webhook_secrets(raw: dict[str, Any], where: str, environ: Mapping[str, str]) -> None:
+    """Fill each ``gitlab.webhook_secrets`` entry's secret from its file or variable; a
+    missing, unreadable or empty source raises ``ConfigError`` naming the entry."""
+    base = Path(where).parent if where != "<defaults>" else Path(".")
+    for path, source in _webhook_secret_sources(raw, where).items():
+        key = f"{where}: gitlab.webhook_secrets.{path}"
+        if source.get("env"):
+            value = environ.get(str(source["env"]), "").strip()
+            if not value:
+                raise ConfigError(f"{key}.env: the environment variable {source['env']} is not set")
+        elif source.get("file"):
+            file_path = Path(os.path.expanduser(str(source["file"])))
+            file_path = file_path if file_path.is_absolute() else base / file_path
+            try:
+                value = file_path.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"{key}.file: cannot read {file_path}: {exc.strerror}") from None
+            if not value:
+                raise ConfigError(f"{key}.file: {file_path} is empty")
+        else:
+            continue  # the schema names what is missing
+        source["secret"] = value
+
+
 def _section(raw: dict[str, Any], path: tuple[str, ...], where: str = "") -> dict[str, Any]:
     node = raw
     for name in path:

@@ -14,7 +14,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from bot.config.env import apply_env, apply_secret_files, refuse_inline_secrets
+from bot.config.env import (
+    apply_env,
+    apply_secret_files,
+    apply_webhook_secrets,
+    refuse_inline_secrets,
+    refuse_inline_webhook_secrets,
+)
 from bot.config.sections import ConfigError, Settings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
@@ -36,8 +42,10 @@ def load_settings(environ: Mapping[str, str], path: str | Path | None = None) ->
     where = str(config_path) if config_path else "<defaults>"
     raw = _read_yaml(config_path) if config_path else {}
     refuse_inline_secrets(raw, where)
+    refuse_inline_webhook_secrets(raw, where)
     apply_env(raw, environ)
     apply_secret_files(raw, where, environ)
+    apply_webhook_secrets(raw, where, environ)
     if config_path is not None:
         raw["source_path"] = str(config_path)
     try:

@@ -150,16 +150,42 @@ class GitHubSettings(_Section):
         return has_auth and self.webhook_secret is not None
 
 
+class WebhookSecretSource(_Section):
+    """Where one project's or group's webhook secret comes from: a file or a variable."""
+
+    file: Path | None = None
+    env: str | None = Field(None, min_length=1)
+    # Filled from ``file`` or ``env`` when the settings are loaded, never from config.yaml.
+    secret: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WebhookSecretSource:
+        if (self.file is None) == (self.env is None):
+            raise ValueError("give exactly one of file or env")
+        return self
+
+
 class GitLabSettings(_Section):
     url: str = "https://gitlab.com"
     token_file: Path | None = None
     webhook_secret_file: Path | None = None
     token: SecretStr | None = None
     webhook_secret: SecretStr | None = None
+    # Project path or group path (a prefix of project paths) -> its own secret token.
+    webhook_secrets: dict[str, WebhookSecretSource] = {}
 
     @property
     def enabled(self) -> bool:
-        return self.token is not None and self.webhook_secret is not None
+        has_secret = self.webhook_secret is not None or bool(self.webhook_secrets)
+        return self.token is not None and has_secret
+
+    def scoped_webhook_secrets(self) -> dict[str, str]:
+        """``webhook_secrets`` as path -> secret value (the entries whose secret is loaded)."""
+        return {
+            path: source.secret.get_secret_value()
+            for path, source in self.webhook_secrets.items()
+            if source.secret is not None
+        }
 
 
 # --- llm -----------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from bot.config.env import SECRET_KEYS
 from bot.config.sections import Settings
 from bot.events import ForgeKind
 
+_MASK = "***"
+
 
 def disabled_forges(settings: Settings) -> list[str]:
     """One line per disabled forge, naming the settings that enable it."""
@@ -25,7 +27,8 @@ def disabled_forges(settings: Settings) -> list[str]:
         )
     if not settings.gitlab.enabled:
         lines.append(
-            "GitLab is disabled: set GITLAB_TOKEN and GITLAB_WEBHOOK_SECRET (and GITLAB_URL)"
+            "GitLab is disabled: set GITLAB_TOKEN and GITLAB_WEBHOOK_SECRET or "
+            "gitlab.webhook_secrets (and GITLAB_URL)"
         )
     return lines
 
@@ -36,6 +39,7 @@ def secret_values(settings: Settings) -> tuple[str, ...]:
     s = settings
     secrets = [s.github.private_key, s.github.webhook_secret, s.github.token, s.gitlab.token]
     secrets += [s.gitlab.webhook_secret, s.llm.api_key, s.storage.postgres_dsn]
+    secrets += [source.secret for source in s.gitlab.webhook_secrets.values()]
     values = [v.get_secret_value() for v in secrets if v is not None]
     for server in s.mcp_servers:
         values += [*server.env.values(), *server.headers.values()]
@@ -49,6 +53,9 @@ def masked(settings: Settings) -> dict[str, Any]:
         block = data.get(section)
         if isinstance(block, dict) and block.get(key):
             block[key] = "***"
+    for source in data["gitlab"]["webhook_secrets"].values():
+        if source.get("secret"):
+            source["secret"] = _MASK
     for server in data.get("mcp_servers", []):
         server["env"] = {k: "***" for k in server.get("env", {})}
         server["headers"] = {k: "***" for k in server.get("headers", {})}

@@ -55,16 +55,31 @@ class Permission(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Comment:
+    """``internal``: only project members may read it (a GitLab internal note; never on
+    GitHub)."""
+
     id: int
     body: str
     author: str
     web_url: str = ""
+    internal: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class IssueDetails:
+    """``confidential``: only project members may read the issue (GitLab; never on GitHub)."""
+
     issue: IssueRef
     comments: tuple[Comment, ...] = ()
+    confidential: bool = False
+
+    def for_task(self, *, confidential_task: bool) -> IssueDetails:
+        """What a task may read of this issue: everything when the task's own issue is
+        confidential, else without the internal notes (a public task posts in public)."""
+        if confidential_task:
+            return self
+        public = tuple(comment for comment in self.comments if not comment.internal)
+        return IssueDetails(self.issue, public, self.confidential)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +184,11 @@ class Forge(RepoContent, Protocol):
 
     async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
         """The issue or change request with its comments (oldest first)."""
+        ...
+
+    async def get_comment(self, issue: IssueRef, comment_id: int) -> Comment:
+        """One comment of the conversation of ``issue`` as the forge stores it now; raises
+        ``NotFound`` when there is no such comment on that issue."""
         ...
 
     async def create_comment(self, issue: IssueRef, body: str) -> Comment: ...

@@ -124,6 +124,13 @@ class GitHubForge(DelegatedContent):
             issue = _issue(repo, data, head, head_repo)
             return IssueDetails(issue=issue, comments=tuple(_comment(c) for c in comments))
 
+    async def get_comment(self, issue: IssueRef, comment_id: int) -> Comment:
+        what = f"comment {comment_id} of {issue.repo.full_name}"
+        parts = ("issues", "comments", str(comment_id))
+        data = await self._git.call(issue.repo, "GET", parts, what)
+        with reading(what):
+            return _comment(data)
+
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
         what = f"a comment on #{issue.number} of {issue.repo.full_name}"
         parts = ("issues", str(issue.number), "comments")

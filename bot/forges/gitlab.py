@@ -85,6 +85,8 @@ def _comment(data: Mapping[str, Any], issue_url: str) -> Comment:
         body=data.get("body") or "",
         author=(data.get("author") or {}).get("username", ""),
         web_url=f"{issue_url}#note_{note_id}" if issue_url else "",
+        # ``internal`` since GitLab 15.0; ``confidential`` before (and still sent).
+        internal=bool(data.get("internal") or data.get("confidential")),
     )
 
 
@@ -146,7 +148,17 @@ class GitLabForge(DelegatedContent):
         data, notes = await self._read(_what(ref), op)
         issue = _issue_ref(repo, data, change_request=change_request)
         comments = tuple(_comment(note, issue.web_url) for note in notes if not note.get("system"))
-        return IssueDetails(issue=issue, comments=comments)
+        return IssueDetails(
+            issue=issue, comments=comments, confidential=bool(data.get("confidential"))
+        )
+
+    async def get_comment(self, issue: IssueRef, comment_id: int) -> Comment:
+        """The note ``comment_id`` of this issue or merge request (404 when it is on another)."""
+
+        def op() -> dict[str, Any]:
+            return dict(self._issuable(issue).notes.get(comment_id).attributes)
+
+        return _comment(await self._read(f"note {comment_id} on {_what(issue)}", op), issue.web_url)
 
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
         def op() -> dict[str, Any]:

@@ -162,6 +162,13 @@ class ForgeToolkit:
         own = number == self.issue.number
         change_request = self.issue.is_change_request if own else bool(args.get("change_request"))
         details = await self.forge.get_issue(self.issue.repo, number, change_request=change_request)
+        confidential_task = details.confidential if own else await self._task_confidential()
+        if details.confidential and not confidential_task:
+            return ToolResult.fail(
+                f"refused: #{number} is confidential and this task's issue "
+                f"#{self.issue.number} is not (what the task reads may end up in public)"
+            )
+        details = details.for_task(confidential_task=confidential_task)
         found = details.issue
         parts = [f"#{found.number} {found.title} ({found.state})", found.body or "(no description)"]
         parts += [f"--- comment by {c.author} ---\n{c.body}" for c in details.comments]
@@ -170,6 +177,13 @@ class ForgeToolkit:
             number=found.number,
             comments=len(details.comments),
         )
+
+    async def _task_confidential(self) -> bool:
+        """Whether the task's own issue is confidential now (asked each time: it may change)."""
+        own = await self.forge.get_issue(
+            self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
+        )
+        return own.confidential
 
     # --- writes --------------------------------------------------------------------------
 

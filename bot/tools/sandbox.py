@@ -74,6 +74,7 @@ def hidden_paths(settings: Settings) -> list[Path]:
         settings.github.webhook_secret_file,
         settings.gitlab.token_file,
         settings.gitlab.webhook_secret_file,
+        *(source.file for source in settings.gitlab.webhook_secrets.values()),
     ]
     return [Path(p).expanduser().absolute() for p in candidates if p is not None]
 

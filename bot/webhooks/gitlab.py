@@ -51,6 +51,45 @@ def verify_token(header_value: str | None, *, secret: str) -> bool:
     return hmac.compare_digest(header_value.encode(), secret.encode())
 
 
+def verify_delivery(
+    header_value: str | None, body: bytes, *, shared: str | None, scoped: Mapping[str, str]
+) -> bool:
+    """Whether ``X-Gitlab-Token`` is the right secret for the project the body names.
+
+    ``scoped`` maps project paths and group paths to their own secrets: the most specific
+    entry whose path is the project's path or a group above it decides, and then only its
+    secret is accepted. A project no entry covers (or a body naming no project) needs the
+    ``shared`` secret; without one it is refused. Paths compare without case, as GitLab
+    resolves them.
+    """
+    scope = secret_scope(project_path(body), scoped)
+    secret = scoped[scope] if scope is not None else shared
+    return secret is not None and verify_token(header_value, secret=secret)
+
+
+def secret_scope(path: str | None, scoped: Mapping[str, str]) -> str | None:
+    """The key of ``scoped`` that covers ``path`` most specifically, or None."""
+    if not path:
+        return None
+    wanted = path.strip("/").lower()
+    best: str | None = None
+    for key in scoped:
+        prefix = key.strip("/").lower()
+        covers = prefix and (wanted == prefix or wanted.startswith(prefix + "/"))
+        if covers and (best is None or len(prefix) > len(best.strip("/"))):
+            best = key
+    return best
+
+
+def project_path(body: bytes) -> str | None:
+    """``project.path_with_namespace`` of a delivery's body, or None when it has none."""
+    try:
+        root = decode(_PROJECT_ONLY, body)
+    except PayloadError:
+        return None
+    return root.project.path_with_namespace if root.project is not None else None
+
+
 def delivery_key(headers: Mapping[str, str], body: bytes) -> str:
     """A key that is the same for a delivery and its redeliveries."""
     lowered = {key.lower(): value.strip() for key, value in headers.items()}
@@ -304,6 +343,7 @@ def _lenient(dec: msgspec.json.Decoder[T], raw: msgspec.Raw) -> T | None:
 _ISSUABLE = decoder(p.IssuableEvent)
 _NOTE = decoder(p.NoteEvent)
 _LOOSE = decoder(p.Loose)
+_PROJECT_ONLY = decoder(p.ProjectOnly)
 _USER = decoder(p.User)
 _PROJECT = decoder(p.Project)
 _ACTION = decoder(p.Action)

@@ -100,6 +100,16 @@ class Action(_Part):
     action: object = None
 
 
+class ProjectPath(_Part):
+    path_with_namespace: str
+
+
+class ProjectOnly(_Part):
+    """What picks a delivery's webhook secret: the project, when the body names one."""
+
+    project: ProjectPath | None = None
+
+
 class Loose(_Part):
     """Any other event: its parts are kept raw, decoded afterwards when they can be."""
 

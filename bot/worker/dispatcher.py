@@ -34,6 +34,7 @@ from bot.triggers import (
     needs_permission,
 )
 from bot.worker.outcomes import event_retry_delay
+from bot.worker.readback import read_back
 
 log = logging.getLogger("bot.worker.dispatcher")
 
@@ -147,6 +148,14 @@ class Dispatcher:
         )
         return classify(msgspec.structs.replace(event, issue=issue), self.runtime.settings)
 
+    async def _as_stored(self, verdict: Intent, forge: Forge) -> Intent | Ignore:
+        """The verdict on what the forge stores now (``readback``: GitLab's notes and
+        labels), classified again when that differs from the payload."""
+        stored = await read_back(forge, verdict.event)
+        if isinstance(stored, Ignore) or stored == verdict.event:
+            return stored if isinstance(stored, Ignore) else verdict
+        return await self._verdict(stored, forge)
+
     async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:
         store = self.runtime.store
         forge = self.runtime.forge(event.forge)
@@ -169,6 +178,12 @@ class Dispatcher:
             await store.finish_event(item.id, error="ignored: comment without an active task")
             metrics.EVENTS.labels("ignored").inc()
             return
+        verdict = await self._as_stored(verdict, forge)  # GitLab: the note and labels as stored
+        if isinstance(verdict, Ignore):
+            await store.finish_event(item.id, error=f"ignored: {verdict.reason}")
+            metrics.EVENTS.labels("ignored").inc()
+            return
+        event = verdict.event
         permission = await self.permissions.get(forge, event)
         actions = decide(
             verdict,

@@ -15,6 +15,7 @@ from bot.agent.context_builder import (
     tool_lines,
 )
 from bot.config import Settings
+from bot.events import ForgeKind
 from bot.forges.base import Comment, NotFound
 from bot.tools.registry import Tool, ToolResult
 from tests.fakes import FakeForge
@@ -148,3 +149,21 @@ async def test_build_context_survives_a_forge_that_cannot_answer() -> None:
     assert context.repo.tree == () and context.repo.readme == ""
     assert context.repo.default_branch == "main"
     assert "Fix it" in context.issue_block and context.comments_block == ""
+
+
+async def test_build_context_leaves_internal_notes_out_of_a_public_task() -> None:
+    forge = FakeForge(ForgeKind.GITLAB)
+    repo = forge.add_repo("acme/demo", {"README.md": "# Demo"})
+    public = forge.add_issue(repo, 3, title="Fix it")
+    secret = forge.add_issue(repo, 4, title="Fix it quietly", confidential=True)
+    for ref in (public, secret):
+        forge.issue(repo, ref.number).comments += [
+            Comment(5, "Please hurry", "carol"),
+            Comment(6, "Internal: the customer is ACME", "carol", internal=True),
+        ]
+
+    shown = await build_context(forge, public, Settings(), [])
+    kept = await build_context(forge, secret, Settings(), [])
+
+    assert "Please hurry" in shown.comments_block and "ACME" not in shown.comments_block
+    assert "ACME" in kept.comments_block

@@ -124,8 +124,13 @@ def gl_note(body: str, *, sender: str = GL_OWNER, kind: str = "issue") -> dict[s
 # --- what the issue shows -----------------------------------------------------------------
 
 
+BOT_LOGINS = ("coding-agent[bot]", "coding-agent-bot")  # the FakeForges' bot accounts
+
+
 def bodies(issue: FakeIssue) -> list[str]:
-    return [c.body for c in issue.comments]
+    """What the bot wrote on the issue (GitLab also keeps the people's notes the hooks
+    told of: the harness stores them, as GitLab does)."""
+    return [c.body for c in issue.comments if c.author in BOT_LOGINS]
 
 
 def marker_of(body: str) -> Marker | None:

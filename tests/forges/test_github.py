@@ -413,6 +413,14 @@ async def test_create_comment(forge: GitHubForge, mock: respx.MockRouter) -> Non
     assert comment.web_url == "https://github.com/octocat/Hello-World/issues/1347#issuecomment-1"
 
 
+async def test_get_comment(forge: GitHubForge, mock: respx.MockRouter) -> None:
+    mock.get(f"{REPO_PATH}/issues/comments/1").respond(200, json=rest("issue-comment"))
+    comment = await forge.get_comment(ISSUE, 1)
+    assert (comment.id, comment.body, comment.author, comment.internal) == (
+        1, "Me too", "octocat", False
+    )  # fmt: skip
+
+
 async def test_edit_comment(forge: GitHubForge, mock: respx.MockRouter) -> None:
     route = mock.patch(f"{REPO_PATH}/issues/comments/1").respond(200, json=rest("issue-comment"))
     await forge.edit_comment(ISSUE, 1, "- [x] step one")

@@ -778,3 +778,44 @@ async def test_an_injected_session_is_used() -> None:
         assert api.calls[0].request.headers["X-Proxy-Auth"] == "corp"
     await forge.aclose()
     session.close()
+
+
+async def test_confidential_issue_and_internal_notes_are_flagged(
+    api: Any, forge: GitLabForge
+) -> None:
+    internal = {**load("notes")[0], "id": 320, "body": "Internal: the customer is ACME.",
+                "internal": True, "confidential": True}  # fmt: skip
+    older = {**load("notes")[0], "id": 321, "body": "Before 15.0 only this flag."}
+    older.pop("internal")
+    older["confidential"] = True
+    api.get(f"{P}/issues/7", json={**load("issue"), "confidential": True})
+    api.get(f"{P}/issues/7/notes", json=[*load("notes"), internal, older])
+
+    details = await forge.get_issue(REPO, 7, change_request=False)
+
+    assert details.confidential
+    assert [(c.id, c.internal) for c in details.comments] == [
+        (301, False), (305, False), (320, True), (321, True)
+    ]  # fmt: skip
+    public = details.for_task(confidential_task=False)
+    assert [c.id for c in public.comments] == [301, 305]
+    assert details.for_task(confidential_task=True) == details
+
+
+async def test_a_public_issue_is_not_confidential(api: Any, forge: GitLabForge) -> None:
+    api.get(f"{P}/issues/7", json=load("issue"))
+    api.get(f"{P}/issues/7/notes", json=[])
+
+    assert not (await forge.get_issue(REPO, 7, change_request=False)).confidential
+
+
+async def test_get_comment_reads_one_note_of_the_issue(api: Any, forge: GitLabForge) -> None:
+    api.get(f"{P}/issues/7/notes/310", json={**load("note"), "internal": True})
+    api.get(f"{P}/issues/7/notes/311", status=404, json={"message": "404 Not found"})
+
+    note = await forge.get_comment(ISSUE, 310)
+
+    assert note == Comment(310, "Working on it.", "project_42_bot_3f2a9c1d",
+                           f"{ISSUE.web_url}#note_310", internal=True)  # fmt: skip
+    with pytest.raises(NotFound):
+        await forge.get_comment(ISSUE, 311)

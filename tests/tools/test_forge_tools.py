@@ -8,7 +8,7 @@ import pytest
 
 from bot.comments.render import agent_comment
 from bot.events import ForgeKind, IssueRef
-from bot.forges.base import AccessDenied, ForgeError, RateLimited
+from bot.forges.base import AccessDenied, Comment, ForgeError, RateLimited
 from bot.tools.forge_tools import check_path, forge_tools
 from bot.tools.registry import ToolRegistry, ToolResult
 from tests.fakes import FakeForge
@@ -355,3 +355,40 @@ async def test_long_output_is_cut() -> None:
         "github_get_file_contents", {"path": "big.txt"}, timeout=5
     )
     assert result.output == "y" * 20 + "\n[... 30 more characters]"
+
+
+# --- confidential issues and internal notes (GitLab) ------------------------------------
+
+
+def gitlab_task(*, confidential: bool) -> Setup:
+    env = Setup(ForgeKind.GITLAB)
+    env.forge.issue(env.repo, 7).confidential = confidential
+    env.forge.add_issue(env.repo, 3, title="Security hole", body="The admin password is X",
+                        confidential=True)  # fmt: skip
+    notes = env.forge.issue(env.repo, 7).comments
+    notes.append(Comment(1, "Public: please add a test.", "alice"))
+    notes.append(Comment(2, "Internal: the customer is ACME.", "alice", internal=True))
+    return env
+
+
+async def test_a_public_task_may_not_read_a_confidential_issue() -> None:
+    env = gitlab_task(confidential=False)
+    result = await env.call("get_issue", number=3)
+    assert not result.ok
+    assert result.output.startswith("refused: #3 is confidential and this task's issue #7 is not")
+    assert "password" not in result.output
+
+
+async def test_a_public_task_reads_its_issue_without_internal_notes() -> None:
+    env = gitlab_task(confidential=False)
+    result = await env.call("get_issue")
+    assert result.ok and "Public: please add a test." in result.output
+    assert "ACME" not in result.output and result.data["comments"] == 1
+
+
+async def test_a_confidential_task_reads_confidential_issues_and_internal_notes() -> None:
+    env = gitlab_task(confidential=True)
+    own = await env.call("get_issue")
+    assert "ACME" in own.output and own.data["comments"] == 2
+    other = await env.call("get_issue", number=3)
+    assert other.ok and "The admin password is X" in other.output

@@ -18,6 +18,9 @@ from bot.webhooks.gitlab import (
     is_bot_user,
     labels_added,
     parse_event,
+    project_path,
+    secret_scope,
+    verify_delivery,
     verify_token,
 )
 from bot.webhooks.gitlab_payloads import Changes, Label, LabelChange
@@ -718,3 +721,54 @@ def test_a_note_on_a_commit_without_who_or_where_is_still_ignored() -> None:
     assert event.kind is EventKind.IGNORED and event.action == "create"
     assert event.actor == Actor(login="") and event.repo is None
     assert event.extra == {"noteable_type": "Commit"}
+
+
+# --- a secret per project or group ------------------------------------------------------
+
+SCOPED = {"gitlab-org": "group-token", "gitlab-org/gitlab-test/": "project-token"}
+
+
+def body_of(path: str | None) -> bytes:
+    payload = load("note-hook-issue.json")
+    if path is None:
+        del payload["project"]
+    else:
+        payload["project"]["path_with_namespace"] = path
+    return json.dumps(payload).encode()
+
+
+@pytest.mark.parametrize(
+    ("path", "token", "ok"),
+    [
+        ("gitlab-org/gitlab-test", "project-token", True),  # the most specific entry
+        ("gitlab-org/gitlab-test", "group-token", False),
+        ("gitlab-org/gitlab-test", "shared-token", False),  # covered: no shared secret
+        ("GitLab-Org/GitLab-Test", "shared-token", False),  # GitLab paths ignore case
+        ("GitLab-Org/GitLab-Test", "project-token", True),
+        ("gitlab-org/other", "group-token", True),  # the group's entry
+        ("gitlab-org/sub/deeper", "group-token", True),
+        ("gitlab-org/other", "project-token", False),
+        ("gitlab-orgx/other", "shared-token", True),  # not under gitlab-org/
+        ("gitlab-orgx/other", "group-token", False),
+        (None, "shared-token", True),  # no project named: the shared secret
+        (None, "group-token", False),
+    ],
+)
+def test_the_most_specific_secret_decides(path: str | None, token: str, ok: bool) -> None:
+    assert verify_delivery(token, body_of(path), shared="shared-token", scoped=SCOPED) is ok
+
+
+def test_without_a_shared_secret_only_covered_projects_get_in() -> None:
+    assert verify_delivery("group-token", body_of("gitlab-org/x"), shared=None, scoped=SCOPED)
+    assert not verify_delivery("", body_of("acme/x"), shared=None, scoped=SCOPED)
+    assert not verify_delivery(None, body_of("gitlab-org/x"), shared=None, scoped=SCOPED)
+    assert not verify_delivery("x", b"not json", shared=None, scoped=SCOPED)
+    assert verify_delivery("s", b"not json", shared="s", scoped=SCOPED)  # parsing refuses it
+
+
+def test_secret_scope_and_project_path() -> None:
+    assert secret_scope("a/b/c", {"a": "1", "a/b": "2", "a/bc": "3"}) == "a/b"
+    assert secret_scope("a/bc", {"a": "1", "a/b": "2"}) == "a"
+    assert secret_scope(None, {"a": "1"}) is None
+    assert project_path(body_of("x/y")) == "x/y"
+    assert project_path(b'{"project": 3}') is None

@@ -1,0 +1,93 @@
+"""GitLab events read back from the API before the bot acts on them.
+
+GitLab proves a delivery only by a secret token shared by every hook that has it, not by a
+signature of the body: whoever holds the token can write any author, note or label into a
+payload. So before a note or an issue event starts a task, runs a command or becomes
+feedback, the note is read back (its author and text as GitLab stores them) and the
+issue's labels and state are taken as they are now. A note that does not exist on that
+issue, or whose author or text differs, is ignored with a log line. An internal note on a
+public issue is ignored too: a task's comments and pull request are public, so nothing of it
+may become a task's instructions, feedback or a quoted reply. GitHub's payloads are signed
+with the App's secret: they are used as sent.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec.structs
+
+from bot.events import ForgeEvent, ForgeKind
+from bot.forges.base import Forge, NotFound
+from bot.triggers import Ignore
+
+log = logging.getLogger("bot.worker.readback")
+
+
+async def read_back(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignore:
+    """``event`` as GitLab's API tells it now, or why it is ignored (forged or gone).
+
+    Other forges' events come back unchanged. Forge errors other than ``NotFound``
+    propagate, so the dispatcher retries the event later.
+    """
+    if event.forge is not ForgeKind.GITLAB or event.issue is None:
+        return event
+    if event.comment is not None:
+        return await _note_as_stored(forge, event)
+    return await _labels_as_now(forge, event)
+
+
+async def _note_as_stored(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignore:
+    issue, note = event.issue, event.comment
+    assert issue is not None and note is not None
+    try:
+        stored = await forge.get_comment(issue, note.id)
+    except NotFound:
+        return _forged(event, f"note {note.id} does not exist on {issue.key}")
+    if stored.author.casefold() != event.actor.login.casefold():
+        return _forged(event, f"note {note.id} on {issue.key} is by {stored.author!r}")
+    if stored.body != note.body:
+        return _forged(event, f"note {note.id} on {issue.key} says something else now")
+    if stored.internal and not await _confidential(forge, event):
+        why = f"note {note.id} is internal and {issue.key} is public"
+        log.info("ignored GitLab delivery %s: %s", event.delivery_id, why)
+        return Ignore(f"{why}: what a task is told reaches public comments")
+    return event
+
+
+async def _confidential(forge: Forge, event: ForgeEvent) -> bool:
+    issue = event.issue
+    assert issue is not None
+    details = await forge.get_issue(
+        issue.repo, issue.number, change_request=issue.is_change_request
+    )
+    return details.confidential
+
+
+async def _labels_as_now(forge: Forge, event: ForgeEvent) -> ForgeEvent:
+    issue = event.issue
+    assert issue is not None
+    now = (
+        await forge.get_issue(issue.repo, issue.number, change_request=issue.is_change_request)
+    ).issue
+    added = tuple(label for label in event.labels_added if label in now.labels)
+    if added != event.labels_added or now.labels != issue.labels:
+        log.info("%s: labels as GitLab has them now: %s", issue.key, ", ".join(now.labels))
+    return msgspec.structs.replace(
+        event,
+        issue=msgspec.structs.replace(issue, labels=now.labels, state=now.state or issue.state),
+        labels_added=added,
+        label_added=added[0] if added else None,
+    )
+
+
+def _forged(event: ForgeEvent, why: str) -> Ignore:
+    log.warning(
+        "ignored GitLab delivery %s (%s/%s, sender %r): %s",
+        event.delivery_id,
+        event.name,
+        event.action,
+        event.actor.login,
+        why,
+    )
+    return Ignore(f"not as GitLab stores it: {why}")

@@ -1,0 +1,132 @@
+"""GitLab notes and labels are read back from the API before the bot acts on them: a
+delivery that holds the right token but tells what GitLab does not have starts nothing."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.forges.base import Comment, ForgeError
+from tests.harness import Harness, fixture
+
+PROJECT = "gitlab-org/gitlab-test"
+LABEL = {"id": 1, "title": "coding agent", "color": "#123123", "type": "ProjectLabel"}
+
+
+@pytest.fixture
+async def bot(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with Harness(tmp_path) as harness:
+        repo = harness.gitlab.add_repo(PROJECT, writers=("root",))
+        harness.gitlab.add_issue(repo, 17, title="New API: create/update/delete file")
+        yield harness
+
+
+def note(body: str = "/agent run", sender: str = "root") -> dict[str, Any]:
+    payload = fixture("gitlab", "note-hook-issue.json")
+    payload["object_attributes"]["note"] = body
+    payload["user"]["username"] = sender
+    payload["issue"]["state"] = "opened"
+    return payload
+
+
+def labeled() -> dict[str, Any]:
+    payload = fixture("gitlab", "issue-hook.json")
+    payload["project"]["path_with_namespace"] = PROJECT
+    payload["object_attributes"].update(iid=17, action="update", state="opened", labels=[LABEL])
+    payload["labels"] = [LABEL]
+    payload["changes"] = {"labels": {"previous": [], "current": [LABEL]}}
+    return payload
+
+
+def issue(bot: Harness) -> Any:
+    return bot.gitlab.issues[(PROJECT, 17)]
+
+
+async def test_a_genuine_note_starts_a_task(bot: Harness) -> None:
+    await bot.send_gitlab("Note Hook", note())
+    await bot.dispatch_all()
+    assert len(await bot.tasks()) == 1
+    assert bot.gitlab.calls_of("get_comment") == [(17, note()["object_attributes"]["id"])]
+
+
+async def test_a_note_gitlab_does_not_have_is_ignored(
+    bot: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "bot.worker.readback")
+    response = await bot.send_gitlab("Note Hook", note(), stored=False)
+    assert response.json()["message"] == "queued"  # the token was right
+    await bot.dispatch_all()
+    assert await bot.tasks() == [] and issue(bot).reactions == [] and issue(bot).comments == []
+    assert bot.gitlab.calls_of("get_permission") == []
+    assert "note 1241 does not exist on gitlab:gitlab-org/gitlab-test#issue/17" in caplog.text
+
+
+async def test_a_note_whose_author_or_text_differs_is_ignored(
+    bot: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "bot.worker.readback")
+    note_id = note()["object_attributes"]["id"]
+    issue(bot).comments.append(Comment(note_id, "/agent run", "reporter"))  # by a reporter
+    await bot.send_gitlab("Note Hook", note(sender="root"), stored=False)
+    await bot.dispatch_all()
+    issue(bot).comments[-1] = Comment(note_id, "Looks fine to me.", "root")  # by a writer
+    await bot.send_gitlab("Note Hook", note("/agent run"), stored=False)
+    await bot.dispatch_all()
+    assert await bot.tasks() == [] and issue(bot).reactions == []
+    assert "is by 'reporter'" in caplog.text and "says something else now" in caplog.text
+
+
+async def test_a_label_event_acts_on_the_labels_as_they_are_now(bot: Harness) -> None:
+    await bot.send_gitlab("Issue Hook", labeled(), stored=False)  # the label is not there
+    await bot.dispatch_all()
+    assert await bot.tasks() == []
+    await bot.send_gitlab("Issue Hook", labeled())  # it is
+    await bot.dispatch_all()
+    [task] = await bot.tasks()
+    assert task.request.issue.labels == ("coding agent",)
+
+
+async def test_a_label_removed_before_dispatch_starts_nothing(bot: Harness) -> None:
+    await bot.send_gitlab("Issue Hook", labeled())
+    issue(bot).labels.clear()
+    await bot.dispatch_all()
+    assert await bot.tasks() == []
+
+
+async def test_a_forge_error_while_reading_back_retries_the_event(bot: Harness) -> None:
+    bot.gitlab.fail("get_comment", ForgeError("502 Bad Gateway", status=502))
+    await bot.send_gitlab("Note Hook", note())
+    await bot.dispatch_all()
+    assert await bot.tasks() == [] and await bot.store.pending_events() == 1
+
+
+async def test_github_payloads_are_not_read_back(bot: Harness) -> None:
+    repo = bot.github.add_repo("Codertocat/Hello-World", writers=("Codertocat",))
+    bot.github.add_issue(repo, 1, title="Spelling error in the README file")
+    payload = fixture("github", "issue_comment.created.json")
+    payload["comment"]["body"] = "/agent run"
+    await bot.send_github("issue_comment", payload)
+    await bot.dispatch_all()
+    assert len(await bot.tasks()) == 1 and bot.github.calls_of("get_comment") == []
+
+
+async def test_an_internal_note_steers_only_a_confidential_issue(bot: Harness) -> None:
+    internal = note()
+    internal["object_attributes"]["internal"] = True
+    await bot.send_gitlab("Confidential Note Hook", internal)
+    await bot.dispatch_all()
+    assert await bot.tasks() == [] and issue(bot).reactions == []
+    issue(bot).confidential = True
+    await bot.send_gitlab("Confidential Note Hook", internal, idempotency_key="again")
+    await bot.dispatch_all()
+    assert len(await bot.tasks()) == 1
+
+
+async def test_chatter_on_an_issue_without_a_task_is_not_read_back(bot: Harness) -> None:
+    await bot.send_gitlab("Note Hook", note("Thanks, looks good."))
+    await bot.dispatch_all()
+    assert await bot.tasks() == [] and bot.gitlab.calls_of("get_comment") == []
