@@ -25,9 +25,15 @@ async def bot(tmp_path: Path) -> AsyncIterator[Harness]:
         yield harness
 
 
-def note(body: str = "/agent run", sender: str = "root") -> dict[str, Any]:
+def note(
+    body: str = "/agent run", sender: str = "root", note_id: int | None = None
+) -> dict[str, Any]:
+    """A note hook; ``note_id`` gives a note of its own (a note id is handled once:
+    the same note delivered again is a replay)."""
     payload = fixture("gitlab", "note-hook-issue.json")
     payload["object_attributes"]["note"] = body
+    if note_id is not None:
+        payload["object_attributes"]["id"] = note_id
     payload["user"]["username"] = sender
     payload["issue"]["state"] = "opened"
     return payload
@@ -73,8 +79,9 @@ async def test_a_note_whose_author_or_text_differs_is_ignored(
     issue(bot).comments.append(Comment(note_id, "/agent run", "reporter"))  # by a reporter
     await bot.send_gitlab("Note Hook", note(sender="root"), stored=False)
     await bot.dispatch_all()
-    issue(bot).comments[-1] = Comment(note_id, "Looks fine to me.", "root")  # by a writer
-    await bot.send_gitlab("Note Hook", note("/agent run"), stored=False)
+    other = note_id + 1
+    issue(bot).comments.append(Comment(other, "Looks fine to me.", "root"))  # by a writer
+    await bot.send_gitlab("Note Hook", note("/agent run", note_id=other), stored=False)
     await bot.dispatch_all()
     assert await bot.tasks() == [] and issue(bot).reactions == []
     assert "is by 'reporter'" in caplog.text and "says something else now" in caplog.text
@@ -121,7 +128,9 @@ async def test_an_internal_note_steers_only_a_confidential_issue(bot: Harness) -
     await bot.dispatch_all()
     assert await bot.tasks() == [] and issue(bot).reactions == []
     issue(bot).confidential = True
-    await bot.send_gitlab("Confidential Note Hook", internal, idempotency_key="again")
+    again = note()  # a new internal note, now that the issue is confidential
+    again["object_attributes"].update(internal=True, id=internal["object_attributes"]["id"] + 1)
+    await bot.send_gitlab("Confidential Note Hook", again, idempotency_key="again")
     await bot.dispatch_all()
     assert len(await bot.tasks()) == 1
 
