@@ -9,14 +9,14 @@ wrapping `bot.app.create_app` so the app it builds also answers `POST /bench/loa
 the server's own event loop.
 
 The load: ``--tasks`` (default 8) concurrent coroutines, each a task with its own
-workspace (a real `git clone` of a local repository generated here: 300 Python files of
-about 40 KB, 12 MB in all, some with long runs of "a", plus a 65,000-character file of
+workspace (a real `git clone` of a local repository generated here: 100 Python files of
+about 20 KB, 2 MB in all, some with a run of 5,000 "a", plus a 65,000-character file of
 "TOKEN" * 13,000 and one of "a" * 65,000), its own `ToolRegistry` of the real workspace
 tools (`bot.tools.workspace_tools`) and the settings' secrets. Each task repeats, without
 pause, the tool calls an agent makes, through `ToolRegistry.call` (argument validation,
-the tool in its thread, redaction of the output on the loop):
+the tool in an offload thread, redaction of the output):
 
-  1. search_files `def \\w+\\(` (max_hits 1000): a grep over all 12 MB;
+  1. search_files `def \\w+\\(` (max_hits 1000): a grep over all 2 MB (80,000 lines);
   2. search_files `(a+)+$`: the pathological pattern (RE2 runs it in linear time);
   3. read_many_files `src`: reads every file (output capped at sandbox.max_output_chars);
   4. read_file big/token.txt and big/aaaa.txt: 65,000 characters each, returned whole,
@@ -203,7 +203,7 @@ def git(*args: str, cwd: Path) -> None:
 
 
 def make_repository(base: Path) -> str:
-    """A bare repository of 300 Python files (~40 KB each) and two pathological files."""
+    """A bare repository of 100 Python files (~20 KB each) and two pathological files."""
     seed = base / "seed"
     (seed / "src").mkdir(parents=True)
     (seed / "big").mkdir()
