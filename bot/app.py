@@ -1,6 +1,7 @@
 """``create_app(runtime, worker=...)``: the HTTP surface. Routes only; decisions live elsewhere.
 
-POST /webhooks/github and /webhooks/gitlab: size limit -> verify -> parse ->
+POST /webhooks/github and /webhooks/gitlab: size limit, in-flight budget and read
+deadline -> verify -> parse ->
 classify (pure) -> one store transaction (an inbox row; its unique delivery key is the
 dedup record) -> 202. The worker's dispatcher does the rest, so no forge or LLM call ever
 happens here.
@@ -8,7 +9,9 @@ happens here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -117,22 +120,42 @@ WEBHOOKS: dict[str, tuple[ForgeKind, Handler]] = {
 }
 
 
-async def _read_body(receive: Receive, declared: str | None, limit: int) -> bytes:
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    body = bytearray()
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            raise _TooLarge if size > limit else ConnectionError("client went away")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
+            raise _TooLarge if len(body) > limit else ConnectionError("client went away")
+        body += message.get("body", b"")
+        if len(body) > limit:
             raise _TooLarge
-        chunks.append(chunk)
         if not message.get("more_body", False):
-            return b"".join(chunks)
+            return bytes(body)
+
+
+def _declared_length(headers: Mapping[str, str]) -> int | None:
+    declared = headers.get("content-length", "")
+    return int(declared) if declared.isdigit() else None
+
+
+class BodyBudget:
+    """The bytes of webhook bodies being read at once (``server.max_body_bytes_in_flight``).
+
+    A request reserves its declared length before its body is read and gives it back
+    when it is answered, on every path (cancellation included: see ``WebhookApp._read``).
+    One event loop touches it, and nothing awaits between the check and the reservation."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+
+    def take(self, size: int, limit: int) -> bool:
+        if self.in_flight + size > limit:
+            return False
+        self.in_flight += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.in_flight -= size
 
 
 class WebhookApp:
@@ -148,6 +171,7 @@ class WebhookApp:
         self.runtime = runtime
         self.wake = wake
         self.state = app.state
+        self.budget = BodyBudget()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = WEBHOOKS.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -161,7 +185,10 @@ class WebhookApp:
         else:
             forge, handler = route
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            status, body = await self._handle(forge, handler, headers, receive)
+            status, body = await self._read(forge, handler, headers, receive)
+            extra = _REFUSAL_HEADERS.get(status, [])
+            if status == 503 and "retry_after" in body:
+                extra = [*extra, (b"retry-after", str(body["retry_after"]).encode())]
         content = orjson.dumps(body)
         await send(
             {
@@ -176,24 +203,50 @@ class WebhookApp:
         )
         await send({"type": "http.response.body", "body": content})
 
-    async def _handle(
+    async def _read(
         self, forge: ForgeKind, handler: Handler, headers: dict[str, str], receive: Receive
     ) -> Answer:
-        runtime = self.runtime
-        limit = runtime.settings.server.max_body_bytes
-        try:
-            body = await _read_body(receive, headers.get("content-length"), limit)
-        except _TooLarge:
+        """Reserve the body's bytes, read it within the deadline, handle it, give them back."""
+        server = self.runtime.settings.server
+        declared = _declared_length(headers)
+        if declared is not None and declared > server.max_body_bytes:
             metrics.webhook(forge.value, "too_large")
             return _answer(413, "the body is larger than server.max_body_bytes")
-        except ConnectionError:
-            return _answer(400, "the request body did not arrive")
+        size = server.max_body_bytes if declared is None else declared
+        if not self.budget.take(size, server.max_body_bytes_in_flight):
+            metrics.webhook(forge.value, "busy")
+            retry = math.ceil(server.body_timeout)
+            return _answer(503, "too many webhook bodies in flight", retry_after=retry)
         try:
-            return await handler(headers, runtime, self.wake, body)
+            try:
+                async with asyncio.timeout(server.body_timeout):
+                    body = await _read_body(receive, server.max_body_bytes)
+            except TimeoutError:
+                metrics.webhook(forge.value, "too_slow")
+                return _answer(408, "the body did not arrive within server.body_timeout")
+            except _TooLarge:
+                metrics.webhook(forge.value, "too_large")
+                return _answer(413, "the body is larger than server.max_body_bytes")
+            except ConnectionError:
+                return _answer(400, "the request body did not arrive")
+            return await self._handle(forge, handler, headers, body)
+        finally:
+            self.budget.give_back(size)
+
+    async def _handle(
+        self, forge: ForgeKind, handler: Handler, headers: dict[str, str], body: bytes
+    ) -> Answer:
+        try:
+            return await handler(headers, self.runtime, self.wake, body)
         except PayloadError as exc:
             metrics.webhook(forge.value, "bad_payload")
             log.warning("%s webhook rejected: %s", forge.value, exc)
             return _answer(400, f"malformed payload: {exc}")
+
+
+# A body refused before it was read whole leaves bytes on the connection: close it.
+_CLOSE = [(b"connection", b"close")]
+_REFUSAL_HEADERS: dict[int, list[tuple[bytes, bytes]]] = {408: _CLOSE, 413: _CLOSE, 503: _CLOSE}
 
 
 async def healthz(request: Request) -> Response:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import weakref
 from typing import Any
 
+from bot import offload
 from bot.agent.context import Outcome, ProgressEvent, ProgressKind
 from bot.comments.labels import managed, transition
 from bot.comments.language import choose_language
@@ -27,7 +29,6 @@ from bot.comments.render import Marker, find_markers, finish, fits, render
 from bot.comments.status import StatusView
 from bot.config import Settings, bot_names, secret_values
 from bot.forges.base import Forge, ForgeError
-from bot.redact import redact
 from bot.runtime import Runtime
 from bot.storage.base import Task, TaskState
 from bot.storage.runs import RunDirectory
@@ -185,12 +186,14 @@ class IssueReporter:
                 self._counts[marker.kind] = max(count, marker.seq + 1)
 
     async def _upsert(self, marker: Marker, body: str) -> None:
-        clean = redact(body, known=self._secrets)
+        # A large body (a long plan, a tool's output quoted whole) is redacted off the loop.
+        clean = await offload.redact_text(body, known=self._secrets)
         max_length = self.settings.comments.max_length
         full_text = ""
         if not fits(clean, marker=marker, max_length=max_length):
             full_text = await asyncio.to_thread(save_full_text, self.settings, marker, clean)
-        text = finish(
+        finished = functools.partial(
+            finish,
             clean,
             marker=marker,
             language=self.language,
@@ -198,6 +201,8 @@ class IssueReporter:
             secrets=self._secrets,
             report_path=full_text or self.view.links.get("report_path", ""),
         )
+        large = len(clean) >= offload.LARGE_TEXT
+        text = await offload.run(finished) if large else finished()
         store = self.runtime.store
         existing = await store.get_comment_id(self.task.id, marker.key)
         if existing is not None:

@@ -107,7 +107,21 @@ class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(25 * 1024 * 1024, ge=1024)
+    # Webhook bodies being read at once reserve their Content-Length (max_body_bytes when
+    # they declare none) from this budget; a request that does not fit gets 503 at once.
+    max_body_bytes_in_flight: int = Field(64 * 1024 * 1024, ge=1024)
+    # Seconds a client has to send its whole body; a slower one gets 408.
+    body_timeout: float = Field(10.0, gt=0, le=3600)
     public_url: str = ""
+
+    @model_validator(mode="after")
+    def _one_body_fits_the_budget(self) -> ServerSettings:
+        if self.max_body_bytes_in_flight < self.max_body_bytes:
+            raise ValueError(
+                f"server.max_body_bytes_in_flight ({self.max_body_bytes_in_flight}) must be "
+                f"at least server.max_body_bytes ({self.max_body_bytes})"
+            )
+        return self
 
 
 class StorageSettings(_Section):

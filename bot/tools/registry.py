@@ -17,8 +17,8 @@ from typing import Any
 
 import jsonschema
 
+from bot import offload
 from bot.progress import step
-from bot.redact import redact
 from bot.tools.policy import PolicyDecision, ToolPolicy
 
 
@@ -168,8 +168,9 @@ class ToolRegistry:
             result = ToolResult.fail(f"{name} failed: {type(exc).__name__}: {exc}")
         return ToolResult(
             ok=result.ok,
-            # What a tool returns reaches prompts, history, checkpoints and comments.
-            output=redact(result.output, known=self._secrets),
+            # What a tool returns reaches prompts, history, checkpoints and comments;
+            # a large output is redacted off the event loop.
+            output=await offload.redact_text(result.output, known=self._secrets),
             data=result.data,
             changed=result.changed,
             duration=time.monotonic() - started,

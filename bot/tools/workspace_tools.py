@@ -20,6 +20,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot import offload
 from bot.paths import PathRefused
 from bot.text import clip, omitted_note
 from bot.tools import file_ops, file_search
@@ -118,50 +119,50 @@ def workspace_tools(
         return ToolResult.success(text, changed=changed)
 
     async def list_directory(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(file_ops.list_directory, root, args.get("path", "."),
+        text = await offload.run(file_ops.list_directory, root, args.get("path", "."),
                                        recursive=args.get("recursive", False))  # fmt: skip
         return capped(text, hint="list a subdirectory")
 
     async def read_file(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(file_ops.read_lines, root, args["path"], limits,
+        text = await offload.run(file_ops.read_lines, root, args["path"], limits,
                                        args.get("start_line"), args.get("end_line"))  # fmt: skip
         return ToolResult.success(text)
 
     async def read_many_files(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(functools.partial(
+        text = await offload.run(functools.partial(
             file_search.read_many, root, args["paths"], limits, include=args.get("include"),
             exclude=args.get("exclude"), recursive=args.get("recursive", True),
             default_excludes=args.get("use_default_excludes", True)))  # fmt: skip
         return capped(text)
 
     async def write_file(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(file_ops.write_text, root, args["path"],
+        text = await offload.run(file_ops.write_text, root, args["path"],
                                        args["content"], limits.max_file_bytes)  # fmt: skip
         return written(text, args["path"])
 
     async def replace_in_file(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(functools.partial(
+        text = await offload.run(functools.partial(
             file_ops.replace_text, root, args["path"], args["old_text"], args["new_text"],
             replace_all=args.get("replace_all", False),
             max_bytes=limits.max_file_bytes))  # fmt: skip
         return written(text, args["path"])
 
     async def move_path(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(functools.partial(
+        text = await offload.run(functools.partial(
             file_ops.move_path, root, args["source"], args["destination"],
             overwrite=args.get("overwrite", False)))  # fmt: skip
         return written(text, args["source"], args["destination"])
 
     async def delete_file(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(file_ops.delete_path, root, args["path"])
+        text = await offload.run(file_ops.delete_path, root, args["path"])
         return written(text, args["path"])
 
     async def create_directory(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(file_ops.make_directory, root, args["path"])
+        text = await offload.run(file_ops.make_directory, root, args["path"])
         return written(text, args["path"])
 
     async def search_files(args: Args) -> ToolResult:
-        text = await asyncio.to_thread(functools.partial(
+        text = await offload.run(functools.partial(
             file_search.search, root, args["pattern"], limits, path=args.get("path", "."),
             glob=args.get("glob"), ignore_case=args.get("ignore_case", False),
             max_hits=args.get("max_hits", 200)))  # fmt: skip

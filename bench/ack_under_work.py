@@ -1,0 +1,364 @@
+"""Webhook acknowledgement while the same process runs tool work (prints figures; not a test).
+
+One process serves webhooks and runs tasks, so tool work must not stall the event loop
+that answers webhooks. This starts the real server, `bot serve --role all` (SQLite in a
+temp data dir, scripted LLM, GitHub API pointed at a closed loopback port), through this
+file's `--serve` mode: that mode runs `bot.cli.main(["serve", ...])` unchanged, after
+wrapping `bot.app.create_app` so the app it builds also answers `POST /bench/load` and
+`POST /bench/idle`. Those two switch the load on and off inside the server process, on
+the server's own event loop.
+
+The load: ``--tasks`` (default 8) concurrent coroutines, each a task with its own
+workspace (a real `git clone` of a local repository generated here: 100 Python files of
+about 20 KB, 2 MB in all, some with a run of 5,000 "a", plus a 65,000-character file of
+"TOKEN" * 13,000 and one of "a" * 65,000), its own `ToolRegistry` of the real workspace
+tools (`bot.tools.workspace_tools`) and the settings' secrets. Each task repeats, without
+pause, the tool calls an agent makes, through `ToolRegistry.call` (argument validation,
+the tool in an offload thread, redaction of the output):
+
+  1. search_files `def \\w+\\(` (max_hits 1000): a grep over all 2 MB (80,000 lines);
+  2. search_files `(a+)+$`: the pathological pattern (RE2 runs it in linear time);
+  3. read_many_files `src`: reads every file (output capped at sandbox.max_output_chars);
+  4. read_file big/token.txt and big/aaaa.txt: 65,000 characters each, returned whole,
+     so the registry redacts 65,000 characters of pathological text;
+  5. the redaction of "TOKEN" * 13,000 and "a" * 65,000 as the status comment's reporter
+     does it with a large comment body (`bot.offload.redact_text`: `bot.redact.redact` in
+     an offload thread; on the loop itself when run against the code before that module).
+
+Meanwhile this process sends signed GitHub `issue_comment` deliveries (13 KB, each one
+verified, parsed, classified and committed to the inbox before the 202) one at a time
+with httpx over loopback for ``--seconds`` (default 8) per phase, in phases idle, load,
+idle, load, ... (``--repeat`` pairs, default 3; each load phase starts with 3 s of
+warm-up). It prints p50/p99/max per phase, the medians over the phases, the tool calls
+done per second under load, the event loop's worst lag (a 5 ms ticker in the server),
+and the targets: p99 under load at most 2x the idle p99, and never above 100 ms.
+
+    .venv/bin/python bench/ack_under_work.py [--seconds N] [--repeat N] [--tasks N]
+
+Defaults take about a minute plus start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "bench-secret"
+FIXTURE = ROOT / "tests" / "fixtures" / "github" / "issue_comment.created.json"
+TOKEN_TEXT = "TOKEN" * 13_000
+A_TEXT = "a" * 65_000
+STEPS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("search_files", {"pattern": r"def \w+\(", "max_hits": 1000}),
+    ("search_files", {"pattern": "(a+)+$"}),
+    ("read_many_files", {"paths": ["src"]}),
+    ("read_file", {"path": "big/token.txt"}),
+    ("read_file", {"path": "big/aaaa.txt"}),
+)
+WARM_UP = 3.0
+FILES = 100
+
+Figures = dict[str, float]
+
+
+# --- the server side: `bot serve --role all` plus the load switch ----------------------------
+
+
+class Load:
+    """``tasks`` coroutines doing tool work on the server's loop, and a loop-lag ticker."""
+
+    def __init__(self, remote: str, workdir: Path) -> None:
+        self.remote = remote
+        self.workdir = workdir
+        self.running: list[asyncio.Task[None]] = []
+        self.calls: Counter[str] = Counter()
+        self.lags: list[float] = []
+        self.started = 0.0
+
+    def start(self, tasks: int, settings: Any) -> None:
+        self.calls.clear()
+        self.lags.clear()
+        self.started = time.monotonic()
+        self.running = [asyncio.create_task(self._ticker())]
+        for n in range(tasks):
+            self.running.append(asyncio.create_task(self._task(n, settings)))
+
+    async def stop(self) -> dict[str, Any]:
+        for task in self.running:
+            task.cancel()
+        await asyncio.gather(*self.running, return_exceptions=True)
+        self.running = []
+        elapsed = time.monotonic() - self.started
+        lags = sorted(self.lags) or [0.0]
+        return {
+            "calls_per_second": sum(self.calls.values()) / elapsed,
+            "calls": dict(self.calls),
+            "lag_p99_ms": lags[int(len(lags) * 0.99)] * 1000,
+            "lag_max_ms": lags[-1] * 1000,
+        }
+
+    async def _ticker(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            self.lags.append(time.monotonic() - before - 0.005)
+
+    async def _task(self, n: int, settings: Any) -> None:
+        from bot.config import secret_values
+        from bot.forges.base import CloneAuth
+        from bot.tools.registry import ToolRegistry
+        from bot.tools.sandbox import Sandbox
+        from bot.tools.workspace import Workspace
+        from bot.tools.workspace_tools import workspace_tools
+
+        try:
+            from bot.offload import redact_text
+        except ImportError:  # the code before bot/offload.py, to compare
+
+            async def redact_text(text: str, *, known: Iterable[str] = ()) -> str:
+                from bot.redact import redact
+
+                return redact(text, known=known)
+
+        async def auth() -> CloneAuth:
+            return CloneAuth(url=self.remote, username="x-access-token", password="unused")
+
+        path = self.workdir / f"ws-{n}"  # cloned in the first load phase, kept after
+        ws = Workspace(path, auth=auth, branch=f"agent/{n}-bench", base_branch="main")
+        limit = settings.sandbox.max_output_chars
+        secrets = secret_values(settings)
+        tools = workspace_tools(ws, Sandbox(settings.sandbox), max_output_chars=limit)
+        registry = ToolRegistry(tools, secrets=secrets)
+        while True:
+            for name, arguments in STEPS:
+                result = await registry.call(name, arguments, timeout=120)
+                if not result.ok:
+                    raise SystemExit(f"{name} failed: {result.output}")
+                self.calls[name] += 1
+            for text in (TOKEN_TEXT, A_TEXT):
+                await redact_text(text, known=secrets)
+                self.calls["redact"] += 1
+
+
+def serve(port: int, remote: str, workdir: Path) -> int:
+    """`bot serve --role all --port PORT` whose app also answers /bench/load and /bench/idle."""
+    from bot import app as bot_app
+    from bot import cli
+
+    load = Load(remote, workdir)
+    build = bot_app.create_app
+
+    def create_app(runtime: Any, **kwargs: Any) -> Any:
+        app = build(runtime, **kwargs)
+
+        async def switch(scope: Any, receive: Any, send: Any) -> None:
+            path = scope.get("path", "") if scope["type"] == "http" else ""
+            if path not in ("/bench/load", "/bench/idle"):
+                await app(scope, receive, send)
+                return
+            if path == "/bench/load":
+                tasks = int(scope["query_string"].decode().removeprefix("tasks=") or "8")
+                load.start(tasks, runtime.settings)
+                body = b"{}"
+            else:
+                body = json.dumps(await load.stop()).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        return switch
+
+    bot_app.create_app = create_app
+    return cli.main(["serve", "--role", "all", "--port", str(port)])
+
+
+# --- the client side -------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_repository(base: Path) -> str:
+    """A bare repository of 100 Python files (~20 KB each) and two pathological files."""
+    seed = base / "seed"
+    (seed / "src").mkdir(parents=True)
+    (seed / "big").mkdir()
+    for n in range(FILES):
+        lines = [f"def function_{n}_{i}(value):\n    return value + {i}\n" for i in range(400)]
+        if n % 10 == 0:
+            lines.append("a" * 5000 + "!\n")
+        (seed / "src" / f"module_{n:03}.py").write_text("".join(lines))
+    (seed / "big" / "token.txt").write_text(TOKEN_TEXT)
+    (seed / "big" / "aaaa.txt").write_text(A_TEXT)
+    git("init", "--quiet", "--initial-branch=main", cwd=seed)
+    git("add", ".", cwd=seed)
+    git("-c", "user.name=b", "-c", "user.email=b@b", "commit", "--quiet", "-m", "seed", cwd=seed)
+    bare = base / "remote.git"
+    git("clone", "--quiet", "--bare", str(seed), str(bare), cwd=base)
+    return f"file://{bare}"
+
+
+def start_server(workdir: Path, port: int, remote: str) -> subprocess.Popen[bytes]:
+    script = workdir / "script.json"
+    script.write_text("[]")
+    config = workdir / "config.yaml"
+    closed = free_port()  # nothing listens: forge calls from the dispatcher fail at once
+    config.write_text(
+        f"github:\n  api_url: http://127.0.0.1:{closed}\n"
+        f"llm:\n  provider: scripted\n  script_path: {script}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB_"))}
+    env.update(
+        BOT_DATA_DIR=str(workdir / "data"),
+        BOT_CONFIG=str(config),
+        GITHUB_WEBHOOK_SECRET=SECRET,
+        GITHUB_TOKEN="ghp_" + "B" * 36,
+    )
+    env.setdefault("BOT_LOG_LEVEL", "ERROR")
+    cmd = [sys.executable, __file__, "--serve", str(port), remote, str(workdir)]
+    log = (workdir / "server.log").open("wb")
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited: {(workdir / 'server.log').read_text()}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit("server did not start")
+
+
+def payload() -> bytes:
+    data = json.loads(FIXTURE.read_text())
+    data["comment"]["body"] = "Could you also update the changelog?"
+    return json.dumps(data).encode()
+
+
+async def acknowledge(client: httpx.AsyncClient, body: bytes, seconds: float) -> Figures:
+    """Signed deliveries one at a time for ``seconds``; latency percentiles in ms."""
+    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    latencies: list[float] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        headers = {
+            "X-GitHub-Event": "issue_comment",
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-Hub-Signature-256": signature,
+            "Content-Type": "application/json",
+        }
+        started = time.perf_counter()
+        response = await client.post("/webhooks/github", content=body, headers=headers)
+        latencies.append((time.perf_counter() - started) * 1000)
+        if response.status_code != 202:
+            raise SystemExit(f"unexpected {response.status_code}: {response.text}")
+    latencies.sort()
+    return {
+        "p50": statistics.median(latencies),
+        "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "max": latencies[-1],
+        "n": float(len(latencies)),
+    }
+
+
+async def phases(port: int, args: argparse.Namespace) -> tuple[list[Figures], list[Figures]]:
+    body = payload()
+    idle: list[Figures] = []
+    busy: list[Figures] = []
+    print(f"{'phase':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'acks':>6}  load")
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        await acknowledge(client, body, 1.0)  # warm-up of both ends
+        for _ in range(args.repeat):
+            figures = await acknowledge(client, body, args.seconds)
+            idle.append(figures)
+            print(f"{'idle':>6} {row(figures)}", flush=True)
+            await client.post(f"/bench/load?tasks={args.tasks}")
+            await asyncio.sleep(WARM_UP)  # the clones, and the load in full swing
+            figures = await acknowledge(client, body, args.seconds)
+            stats = (await client.post("/bench/idle")).json()
+            figures.update(
+                calls=stats["calls_per_second"], lag=stats["lag_max_ms"], lag99=stats["lag_p99_ms"]
+            )
+            busy.append(figures)
+            print(
+                f"{'load':>6} {row(figures)}  {stats['calls_per_second']:.1f} tool calls/s, "
+                f"loop lag p99 {stats['lag_p99_ms']:.1f} ms, max {stats['lag_max_ms']:.1f} ms",
+                flush=True,
+            )
+    return idle, busy
+
+
+def row(figures: Figures) -> str:
+    return (
+        f"{figures['p50']:>8.2f} {figures['p99']:>8.2f} {figures['max']:>8.2f} {figures['n']:>6.0f}"
+    )
+
+
+def summary(idle: list[Figures], busy: list[Figures], tasks: int) -> None:
+    def median(runs: list[Figures], key: str) -> float:
+        return statistics.median(run[key] for run in runs)
+
+    idle_p99, busy_p99 = median(idle, "p99"), median(busy, "p99")
+    print(f"\nmedians over {len(idle)} phases each")
+    print(f"  idle worker:   p50 {median(idle, 'p50'):.2f} ms, p99 {idle_p99:.2f} ms")
+    print(
+        f"  {tasks} tasks busy: p50 {median(busy, 'p50'):.2f} ms, p99 {busy_p99:.2f} ms "
+        f"({median(busy, 'calls'):.1f} tool calls/s, loop lag max {median(busy, 'lag'):.1f} ms)"
+    )
+    ratio = busy_p99 / idle_p99
+    worst = max(run["p99"] for run in busy)
+    print("targets (figures only)")
+    print(f"  p99 under load / idle p99 (target <= 2x): {ratio:.1f}x")
+    print(f"  p99 under load, worst phase (target <= 100 ms): {worst:.2f} ms")
+
+
+def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--serve":
+        sys.exit(serve(int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])))
+    parser = argparse.ArgumentParser(description="Webhook acks while tasks run tool work.")
+    parser.add_argument("--seconds", type=float, default=8.0, help="seconds per phase")
+    parser.add_argument("--repeat", type=int, default=3, help="idle/load pairs")
+    parser.add_argument("--tasks", type=int, default=8, help="concurrent tasks under load")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        remote = make_repository(workdir)
+        port = free_port()
+        server = start_server(workdir, port, remote)
+        try:
+            idle, busy = asyncio.run(phases(port, args))
+        finally:
+            server.terminate()
+            server.wait(20)
+            if os.environ.get("BENCH_KEEP_LOG"):
+                print((workdir / "server.log").read_text()[-20000:])
+    summary(idle, busy, args.tasks)
+
+
+if __name__ == "__main__":
+    main()
