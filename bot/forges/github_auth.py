@@ -282,29 +282,17 @@ class GitHubSession:
     ) -> Any:
         api = self._api
         options: dict[str, Any] = {"accept": accept, "extra_headers": _headers(), **auth}
-        with step(f"GitHub {method} {path}"):
-            return await self._dispatch(api, method, path, url_vars, data, options, what)
-
-    async def _dispatch(
-        self,
-        api: _Client,
-        method: str,
-        path: str,
-        url_vars: Mapping[str, Any] | None,
-        data: Any,
-        options: dict[str, Any],
-        what: str,
-    ) -> Any:
         try:
-            if method == "GET":
-                return await api.getitem(path, url_vars, **options)
-            if method == "DELETE":
-                return await api.delete(path, url_vars, **options)
-            if method == "PATCH":
-                return await api.patch(path, url_vars, data=data, **options)
-            if method == "PUT":
-                return await api.put(path, url_vars, data=data, **options)
-            return await api.post(path, url_vars, data=data, **options)
+            with step(f"GitHub {method} {path}"):
+                if method == "GET":
+                    return await api.getitem(path, url_vars, **options)
+                if method == "DELETE":
+                    return await api.delete(path, url_vars, **options)
+                if method == "PATCH":
+                    return await api.patch(path, url_vars, data=data, **options)
+                if method == "PUT":
+                    return await api.put(path, url_vars, data=data, **options)
+                return await api.post(path, url_vars, data=data, **options)
         except HTTPException as exc:
             raise forge_error(exc, method=method, path=path, what=what, now=self._clock()) from exc
 
