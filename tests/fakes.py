@@ -195,12 +195,23 @@ class FakeForge:
                     pass
 
     def _issue(self, issue: IssueRef) -> FakeIssue:
+        name = issue.repo.full_name
+        if self.kind is ForgeKind.GITLAB and issue.repo.project_id is not None:
+            name = next(  # GitLab finds a project by its id first
+                (f.ref.full_name for f in self.repos.values()
+                 if f.ref.project_id == issue.repo.project_id),
+                name,
+            )  # fmt: skip
         try:
-            return self.issues[(issue.repo.full_name, issue.number)]
+            return self.issues[(name, issue.number)]
         except KeyError:
             raise NotFound(f"issue {issue.number} not found", status=404) from None
 
     def _repo(self, repo: RepoRef) -> FakeRepo:
+        if self.kind is ForgeKind.GITLAB and repo.project_id is not None:
+            for fake in self.repos.values():  # GitLab finds a project by its id first
+                if fake.ref.project_id == repo.project_id:
+                    return fake
         try:
             return self.repos[repo.full_name]
         except KeyError:

@@ -77,7 +77,11 @@ class GitLabGit:
         default_branch = data.get("default_branch") or "main"
         web_url = data.get("web_url") or ""
         ref = replace(
-            repo, project_id=int(data["id"]), default_branch=default_branch, web_url=web_url
+            repo,
+            full_name=data.get("path_with_namespace") or repo.full_name,
+            project_id=int(data["id"]),
+            default_branch=default_branch,
+            web_url=web_url,
         )
         return RepoInfo(
             repo=ref,

@@ -32,9 +32,27 @@ async def read_back(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignore:
     """
     if event.forge is not ForgeKind.GITLAB or event.issue is None:
         return event
+    mismatch = await _project_mismatch(forge, event)
+    if mismatch is not None:
+        return _forged(event, mismatch)
     if event.comment is not None:
         return await _note_as_stored(forge, event)
     return await _labels_as_now(forge, event)
+
+
+async def _project_mismatch(forge: Forge, event: ForgeEvent) -> str | None:
+    """Why the payload's project id and path name different projects, if they do: the
+    webhook secret was chosen by the path, but the bot acts on the id."""
+    repo = event.issue.repo if event.issue is not None else None
+    if repo is None or repo.project_id is None:
+        return None
+    try:
+        stored = (await forge.get_repo_info(repo)).repo
+    except NotFound:
+        return f"project {repo.project_id} does not exist"
+    if stored.full_name.casefold() != repo.full_name.casefold():
+        return f"project {repo.project_id} is {stored.full_name}, not {repo.full_name}"
+    return None
 
 
 async def _note_as_stored(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignore:

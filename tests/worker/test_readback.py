@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import responses
 
+from bot.events import ForgeKind, RepoRef
 from bot.forges.base import Comment, ForgeError
+from bot.forges.gitlab import GitLabForge
+from bot.forges.gitlab_client import GitLabClient
 from tests.harness import Harness, fixture
 
 PROJECT = "gitlab-org/gitlab-test"
@@ -139,3 +143,39 @@ async def test_chatter_on_an_issue_without_a_task_is_not_read_back(bot: Harness)
     await bot.send_gitlab("Note Hook", note("Thanks, looks good."))
     await bot.dispatch_all()
     assert await bot.tasks() == [] and bot.gitlab.calls_of("get_comment") == []
+
+
+async def test_a_payload_naming_one_project_by_path_and_another_by_id_is_ignored(
+    bot: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The webhook secret is chosen by the project's path; the bot acts on its id. A holder
+    of one project's secret must not reach another project through the id."""
+    caplog.set_level(logging.WARNING, "bot.worker.readback")
+    other = bot.gitlab.add_repo("secret-group/protected", writers=("root",))
+    bot.gitlab.add_issue(other, 17, title="Protected work")
+    forged = note()  # a real note of the protected project, replayed under another path
+    bot.gitlab.issue(other, 17).comments.append(
+        Comment(forged["object_attributes"]["id"], "/agent run", "root")
+    )
+    forged["project"]["id"] = forged["object_attributes"]["project_id"] = other.project_id
+    await bot.send_gitlab("Note Hook", forged, stored=False)
+    await bot.dispatch_all()
+    assert await bot.tasks() == []
+    assert f"project {other.project_id} is secret-group/protected, not {PROJECT}" in caplog.text
+
+
+async def test_the_gitlab_adapter_names_a_project_by_its_stored_path() -> None:
+    with responses.RequestsMock() as mock:
+        mock.get(
+            "https://gitlab.example/api/v4/projects/7",
+            json={"id": 7, "path_with_namespace": "real/path", "default_branch": "main",
+                  "web_url": "https://gitlab.example/real/path",
+                  "http_url_to_repo": "https://gitlab.example/real/path.git"},
+        )  # fmt: skip
+        forge = GitLabForge(GitLabClient(url="https://gitlab.example", token="glpat-test"))
+        try:
+            repo = RepoRef(ForgeKind.GITLAB, "claimed/path", project_id=7)
+            info = await forge.get_repo_info(repo)
+        finally:
+            await forge.aclose()
+    assert info.repo.full_name == "real/path" and info.repo.project_id == 7
