@@ -55,6 +55,7 @@ class FakeIssue:
     labels: list[str] = field(default_factory=list)
     reactions: list[tuple[int | None, str]] = field(default_factory=list)
     confidential: bool = False  # GitLab: only members may read it
+    label_events: list[tuple[str, str]] = field(default_factory=list)  # (who, label) added
 
 
 @dataclass
@@ -143,7 +144,10 @@ class FakeForge:
             head_repo=head_repo,
         )
         self.issues[(repo.full_name, number)] = FakeIssue(
-            ref=ref, labels=list(labels), confidential=confidential
+            ref=ref,
+            labels=list(labels),
+            confidential=confidential,
+            label_events=[(author, label) for label in labels],
         )
         return ref
 
@@ -266,6 +270,12 @@ class FakeForge:
         for label in labels:
             if label not in fake.labels:
                 fake.labels.append(label)
+                fake.label_events.append((self.bot_login, label))
+
+    async def label_added_by(self, issue: IssueRef, label: str) -> str | None:
+        await self._enter("label_added_by", issue.number, label)
+        added = [who for who, name in self._issue(issue).label_events if name == label]
+        return added[-1] if added else None
 
     async def remove_label(self, issue: IssueRef, label: str) -> None:
         await self._enter("remove_label", issue.number, label)

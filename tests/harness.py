@@ -70,7 +70,10 @@ def store_as_gitlab(forge: FakeForge, event: str, payload: dict[str, Any]) -> No
         fake = forge.issues.get((project, attrs.get("iid")))
         labels = attrs.get("labels") if attrs.get("labels") is not None else payload.get("labels")
         if fake is not None and labels is not None:
-            fake.labels = [label["title"] for label in labels]
+            titles = [label["title"] for label in labels]
+            who = (payload.get("user") or {}).get("username", "")
+            fake.label_events += [(who, title) for title in titles if title not in fake.labels]
+            fake.labels = titles
 
 
 class Harness:

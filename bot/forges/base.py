@@ -222,3 +222,14 @@ class Forge(RepoContent, Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class LabelHistory(Protocol):
+    """A forge that can tell who added a label (GitLab's resource label events). GitLab
+    payloads are proved by a shared token only, so who added a trigger label is asked
+    of the API, not taken from the payload."""
+
+    async def label_added_by(self, issue: IssueRef, label: str) -> str | None:
+        """The login of whoever last added ``label`` to the issue, or None if nobody did."""
+        ...

@@ -160,6 +160,20 @@ class GitLabForge(DelegatedContent):
 
         return _comment(await self._read(f"note {comment_id} on {_what(issue)}", op), issue.web_url)
 
+    async def label_added_by(self, issue: IssueRef, label: str) -> str | None:
+        """Who last added ``label``, from the issue's resource label events."""
+
+        def op() -> list[dict[str, Any]]:
+            events = self._issuable(issue).resourcelabelevents.list(get_all=True)
+            return [dict(event.attributes) for event in events]
+
+        who = None
+        for event in await self._read(f"label events of {_what(issue)}", op):
+            name = (event.get("label") or {}).get("name")
+            if event.get("action") == "add" and name == label:
+                who = (event.get("user") or {}).get("username") or None
+        return who
+
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
         def op() -> dict[str, Any]:
             return dict(self._issuable(issue).notes.create({"body": body}).attributes)

@@ -18,7 +18,7 @@ import logging
 import msgspec.structs
 
 from bot.events import ForgeEvent, ForgeKind
-from bot.forges.base import Forge, NotFound
+from bot.forges.base import Forge, LabelHistory, NotFound
 from bot.triggers import Ignore
 
 log = logging.getLogger("bot.worker.readback")
@@ -89,6 +89,8 @@ async def _labels_as_now(forge: Forge, event: ForgeEvent) -> ForgeEvent:
         await forge.get_issue(issue.repo, issue.number, change_request=issue.is_change_request)
     ).issue
     added = tuple(label for label in event.labels_added if label in now.labels)
+    if isinstance(forge, LabelHistory):
+        added = tuple([label for label in added if await _added_by_actor(forge, event, label)])
     if added != event.labels_added or now.labels != issue.labels:
         log.info("%s: labels as GitLab has them now: %s", issue.key, ", ".join(now.labels))
     return msgspec.structs.replace(
@@ -97,6 +99,19 @@ async def _labels_as_now(forge: Forge, event: ForgeEvent) -> ForgeEvent:
         labels_added=added,
         label_added=added[0] if added else None,
     )
+
+
+async def _added_by_actor(forge: LabelHistory, event: ForgeEvent, label: str) -> bool:
+    """Whether the payload's sender really added ``label`` (it is whose permission counts)."""
+    assert event.issue is not None
+    who = await forge.label_added_by(event.issue, label)
+    if who is not None and who.casefold() == event.actor.login.casefold():
+        return True
+    log.warning(
+        "GitLab delivery %s: %r on %s was added by %s, not by the sender %r; not acted on",
+        event.delivery_id, label, event.issue.key, who or "nobody", event.actor.login,
+    )  # fmt: skip
+    return False
 
 
 def _forged(event: ForgeEvent, why: str) -> Ignore:

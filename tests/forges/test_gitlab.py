@@ -819,3 +819,31 @@ async def test_get_comment_reads_one_note_of_the_issue(api: Any, forge: GitLabFo
                            f"{ISSUE.web_url}#note_310", internal=True)  # fmt: skip
     with pytest.raises(NotFound):
         await forge.get_comment(ISSUE, 311)
+
+
+async def test_who_last_added_a_label_comes_from_the_resource_label_events(
+    api: Any, forge: GitLabForge
+) -> None:
+    """GitLab's documented shape of GET .../issues/:iid/resource_label_events."""
+
+    def event(event_id: int, who: str, action: str, name: str) -> dict[str, Any]:
+        return {
+            "id": event_id,
+            "user": {"id": event_id, "name": who.title(), "username": who, "state": "active"},
+            "created_at": f"2026-11-2{event_id}T10:00:00.000Z",
+            "resource_type": "Issue",
+            "resource_id": 253,
+            "label": {"id": 73, "name": name, "color": "#a8d695", "description": ""},
+            "action": action,
+        }
+
+    events = [
+        event(1, "alice", "add", "coding agent"),
+        event(2, "bob", "remove", "coding agent"),
+        event(3, "mallory", "add", "coding agent"),
+        event(4, "carol", "add", "bug"),
+    ]
+    api.get(f"{P}/issues/7/resource_label_events", json=events)
+    assert await forge.label_added_by(ISSUE, "coding agent") == "mallory"
+    api.get(f"{P}/issues/7/resource_label_events", json=events)
+    assert await forge.label_added_by(ISSUE, "documentation") is None

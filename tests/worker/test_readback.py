@@ -179,3 +179,21 @@ async def test_the_gitlab_adapter_names_a_project_by_its_stored_path() -> None:
         finally:
             await forge.aclose()
     assert info.repo.full_name == "real/path" and info.repo.project_id == 7
+
+
+async def test_a_label_someone_else_added_starts_nothing_for_the_sender(
+    bot: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The label really is on the issue, but a reader put it there: a delivery naming a
+    writer as the one who added it is not believed (GitLab's label events say who did)."""
+    caplog.set_level(logging.WARNING, "bot.worker.readback")
+    issue(bot).labels = ["coding agent"]
+    issue(bot).label_events = [("reporter", "coding agent")]
+    await bot.send_gitlab("Issue Hook", labeled(), stored=False)  # claims root added it
+    await bot.dispatch_all()
+    assert await bot.tasks() == []
+    assert "was added by reporter, not by the sender 'root'" in caplog.text
+    issue(bot).label_events.append(("root", "coding agent"))  # now root has added it
+    await bot.send_gitlab("Issue Hook", labeled(), stored=False, idempotency_key="again")
+    await bot.dispatch_all()
+    assert len(await bot.tasks()) == 1
