@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bot import offload
 from bot.config import SandboxSettings
 from bot.redact import REDACTED
 from bot.tools import file_search
@@ -43,7 +44,7 @@ class Threads:
             self.now -= 1
 
 
-async def test_eight_tasks_searching_use_at_most_two_threads(
+async def test_eight_tasks_searching_share_the_one_offload_thread(
     make_workspace: Callable[..., Workspace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads = Threads()
@@ -67,7 +68,7 @@ async def test_eight_tasks_searching_use_at_most_two_threads(
     results = await asyncio.gather(*calls)
     assert all(result.ok for result in results), results
     # The default executor would have run six at once on two cores (cores + 4).
-    assert threads.most <= 2  # bot.offload.WORKERS
+    assert threads.most <= offload.WORKERS == 1
     assert threading.main_thread().name not in threads.names
 
 
