@@ -60,6 +60,9 @@ class Tool:
     handler: Handler = field(repr=False)
     writes: bool = False
     paths: PathsOf | None = field(default=None, repr=False)  # what a call writes (a write)
+    # The least time a call gets, whatever the caller's timeout: a sandboxed command has its
+    # own bound (sandbox.timeout), and cutting it sooner would lose its output.
+    min_timeout: float = 0.0
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "purpose": self.purpose, "parameters": self.schema}
@@ -159,11 +162,12 @@ class ToolRegistry:
         error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
         if error is not None:
             return ToolResult.fail(f"invalid arguments for {name}: {error.message}")
+        limit = max(timeout, tool.min_timeout)
         try:
             with step(f"tool {name}"):
-                result = await asyncio.wait_for(tool.handler(arguments), timeout=timeout)
+                result = await asyncio.wait_for(tool.handler(arguments), timeout=limit)
         except TimeoutError:
-            result = ToolResult.fail(f"{name} timed out after {timeout:g} s")
+            result = ToolResult.fail(f"{name} timed out after {limit:g} s")
         except Exception as exc:  # a tool bug must not crash the task
             result = ToolResult.fail(f"{name} failed: {type(exc).__name__}: {exc}")
         return ToolResult(

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bot.config import SandboxSettings, Settings
+from bot.progress import step
 from bot.tools.bwrap import (
     DEFAULT_PATH,
     SECRET_DIRS,
@@ -156,7 +157,8 @@ class Sandbox:
         ))  # fmt: skip
         watcher = asyncio.create_task(_watch_size(writable, bound, work))
         try:
-            return await work
+            with step(f"sandbox command {args[0]}"):  # the watchdog sees each command apart
+                return await work
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling() or not watcher.done():  # type: ignore[union-attr]
                 raise

@@ -48,6 +48,8 @@ _ARGV = {"type": "array", "items": {"type": "string"}, "minItems": 1,
 
 Args = dict[str, Any]
 
+COMMAND_GRACE = 10.0  # seconds a sandboxed command's call gets beyond sandbox.timeout
+
 
 def _schema(required: list[str], **props: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required,
@@ -230,9 +232,14 @@ def workspace_tools(
          _schema([]), True, quality_gate),
     ]  # fmt: skip
     turn = asyncio.Lock()
+    # A command runs up to sandbox.timeout (it reports its own time-out, output kept); the
+    # gate runs two of them. A little more, for the sandbox to start and to clean up.
+    command = float(sandbox.settings.timeout) + COMMAND_GRACE
+    gate_step = (quality_timeout or float(sandbox.settings.timeout)) + COMMAND_GRACE
+    own_time = {"run_command": command, "run_quality_gate": 2 * gate_step}
     return [
         Tool(name, purpose, schema, handler=_guarded(ws, fn, turn), writes=writes,
-             paths=WRITTEN_PATHS.get(name))
+             paths=WRITTEN_PATHS.get(name), min_timeout=own_time.get(name, 0.0))
         for name, purpose, schema, writes, fn in specs
     ]  # fmt: skip
 

@@ -88,3 +88,25 @@ async def test_six_fifos_do_not_exhaust_the_thread_pool(tools: Tools) -> None:
     assert all(isinstance(r, ToolResult) for r in results)
     # the default pool still answers at once (DNS look-ups and new connections use it)
     await asyncio.wait_for(asyncio.to_thread(lambda: None), timeout=1)
+
+
+@needs_bwrap
+async def test_a_command_gets_the_sandbox_time_not_the_action_timeout(
+    make_workspace: Callable[..., Workspace],
+) -> None:
+    """planning.execution.action_timeout (60 s by default) used to cut a command before
+    sandbox.timeout (300 s) applied, and its output was lost."""
+    ws = make_workspace()
+    await ws.ensure()
+    sandbox = Sandbox(SandboxSettings(timeout=20, max_output_chars=20_000))
+    registry = ToolRegistry(workspace_tools(ws, sandbox, max_output_chars=20_000))
+    slow = "import time; print('started', flush=True); time.sleep(2); print('finished')"
+    result = await registry.call("run_command", {"argv": ["python3", "-c", slow]}, timeout=0.5)
+    assert result.ok, result.output
+    assert "started" in result.output and "finished" in result.output
+    past = "import time; print('partial', flush=True); time.sleep(60)"
+    sandbox_bound = Sandbox(SandboxSettings(timeout=2, max_output_chars=20_000))
+    bounded = ToolRegistry(workspace_tools(ws, sandbox_bound, max_output_chars=20_000))
+    late = await bounded.call("run_command", {"argv": ["python3", "-c", past]}, timeout=0.5)
+    assert not late.ok and late.data.get("timed_out") is True
+    assert "partial" in late.output  # its own time-out keeps what it printed
