@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.llm.base import LLMRequest, Message, OutputMode
 from bot.llm.http_chat import HttpChatLLM
-from bot.llm.transport import with_json_instructions
+from bot.llm.transport import REFUSAL_STATUSES, with_json_instructions
 
 API_VERSION = "2023-06-01"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -33,7 +33,7 @@ def api_root(base_url: str) -> str:
 def tool_refused(status: int, body: str) -> bool:
     """A 400 that blames the forced tool: fall back to instructions."""
     text = body.lower()
-    return status in (400, 422) and any(word in text for word in _TOOL_WORDS)
+    return status in REFUSAL_STATUSES and any(word in text for word in _TOOL_WORDS)
 
 
 def split_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, str]]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from bot.llm.base import LLMRequest, OutputMode
 from bot.llm.http_chat import HttpChatLLM
-from bot.llm.transport import with_json_instructions
+from bot.llm.transport import REFUSAL_STATUSES, with_json_instructions
 
 _MODES: tuple[OutputMode, ...] = ("json_schema", "json_object", "text")
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "unsupported", "not supported")
@@ -39,7 +39,7 @@ def adjust(quirks: Quirks, used: OutputMode, status: int, body: str) -> Quirks |
 
     ``used`` is the output mode of the refused request; ``body`` its error body.
     """
-    if status not in (400, 422):
+    if status not in REFUSAL_STATUSES:
         return None
     text = body.lower()
     if quirks.length_field == "max_tokens" and "max_completion_tokens" in text:

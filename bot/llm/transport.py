@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,21 @@ JSON_INSTRUCTIONS = (
 def is_transient(status: int) -> bool:
     """Statuses worth retrying: the request may succeed later unchanged."""
     return status in (408, 429) or status >= 500
+
+
+REFUSAL_STATUSES = (400, 422, 500)  # what a server says when it rejects the request itself
+_GATEWAY = (502, 503, 504)
+
+
+def rejects_request(status: int, message: str, fields: Iterable[str]) -> bool:
+    """Whether a server error is the server refusing the request's own content, not an
+    outage: some servers (vLLM, LiteLLM, FastAPI ones) answer a validation error with a
+    500 whose message names the field they reject, e.g. ``response_format``. Retrying the
+    same request cannot help, and the endpoint is not down."""
+    if status < 500 or status in _GATEWAY:
+        return False
+    text = message.lower()
+    return "validation" in text or any(f.lower() in text for f in fields if len(f) > 3)
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -132,6 +147,9 @@ async def send(
         else:
             if not is_transient(response.status_code):
                 return response
+            fields = call.body.keys() if call.body is not None else ()
+            if rejects_request(response.status_code, error_message(response), fields):
+                return response  # a refusal, not an outage: the caller may change the request
             status = response.status_code
             retry_after = response.headers.get("retry-after")
             failure = f"HTTP {status} from {call.url}: {error_message(response)}"

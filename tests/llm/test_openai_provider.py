@@ -273,8 +273,53 @@ def test_adjust_is_monotonic() -> None:
     # another call already fell back further: never climb back up
     assert adjust(Quirks(mode="text"), "json_schema", 400, text) == Quirks(mode="text")
     assert adjust(Quirks(mode="text"), "text", 400, text) is None
-    assert adjust(Quirks(), "json_schema", 500, text) is None
+    # a 500 reaches adjust only when it rejects the request's content (see transport)
+    assert adjust(Quirks(), "json_schema", 500, text) == Quirks(mode="json_object")
     assert adjust(Quirks(), "json_schema", 401, text) is None
+
+
+# What a FastAPI-based server (vLLM's, LiteLLM's) answers to a request field it rejects:
+# HTTP 500 with a validation message, although nothing is down.
+VALIDATION_500 = {
+    "object": "error",
+    "message": "1 validation error for ChatCompletionRequest\nresponse_format.type\n  "
+    "Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema']",
+    "type": "BadRequestError",
+    "param": None,
+    "code": 500,
+}
+
+
+async def test_a_500_that_rejects_a_request_field_falls_back_at_once(
+    sleep: Sleep, waits: list[float]
+) -> None:
+    """Not an outage: no retry, no backoff, no LLMUnavailable (which would pause the task
+    as "the endpoint cannot be reached" although it answered every request)."""
+    replay = Replay(status(500, VALIDATION_500), ok(chat_completion(DOC)))
+    llm = make(replay, sleep)
+    response = await llm.complete(REQUEST)
+    assert response.mode == "json_object" and waits == []
+    assert replay.body(1)["response_format"] == {"type": "json_object"}
+
+
+async def test_a_500_that_names_no_field_of_the_request_is_still_an_outage(
+    sleep: Sleep, waits: list[float]
+) -> None:
+    crash = {"error": {"message": "Internal Server Error", "type": "server_error"}}
+    replay = Replay(*(status(500, crash) for _ in range(4)))
+    with pytest.raises(LLMUnavailable, match="gave up after 4 attempts"):
+        await make(replay, sleep).complete(REQUEST)
+    assert waits == [1.0, 2.0, 4.0]
+
+
+async def test_a_gateway_error_is_an_outage_whatever_its_text(
+    sleep: Sleep, waits: list[float]
+) -> None:
+    bad_gateway = {"error": {"message": "upstream validation of response_format timed out"}}
+    replay = Replay(*(status(502, bad_gateway) for _ in range(4)))
+    with pytest.raises(LLMUnavailable):
+        await make(replay, sleep).complete(REQUEST)
+    assert len(waits) == 3
 
 
 # --- health ---------------------------------------------------------------------------------
