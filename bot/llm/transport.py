@@ -42,17 +42,23 @@ def is_transient(status: int) -> bool:
 
 REFUSAL_STATUSES = (400, 422, 500)  # what a server says when it rejects the request itself
 _GATEWAY = (502, 503, 504)
+_REJECTION_WORDS = (
+    "validation", "invalid", "unsupported", "not supported", "input should", "must be",
+    "extra inputs", "field required", "unknown field", "unrecognized",
+)  # fmt: skip
 
 
 def rejects_request(status: int, message: str, fields: Iterable[str]) -> bool:
     """Whether a server error is the server refusing the request's own content, not an
     outage: some servers (vLLM, LiteLLM, FastAPI ones) answer a validation error with a
-    500 whose message names the field they reject, e.g. ``response_format``. Retrying the
-    same request cannot help, and the endpoint is not down."""
+    500 whose message names the field they reject, e.g. ``response_format``. Both are
+    needed (a rejection word and a field of the request): "the model is overloaded" names
+    a field but is an outage. Retrying the same request cannot help a refusal."""
     if status < 500 or status in _GATEWAY:
         return False
     text = message.lower()
-    return "validation" in text or any(f.lower() in text for f in fields if len(f) > 3)
+    rejected = any(word in text for word in _REJECTION_WORDS)
+    return rejected and any(field.lower() in text for field in fields if len(field) > 3)
 
 
 def parse_retry_after(value: str | None) -> float | None:
