@@ -198,26 +198,23 @@ class FakeForge:
                 async with self.pacer.slot(f"{self.kind.value}:fake"):
                     pass
 
+    def _name(self, repo: RepoRef) -> str:
+        """The repository ``repo`` means: GitLab finds a project by its id first."""
+        if self.kind is ForgeKind.GITLAB and repo.project_id is not None:
+            for fake in self.repos.values():
+                if fake.ref.project_id == repo.project_id:
+                    return fake.ref.full_name
+        return repo.full_name
+
     def _issue(self, issue: IssueRef) -> FakeIssue:
-        name = issue.repo.full_name
-        if self.kind is ForgeKind.GITLAB and issue.repo.project_id is not None:
-            name = next(  # GitLab finds a project by its id first
-                (f.ref.full_name for f in self.repos.values()
-                 if f.ref.project_id == issue.repo.project_id),
-                name,
-            )  # fmt: skip
         try:
-            return self.issues[(name, issue.number)]
+            return self.issues[(self._name(issue.repo), issue.number)]
         except KeyError:
             raise NotFound(f"issue {issue.number} not found", status=404) from None
 
     def _repo(self, repo: RepoRef) -> FakeRepo:
-        if self.kind is ForgeKind.GITLAB and repo.project_id is not None:
-            for fake in self.repos.values():  # GitLab finds a project by its id first
-                if fake.ref.project_id == repo.project_id:
-                    return fake
         try:
-            return self.repos[repo.full_name]
+            return self.repos[self._name(repo)]
         except KeyError:
             raise NotFound(f"repository {repo.full_name} not found", status=404) from None
 

@@ -30,7 +30,7 @@ from bot.runtime import Runtime
 from bot.storage.base import StoreError, Task, TaskState
 from bot.worker.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher
 from bot.worker.maintenance import Maintenance
-from bot.worker.outcomes import STALLED, event_retry_delay, stalled
+from bot.worker.outcomes import event_retry_delay, stalled
 from bot.worker.run import Coordinator, TaskRunner, default_coordinator
 
 log = logging.getLogger("bot.worker")
@@ -178,13 +178,14 @@ class Worker:
         self._running[task.id] = progress
         renewer = asyncio.create_task(self._renew(task.id, work))
         watchdog = asyncio.create_task(self._watch(task, work, progress))
+        stalled_run = False
         try:
             outcome = await work
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise
             if watchdog.done() and not watchdog.cancelled():
-                outcome = watchdog.result()
+                outcome, stalled_run = watchdog.result(), True
             elif renewer.done():
                 log.error("task %s: lease lost; this worker stopped working on it", task.id)
                 return Outcome(TaskState.RUNNING, reason="lease lost")
@@ -197,7 +198,7 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError):
                     await helper
         await self._runner.settle(task.id, outcome)
-        if outcome.state is TaskState.FAILED and outcome.reason.startswith(STALLED):
+        if stalled_run and outcome.state is TaskState.FAILED:  # the run could not say so
             await self._runner.report_late(task, outcome)
         return outcome
 

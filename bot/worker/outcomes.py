@@ -13,7 +13,7 @@ WAITING_FOR_PEOPLE = frozenset(
 )
 # the stored error of a task paused while the LLM is down (the task row keeps text only)
 LLM_UNAVAILABLE = PauseReason.LLM_UNAVAILABLE.value
-STALLED = "stalled"  # how the reason of a run the watchdog stopped begins
+STALLED = "stalled"  # the word the reason of a run the watchdog stopped begins with
 
 
 def event_retry_delay(attempts: int) -> float:
