@@ -40,19 +40,6 @@ def _notes_then_readme() -> list[Any]:
     return [docs.plan([write_a, write_b])]
 
 
-def _failing_then_fixed() -> list[Any]:
-    read = docs.action("task_1", "github_get_file_contents", arguments={"path": "docs/x.md"})
-    fixed = docs.action(
-        "task_2",
-        "github_create_or_update_file",
-        arguments={"path": "README.md", "content": docs.README_WITH_INSTALL, "message": "Add"},
-    )
-    return [
-        docs.plan([read]),
-        docs.reflection("task_1", revise=True, reason="wrong path", updated=[fixed]),
-    ]
-
-
 def _early_done() -> list[Any]:
     write = docs.action(
         "task_1",
@@ -124,7 +111,7 @@ SCENARIOS = [
     Scenario(
         "waiting_for_revision_approval",
         "a revised plan waits for approval (require_human_approval)",
-        first=_failing_then_fixed,
+        first=docs.failing_then_fixed,
         then=lambda: [docs.completion(done=1, failed=1)],
         planning={"revision": {"require_human_approval": True, "approval_timeout": 600}},
         captured_state=TaskState.AWAITING_APPROVAL,
@@ -135,7 +122,7 @@ SCENARIOS = [
     Scenario(
         "approval_timed_out",
         "nobody answered the revision approval in time: paused; resumed, it asks again",
-        first=_failing_then_fixed,
+        first=docs.failing_then_fixed,
         then=list,
         planning={"revision": {"require_human_approval": True, "approval_timeout": 600}},
         advance=601,

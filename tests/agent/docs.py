@@ -160,3 +160,18 @@ def intervention(*recommendations: str) -> dict[str, Any]:
         },
         "comment": "help",
     }
+
+
+def failing_then_fixed() -> list[object]:
+    """A plan whose read fails (wrong path), and the reflection that revises it into a write
+    of README_WITH_INSTALL through the forge."""
+    read = action("task_1", "github_get_file_contents", arguments={"path": "docs/x.md"})
+    fixed = action(
+        "task_2",
+        "github_create_or_update_file",
+        arguments={"path": "README.md", "content": README_WITH_INSTALL, "message": "Add"},
+    )
+    return [
+        plan([read]),
+        reflection("task_1", revise=True, reason="wrong path", updated=[fixed]),
+    ]

@@ -168,24 +168,11 @@ async def _approval_harness(tmp_path: Path, stack: contextlib.AsyncExitStack) ->
     return await make_harness(tmp_path, stack, planning=planning)
 
 
-def _failing_then_fixed() -> list[object]:
-    read = docs.action("task_1", "github_get_file_contents", arguments={"path": "docs/x.md"})
-    fixed = docs.action(
-        "task_2",
-        "github_create_or_update_file",
-        arguments={"path": "README.md", "content": docs.README_WITH_INSTALL, "message": "Add"},
-    )
-    return [
-        docs.plan([read]),
-        docs.reflection("task_1", revise=True, reason="wrong path", updated=[fixed]),
-    ]
-
-
 async def test_revised_plan_waits_for_approval_then_continues(
     tmp_path: Path, stack: contextlib.AsyncExitStack
 ) -> None:
     harness = await _approval_harness(tmp_path, stack)
-    llm = ScriptedLLM([*_failing_then_fixed(), docs.completion(done=1, failed=1)])
+    llm = ScriptedLLM([*docs.failing_then_fixed(), docs.completion(done=1, failed=1)])
 
     waiting = await harness.run(llm)
 
@@ -216,7 +203,11 @@ async def test_rejected_revision_is_revised_again_with_the_reason(
         arguments={"path": "INSTALL.md", "content": "pip install widgets\n", "message": "Add"},
     )
     llm = ScriptedLLM(
-        [*_failing_then_fixed(), docs.revision([other], reason="use INSTALL.md"), docs.completion()]
+        [
+            *docs.failing_then_fixed(),
+            docs.revision([other], reason="use INSTALL.md"),
+            docs.completion(),
+        ]
     )
     await harness.run(llm)
     await harness.command("reject", "use a separate INSTALL.md", author="alice")
@@ -240,7 +231,7 @@ async def test_unanswered_approval_times_out_into_a_pause(
     tmp_path: Path, stack: contextlib.AsyncExitStack
 ) -> None:
     harness = await _approval_harness(tmp_path, stack)
-    llm = ScriptedLLM([*_failing_then_fixed(), docs.completion(done=1, failed=1)])
+    llm = ScriptedLLM([*docs.failing_then_fixed(), docs.completion(done=1, failed=1)])
     await harness.run(llm)
     harness.clock.advance(601)
 
@@ -449,7 +440,7 @@ async def test_an_approval_sent_before_the_revision_was_shown_approves_nothing_a
     tmp_path: Path, stack: contextlib.AsyncExitStack
 ) -> None:
     harness = await _approval_harness(tmp_path, stack)
-    llm = ScriptedLLM([*_failing_then_fixed(), docs.completion(done=1, failed=1)])
+    llm = ScriptedLLM([*docs.failing_then_fixed(), docs.completion(done=1, failed=1)])
     ask = llm.complete
 
     async def approving_while_revising(request: LLMRequest) -> LLMResponse:
