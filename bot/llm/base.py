@@ -66,9 +66,23 @@ class HealthReport:
     model_available: bool | None = None
     error: str | None = None
     setup_steps: tuple[str, ...] = field(default=())
+    server: str = ""  # the kind of server recognised behind base_url, e.g. "Ollama"
+    dialect: str | None = None  # the structured-output dialect the bot uses there
+    answered: bool | None = None  # a small structured request answered (None: not tried)
+    latency_ms: float | None = None  # how long that request took
+
+    @property
+    def ready(self) -> bool:
+        """Whether a task's next model call can be expected to work."""
+        return self.reachable and self.model_available is not False and self.answered is not False
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "ready": self.ready,
+            "server": self.server,
+            "dialect": self.dialect,
+            "answered": self.answered,
+            "latency_ms": self.latency_ms,
             "reachable": self.reachable,
             "provider": self.provider,
             "base_url": self.base_url,

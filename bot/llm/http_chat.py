@@ -12,6 +12,7 @@ teaches it.
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -23,12 +24,27 @@ from bot.llm.base import (
     LLMError,
     LLMRequest,
     LLMResponse,
+    Message,
     OutputMode,
     Usage,
 )
-from bot.llm.health import health_report
+from bot.llm.health import StructuredCheck, health_report, model_available
+from bot.llm.server_kind import LABELS, recognise
 from bot.llm.tokens import count_messages, count_tokens
-from bot.llm.transport import Call, Sleep, error_message, fetch_model_ids, send
+from bot.llm.transport import Call, ModelListing, Sleep, error_message, fetch_model_ids, send
+from bot.redact import redact
+
+# The one small structured request of a health check and of a dialect probe.
+PROBE = LLMRequest(
+    phase="probe",
+    messages=(
+        Message("system", 'Answer with the JSON object {"ok": true} and nothing else.'),
+        Message("user", "Are you there?"),
+    ),
+    schema={"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    max_tokens=32,
+    temperature=0.0,
+)
 
 
 class HttpChatLLM(ABC):
@@ -90,6 +106,10 @@ class HttpChatLLM(ABC):
     # --- the same for every provider --------------------------------------------------------
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        return await self._complete(request, self._max_retries)
+
+    async def _complete(self, request: LLMRequest, max_retries: int) -> LLMResponse:
+        """One completion, retrying transient failures up to ``max_retries`` times."""
         url = self.base_url + self.chat_path
         while True:
             mode: OutputMode = self.mode if request.schema is not None else "text"
@@ -99,7 +119,7 @@ class HttpChatLLM(ABC):
                 call,
                 timeout=self._timeout,
                 sleep=self._sleep,
-                max_retries=self._max_retries,
+                max_retries=max_retries,
             )
             if response.is_success:
                 return self._answer(response, request, mode)
@@ -136,9 +156,33 @@ class HttpChatLLM(ABC):
             return Usage(int(usage[prompt]), int(usage.get(answer) or 0))
         return Usage(count_messages(request.messages), count_tokens(text))
 
+    @property
+    def dialect_name(self) -> str:
+        """The structured-output dialect the next request with a schema will use."""
+        return self.mode
+
+    @property
+    def server_label(self) -> str:
+        return LABELS[recognise(self.base_url)]
+
+    def _saw_models(self, listing: ModelListing) -> None:
+        """What the model list said (a provider may learn the server kind from it)."""
+        return None
+
+    def forget_dialect(self) -> None:
+        """Find the structured-output dialect again before the next request (after a
+        configuration reload); providers that probe override this."""
+        return None
+
     async def health(self) -> HealthReport:
+        """The model list, then (when the model is served) one small structured request
+        in the dialect the bot uses, once, without retries: what a task's call would do."""
         url = self.base_url + self.models_path
         listing = await fetch_model_ids(self._http, url, self._headers())
+        self._saw_models(listing)
+        check = None
+        if listing.error is None and model_available(self.model, listing.models):
+            check = await self._structured_check()
         return health_report(
             self.name,
             self.base_url,
@@ -146,7 +190,19 @@ class HttpChatLLM(ABC):
             status=listing.status,
             models=listing.models,
             error=listing.error,
+            check=check,
+            server=self.server_label,
         )
+
+    async def _structured_check(self) -> StructuredCheck:
+        started = time.monotonic()
+        try:
+            await self._complete(PROBE, 0)
+        except LLMError as exc:  # the server's own words, without the key it may echo
+            elapsed = (time.monotonic() - started) * 1000
+            said = redact(str(exc), known=[self._api_key] if self._api_key else [])
+            return StructuredCheck(False, self.dialect_name, elapsed, said)
+        return StructuredCheck(True, self.dialect_name, (time.monotonic() - started) * 1000)
 
     async def aclose(self) -> None:
         if self._owns_http:
