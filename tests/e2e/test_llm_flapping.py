@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bot.agent.loop import AgentLoop
 from bot.llm.openai import OpenAICompatibleLLM
 from bot.storage.base import TaskState
 from tests.agent import docs
@@ -72,7 +73,8 @@ async def test_ten_minutes_of_flapping_cost_at_most_five_forge_writes(
         waited.append(seconds)
 
     with model_server(flaky) as server:
-        async with Harness(tmp_path, clock=clock) as bot:
+        loop = lambda: AgentLoop(clock=clock)  # noqa: E731 - the run's clock is the fake one
+        async with Harness(tmp_path, clock=clock, coordinator_factory=loop) as bot:
             flaky.forge_calls = bot.github.calls
             llm = OpenAICompatibleLLM(
                 base_url=server.url + "/v1", model="qwen2.5-coder", sleep=sleep
