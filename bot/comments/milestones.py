@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent.context import ProgressEvent, ProgressKind
+from bot.agent.context import PauseReason, ProgressEvent, ProgressKind
 from bot.comments.render import render
 from bot.comments.status import render_links
 from bot.comments.wording import approval_subject, verdict_label
@@ -102,11 +102,15 @@ def milestone_body(
 
 
 def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:
-    reason = str(data.get("reason", "user"))
-    if reason == "llm_unavailable":
+    """Why the task is paused, in words; a reason that is not a ``PauseReason`` (a
+    person's own words) is shown as it is."""
+    text = str(data.get("reason", PauseReason.PERSON.value))
+    try:
+        reason = PauseReason(text)
+    except ValueError:
+        return text
+    if reason is PauseReason.LLM_UNAVAILABLE:
         return render("paused_llm", language, endpoint=data.get("endpoint", "LLM"))
-    if reason == "approval_timeout":
+    if reason is PauseReason.APPROVAL_TIMEOUT:
         return render("paused_approval", language, prefix=prefix)
-    if reason == "user":
-        return render("paused_user", language, prefix=prefix)
-    return reason
+    return render("paused_user", language, prefix=prefix)
