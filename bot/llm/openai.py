@@ -223,6 +223,10 @@ class OpenAICompatibleLLM(HttpChatLLM):
 
     def _saw_models(self, listing: ModelListing) -> None:
         self._listing = listing
+        if self.server is ServerKind.UNKNOWN:  # for the report; the ladder is found later
+            self.server = server_kind.recognise(
+                self.base_url, headers=listing.headers, owners=listing.owners
+            )
 
     async def _is_ollama(self) -> bool:
         try:
