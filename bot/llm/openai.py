@@ -8,11 +8,12 @@ dialect (``dialect.py``): it recognises the server (``server_kind.py``), takes w
 the store kept for this endpoint and model, or else sends one tiny request per
 dialect, best first (``response_format`` with a JSON schema, the server's own
 schema form, JSON mode, the schema in the instructions only), and keeps the first
-that answers with a JSON document. A refusal of a later request (a 4xx, or a 500
-that rejects a request field) moves down one rung at once and is kept too. Other
-known refusals adjust the request (OpenAI's newer models want
-``max_completion_tokens`` and the default temperature). Sending, retries and
-errors are ``HttpChatLLM``'s; this module builds the body and reads the answer.
+that answers with a JSON document. It probes again after a configuration reload
+and after a call that failed for good (the server may come back as another build).
+A refusal of a later request (a 4xx, or a 500 that rejects a request field) moves
+down one rung at once and is kept too. Other known refusals adjust the request
+(OpenAI's newer models want ``max_completion_tokens`` and the default temperature).
+Sending, retries and errors are ``HttpChatLLM``'s; this module builds the body and reads the answer.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import httpx
 
 from bot.llm import server_kind
-from bot.llm.base import LLMBadRequest, LLMRequest, LLMResponse, OutputMode, Usage
+from bot.llm.base import LLMBadRequest, LLMRequest, LLMResponse, LLMUnavailable, OutputMode, Usage
 from bot.llm.dialect import (
     Dialect,
     DialectStore,
@@ -264,7 +265,11 @@ class OpenAICompatibleLLM(HttpChatLLM):
     async def _complete(self, request: LLMRequest, max_retries: int) -> LLMResponse:
         if request.schema is not None:
             await self.dialect_ready()
-        return await self._request(request, max_retries, keep=True)
+        try:
+            return await self._request(request, max_retries, keep=True)
+        except LLMUnavailable:
+            self.forget_dialect()  # it failed repeatedly: it may come back as another build
+            raise
 
     async def _request(self, request: LLMRequest, max_retries: int, *, keep: bool) -> LLMResponse:
         """Send ``request`` in the current dialect, moving down on refusals (``keep``:

@@ -316,3 +316,40 @@ async def test_an_outage_while_probing_keeps_nothing(
             await llm.aclose()
     assert waits == [1.0, 2.0, 4.0]
     assert await store.get_llm_dialect(server.url + "/v1", "qwen2.5-coder") is None
+
+
+async def test_after_an_outage_the_dialect_is_probed_again(
+    sleep: Sleep, store: SqliteStore
+) -> None:
+    """A server that went away may come back upgraded: what it refused before is asked
+    again once, instead of being avoided for good."""
+    state = {"down": False, "upgraded": False}
+
+    def answer(sent: Sent) -> Reply:
+        if sent.method == "GET":
+            return Reply(200, model_list_owned("vllm", "qwen2.5-coder"))
+        if state["down"]:
+            return Reply(502, {"error": {"message": "bad gateway"}})
+        schema = sent.body.get("response_format", {}).get("type") == "json_schema"
+        if schema and not state["upgraded"]:
+            return Reply(400, openai_error("json_schema is not supported", param="response_format"))
+        content = OK if sent.body["messages"][-1]["content"] == "Are you there?" else DOC
+        return Reply(200, chat_completion(content))
+
+    with model_server(answer) as server:
+        llm = provider(server, sleep, dialects=store)
+        try:
+            await llm.complete(REQUEST)
+            assert llm.dialect is Dialect.GUIDED_JSON
+            state["down"] = True
+            with pytest.raises(LLMUnavailable):
+                await llm.complete(REQUEST)
+            state.update(down=False, upgraded=True)
+            await llm.complete(REQUEST)
+        finally:
+            await llm.aclose()
+    assert llm.dialect is Dialect.JSON_SCHEMA
+    last = server.of("/v1/chat/completions")[-2:]
+    assert [p.body["messages"][-1]["content"] for p in last] == ["Are you there?", "Fix the bug"]
+    kept = await store.get_llm_dialect(server.url + "/v1", "qwen2.5-coder")
+    assert kept is not None and kept[0] == "json_schema"
