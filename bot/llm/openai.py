@@ -183,7 +183,8 @@ class OpenAICompatibleLLM(HttpChatLLM):
         self.server = await self._recognise()
         rungs = ladder(self.server, self.structured_output)
         self.quirks = dataclasses.replace(self.quirks, dialect=rungs[0], rungs=rungs)
-        known = await self._stored() if self._trust_store else None
+        trust = self._trust_store and self.structured_output == "auto"
+        known = await self._stored() if trust else None
         if known is not None and known.dialect in rungs:
             self.quirks = dataclasses.replace(self.quirks, dialect=known.dialect)
             self.found = known
@@ -192,14 +193,27 @@ class OpenAICompatibleLLM(HttpChatLLM):
             await self._probe_rungs()
         await self._keep()
 
+    async def _keep(self) -> None:
+        """Remember the dialect in use: in memory, and in the store unless the operator
+        pinned the mode (a pinned rung says nothing of what ``auto`` would find)."""
+        self.found = KnownDialect(self.quirks.dialect, self.server, 0.0)
+        if self._dialects is None or self.structured_output != "auto":
+            return
+        try:
+            await self._dialects.put_llm_dialect(
+                self.base_url, self.model, dialect=self.quirks.dialect, server=self.server
+            )
+        except Exception as exc:  # the store's trouble must not stop the model call
+            log.warning("could not keep the LLM dialect: %s", exc)
+
     async def _probe_rungs(self) -> None:
         """One tiny request per rung, best first, until one answers with a document."""
         self.tried = []
-        while True:
-            used = self.quirks.dialect
+        for _ in self.quirks.rungs:  # each pass ends lower on the ladder, or returns
             answer = await self._request(PROBE, self._max_retries, keep=False)
+            used = self.quirks.dialect  # where the refusals on the way left it
             if answer.mode == "text" or is_document(answer.text):
-                self.tried.append((self.quirks.dialect, "ok"))
+                self.tried.append((used, "ok"))
                 return
             self.tried.append((used, "answered without a JSON document"))
             lower = next_dialect(self.quirks.rungs, used, self.quirks.dialect)
@@ -247,18 +261,6 @@ class OpenAICompatibleLLM(HttpChatLLM):
             log.warning("could not read the kept LLM dialect: %s", exc)
             return None
         return known_from_row(row)
-
-    async def _keep(self) -> None:
-        """Remember the dialect in use (in memory and in the store)."""
-        self.found = KnownDialect(self.quirks.dialect, self.server, 0.0)
-        if self._dialects is None:
-            return
-        try:
-            await self._dialects.put_llm_dialect(
-                self.base_url, self.model, dialect=self.quirks.dialect, server=self.server
-            )
-        except Exception as exc:  # the store's trouble must not stop the model call
-            log.warning("could not keep the LLM dialect: %s", exc)
 
     # --- requests -------------------------------------------------------------------------------
 

@@ -353,3 +353,54 @@ async def test_after_an_outage_the_dialect_is_probed_again(
     assert [p.body["messages"][-1]["content"] for p in last] == ["Are you there?", "Fix the bug"]
     kept = await store.get_llm_dialect(server.url + "/v1", "qwen2.5-coder")
     assert kept is not None and kept[0] == "json_schema"
+
+
+async def test_a_refused_rung_then_a_rung_answering_prose_moves_on_to_json_mode(
+    sleep: Sleep,
+) -> None:
+    """vLLM refuses the OpenAI schema form and ignores guided_json (a build without a
+    guided-decoding backend answers prose): JSON mode is next, and the probe ends."""
+
+    def answer(sent: Sent) -> Reply:
+        if sent.method == "GET":
+            return Reply(200, model_list_owned("vllm", "qwen2.5-coder"))
+        kind = sent.body.get("response_format", {}).get("type")
+        if kind == "json_schema":
+            return Reply(400, openai_error("json_schema is not supported", param="response_format"))
+        if kind == "json_object":
+            return Reply(200, chat_completion(OK))
+        return Reply(200, chat_completion("ok!"))
+
+    with model_server(answer) as server:
+        llm = provider(server, sleep)
+        try:
+            await llm.dialect_ready()
+        finally:
+            await llm.aclose()
+    assert llm.dialect is Dialect.JSON_OBJECT
+    assert llm.tried == [
+        (Dialect.GUIDED_JSON, "answered without a JSON document"),
+        (Dialect.JSON_OBJECT, "ok"),
+    ]
+    assert len(server.of("/v1/chat/completions")) == 3
+
+
+async def test_a_pinned_mode_is_not_kept_nor_read_from_the_store(
+    sleep: Sleep, store: SqliteStore
+) -> None:
+    def any_server(sent: Sent) -> Reply:
+        if sent.method == "GET":
+            return Reply(200, model_list_owned("vllm", "qwen2.5-coder"))
+        return Reply(200, chat_completion(DOC))
+
+    with model_server(any_server) as server:
+        endpoint = server.url + "/v1"
+        await store.put_llm_dialect(endpoint, "qwen2.5-coder", dialect="guided_json", server="vllm")
+        pinned = provider(server, sleep, dialects=store, structured_output="none")
+        try:
+            await pinned.complete(REQUEST)
+        finally:
+            await pinned.aclose()
+        assert pinned.dialect is Dialect.INSTRUCTIONS  # the operator's word, not the store's
+        kept = await store.get_llm_dialect(endpoint, "qwen2.5-coder")
+        assert kept is not None and kept[0] == "guided_json"  # what auto found stays
