@@ -118,6 +118,11 @@ def _unreachable_steps(provider: str, base_url: str, model: str) -> tuple[str, .
 def _refused_steps(provider: str, base_url: str, status: int) -> tuple[str, ...]:
     if status in (401, 403):
         variable = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+        kind = server_kind.from_url(base_url)
+        if kind is ServerKind.OPENROUTER:
+            return ("Set LLM_API_KEY to an OpenRouter API key (https://openrouter.ai/keys)",)
+        if kind is ServerKind.UNKNOWN and server_kind.from_address(base_url) is ServerKind.LITELLM:
+            return (f"Set LLM_API_KEY to a LiteLLM proxy key for {base_url}",)
         return (f"Set LLM_API_KEY (or {variable}) to a valid API key for {base_url}",)
     if status == 404:
         if provider == "anthropic":

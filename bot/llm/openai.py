@@ -140,7 +140,6 @@ class OpenAICompatibleLLM(HttpChatLLM):
         self._trust_store = True
         self._ready = not probe
         self._lock = asyncio.Lock()
-        self.found: KnownDialect | None = None
         self._listing: ModelListing | None = None  # the last model list seen
         self.tried: list[tuple[Dialect, str]] = []  # what each probed rung answered
 
@@ -187,7 +186,6 @@ class OpenAICompatibleLLM(HttpChatLLM):
         known = await self._stored() if trust else None
         if known is not None and known.dialect in rungs:
             self.quirks = dataclasses.replace(self.quirks, dialect=known.dialect)
-            self.found = known
             return
         if len(rungs) > 1:
             await self._probe_rungs()
@@ -196,7 +194,6 @@ class OpenAICompatibleLLM(HttpChatLLM):
     async def _keep(self) -> None:
         """Remember the dialect in use: in memory, and in the store unless the operator
         pinned the mode (a pinned rung says nothing of what ``auto`` would find)."""
-        self.found = KnownDialect(self.quirks.dialect, self.server, 0.0)
         if self._dialects is None or self.structured_output != "auto":
             return
         try:

@@ -162,3 +162,15 @@ def test_health_report_fields() -> None:
     down = health_report("openai", OLLAMA, "m", status=None, models=(), error="refused")
     assert (down.reachable, down.model_available, down.error) == (False, None, "refused")
     assert down.setup_steps[0] == "Install Ollama: https://ollama.com/download"
+
+
+def test_a_refused_key_names_the_service_it_is_for() -> None:
+    assert steps("https://openrouter.ai/api/v1", status=401) == (
+        "Set LLM_API_KEY to an OpenRouter API key (https://openrouter.ai/keys)",
+    )
+    assert steps("http://127.0.0.1:4000", status=401) == (
+        "Set LLM_API_KEY to a LiteLLM proxy key for http://127.0.0.1:4000",
+    )
+    assert steps("https://api.openai.com/v1", status=401) == (
+        "Set LLM_API_KEY (or OPENAI_API_KEY) to a valid API key for https://api.openai.com/v1",
+    )
