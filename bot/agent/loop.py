@@ -254,7 +254,10 @@ class AgentLoop:
             return await run.finisher.intervene(exc.reason, ask_model=False, hints=[hint])
         except LLMBadRequest as exc:
             reason = f"the model endpoint refused the request: {exc}"
-            hint = "Check the llm settings (model name, context size) with `bot doctor`"
+            hint = (
+                "Check the llm settings (model name, context size) with `bot doctor`; if the "
+                "server refuses structured output, pin llm.structured_output"
+            )
             return await run.finisher.intervene(reason, ask_model=False, hints=[hint])
         except LLMError as exc:
             reason = f"the model call failed: {exc}"

@@ -171,4 +171,5 @@ async def test_a_server_refusing_every_mode_ends_the_task_needing_a_person(
     [closing] = of_kind(issue, "human_intervention") or of_kind(issue, "end-needs_human")
     assert "response_format is not supported for key" in closing  # the server's own words
     assert API_KEY not in closing  # redacted
+    assert "pin llm.structured_output" in closing
     assert all(API_KEY not in body for body in (c.body for c in issue.comments))
