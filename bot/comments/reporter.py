@@ -47,11 +47,19 @@ _ENDINGS: dict[TaskState, ProgressKind | None] = {
     TaskState.NEEDS_HUMAN: ProgressKind.HUMAN_INTERVENTION,
     TaskState.PAUSED: ProgressKind.PAUSED,
 }
-# Events that do not end the quiet of a run resumed after an outage: they say nothing new.
-_QUIET_KINDS = frozenset({ProgressKind.PHASE, ProgressKind.PAUSED})
 # Repositories whose labels exist, per forge object (weakly: a forge that is gone, or a
 # new one at the same address, starts afresh).
 _ensured_labels: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _nothing_new(event: ProgressEvent) -> bool:
+    """Whether an event of a run resumed after an outage leaves the issue as it is: the
+    phase it resumes in, or the same outage again (another pause, e.g. ``/agent pause``,
+    is news)."""
+    if event.kind is ProgressKind.PHASE:
+        return True
+    reason = event.data.get("reason")
+    return event.kind is ProgressKind.PAUSED and reason == PauseReason.LLM_UNAVAILABLE.value
 
 
 def save_full_text(settings: Settings, marker: Marker, text: str) -> str:
@@ -113,7 +121,7 @@ class IssueReporter:
         self.view.apply(event)
         self.emitted.add(event.kind)
         if self._quiet:
-            if event.kind in _QUIET_KINDS:
+            if _nothing_new(event):
                 return
             self._quiet = False  # the run moves on: show it
             await self._show_running()
