@@ -217,6 +217,7 @@ async def test_health_ai_makes_a_structured_request_and_is_503_when_it_fails(
             healthy = await bot.client.get("/health/ai")
             sick["on"] = True
             bot.runtime._health = None  # past the health cache
+            llm._answered = None  # and past the minute a structured answer stands for
             failing = await bot.client.get("/health/ai")
         finally:
             await llm.aclose()

@@ -34,6 +34,9 @@ from bot.llm.tokens import count_messages, count_tokens
 from bot.llm.transport import Call, ModelListing, Sleep, error_message, fetch_model_ids, send
 from bot.redact import redact
 
+# How long a structured request that answered stands for the next health checks:
+# ``/health/ai`` is public, and on a hosted API every check is a paid request.
+CHECK_TTL = 60.0
 # The one small structured request of a health check and of a dialect probe.
 PROBE = LLMRequest(
     phase="probe",
@@ -75,6 +78,7 @@ class HttpChatLLM(ABC):
         self._timeout = timeout
         self._max_retries = max_retries
         self._sleep = sleep
+        self._answered: tuple[float, StructuredCheck] | None = None  # (when, the last success)
 
     # --- what each provider says ------------------------------------------------------------
 
@@ -171,8 +175,8 @@ class HttpChatLLM(ABC):
 
     def forget_dialect(self) -> None:
         """Find the structured-output dialect again before the next request (after a
-        configuration reload); providers that probe override this."""
-        return None
+        configuration reload or an outage); providers that probe extend this."""
+        self._answered = None
 
     async def health(self) -> HealthReport:
         """The model list, then (when the model is served) one small structured request
@@ -195,14 +199,20 @@ class HttpChatLLM(ABC):
         )
 
     async def _structured_check(self) -> StructuredCheck:
+        """One small structured request (a success stands for ``CHECK_TTL`` seconds)."""
         started = time.monotonic()
+        if self._answered is not None and started - self._answered[0] < CHECK_TTL:
+            return self._answered[1]
         try:
             await self._complete(PROBE, 0)
         except LLMError as exc:  # the server's own words, without the key it may echo
             elapsed = (time.monotonic() - started) * 1000
             said = redact(str(exc), known=[self._api_key] if self._api_key else [])
+            self._answered = None
             return StructuredCheck(False, self.dialect_name, elapsed, said)
-        return StructuredCheck(True, self.dialect_name, (time.monotonic() - started) * 1000)
+        check = StructuredCheck(True, self.dialect_name, (time.monotonic() - started) * 1000)
+        self._answered = (started, check)
+        return check
 
     async def aclose(self) -> None:
         if self._owns_http:

@@ -160,7 +160,9 @@ class OpenAICompatibleLLM(HttpChatLLM):
         return output_mode(self.quirks.dialect)
 
     def forget_dialect(self) -> None:
-        """Probe again before the next request (the configuration was reloaded)."""
+        """Probe again before the next request (the configuration was reloaded, or a call
+        failed for good)."""
+        super().forget_dialect()
         self._ready = not self._probe
         self._trust_store = False
 

@@ -354,6 +354,20 @@ async def test_health_lists_models_and_finds_ollama_tags(sleep: Sleep) -> None:
     assert report.latency_ms is not None and report.ready
 
 
+async def test_a_structured_answer_stands_for_a_minute_of_health_checks(sleep: Sleep) -> None:
+    """/health/ai is public: on a hosted API each structured request is paid for."""
+    replay = Replay(
+        ok(model_list("gpt-4.1")),
+        ok(chat_completion('{"ok": true}')),
+        ok(model_list("gpt-4.1")),
+    )
+    llm = make(replay, sleep)
+    first, second = await llm.health(), await llm.health()
+    assert first.answered and second.answered and second.dialect == "json_schema"
+    paths = [r.url.path for r in replay.requests]
+    assert paths == ["/v1/models", "/v1/chat/completions", "/v1/models"]
+
+
 async def test_health_missing_model_says_pull_it(sleep: Sleep) -> None:
     replay = Replay(ok(model_list("llama3.2:latest")))
     llm = OpenAICompatibleLLM(
