@@ -121,6 +121,8 @@ async def _llm_check(runtime: Runtime) -> Check:
     detail = f"{server} at {report.base_url}, model {report.model}"
     if report.answered:
         detail += f", dialect {report.dialect}, a structured answer in {report.latency_ms:g} ms"
+    if report.probed:
+        detail += f" (probed: {'; '.join(report.probed)})"
     return Check("llm", True, detail)
 
 

@@ -58,7 +58,8 @@ async def test_doctor_names_the_server_the_dialect_and_the_latency(tmp_path: Pat
         f"[ok  ] llm: vLLM at {server.url}/v1, model qwen2.5-coder, dialect guided_json, "
         "a structured answer in "
     )
-    assert line.endswith(" ms")
+    # what each dialect got while probing
+    assert line.endswith(" ms (probed: json_schema: refused (HTTP 400); guided_json: ok)")
     # the structured request was made in the dialect the bot will use
     assert server.requests[-1].body["guided_json"]["required"] == ["ok"]
 

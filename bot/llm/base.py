@@ -70,6 +70,7 @@ class HealthReport:
     dialect: str | None = None  # the structured-output dialect the bot uses there
     answered: bool | None = None  # a small structured request answered (None: not tried)
     latency_ms: float | None = None  # how long that request took
+    probed: tuple[str, ...] = ()  # what each dialect got when the endpoint was probed
 
     @property
     def ready(self) -> bool:
@@ -83,6 +84,7 @@ class HealthReport:
             "dialect": self.dialect,
             "answered": self.answered,
             "latency_ms": self.latency_ms,
+            "probed": list(self.probed),
             "reachable": self.reachable,
             "provider": self.provider,
             "base_url": self.base_url,

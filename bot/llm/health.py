@@ -189,6 +189,7 @@ def health_report(
     error: str | None,
     check: StructuredCheck | None = None,
     server: str = "",
+    probed: tuple[str, ...] = (),
 ) -> HealthReport:
     """Build the report from a model listing and the structured request, if one was
     made; ``status`` None means unreachable."""
@@ -221,4 +222,5 @@ def health_report(
         dialect=check.dialect if check is not None else None,
         answered=check.ok if check is not None else None,
         latency_ms=round(check.latency_ms, 1) if check is not None else None,
+        probed=probed,
     )

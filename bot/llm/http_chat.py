@@ -169,6 +169,11 @@ class HttpChatLLM(ABC):
     def server_label(self) -> str:
         return LABELS[recognise(self.base_url)]
 
+    @property
+    def probe_log(self) -> tuple[str, ...]:
+        """What each dialect got when the endpoint was last probed (none: not probed)."""
+        return ()
+
     def _saw_models(self, listing: ModelListing) -> None:
         """What the model list said (a provider may learn the server kind from it)."""
         return None
@@ -196,6 +201,7 @@ class HttpChatLLM(ABC):
             error=listing.error,
             check=check,
             server=self.server_label,
+            probed=self.probe_log,
         )
 
     async def _structured_check(self) -> StructuredCheck:

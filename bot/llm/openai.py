@@ -156,6 +156,10 @@ class OpenAICompatibleLLM(HttpChatLLM):
         return server_kind.LABELS[self.server]
 
     @property
+    def probe_log(self) -> tuple[str, ...]:
+        return tuple(f"{dialect}: {what}" for dialect, what in self.tried)
+
+    @property
     def mode(self) -> OutputMode:
         return output_mode(self.quirks.dialect)
 
@@ -294,6 +298,8 @@ class OpenAICompatibleLLM(HttpChatLLM):
                 )
             moved = adjusted.dialect is not self.quirks.dialect
             self.quirks = adjusted
+            if moved and not keep:  # probing: say what this rung got
+                self.tried.append((dialect, f"refused (HTTP {response.status_code})"))
             if moved and keep:
                 log.warning("%s refused %s; using %s from now on", url, dialect, adjusted.dialect)
                 await self._keep()

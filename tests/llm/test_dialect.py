@@ -379,6 +379,7 @@ async def test_a_refused_rung_then_a_rung_answering_prose_moves_on_to_json_mode(
             await llm.aclose()
     assert llm.dialect is Dialect.JSON_OBJECT
     assert llm.tried == [
+        (Dialect.JSON_SCHEMA, "refused (HTTP 400)"),
         (Dialect.GUIDED_JSON, "answered without a JSON document"),
         (Dialect.JSON_OBJECT, "ok"),
     ]

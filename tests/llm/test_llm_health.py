@@ -147,6 +147,7 @@ def test_health_report_fields() -> None:
         "dialect": None,
         "answered": None,
         "latency_ms": None,
+        "probed": [],
         "reachable": True,
         "provider": "openai",
         "base_url": OLLAMA,
