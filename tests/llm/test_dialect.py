@@ -239,13 +239,16 @@ async def test_ollama_uses_its_native_format_when_the_openai_form_is_ignored(
 
 
 def llamacpp_rejecting_response_format(sent: Sent) -> Reply:
-    """A llama.cpp server build that answers an unknown response_format with a 500 whose
-    message is a validation error; its own top-level "json_schema" works."""
+    """A llama.cpp server build from before response_format json_schema: it answers a 500
+    (the message and error object as such a server sends them, reported in
+    ikawrakow/ik_llama.cpp#778); its own top-level "json_schema" works."""
     if sent.path == "/v1/models":
         return Reply(200, model_list_owned("llamacpp", "qwen2.5-coder"))
     if "response_format" in sent.body:
-        error = {"code": 500, "message": "Invalid response_format: unsupported type"}
-        return Reply(500, {"error": error})
+        message = (
+            'response_format type must be one of "text" or "json_object", but got: json_schema'
+        )
+        return Reply(500, {"error": {"code": 500, "message": message, "type": "server_error"}})
     content = OK if sent.body["messages"][-1]["content"] == "Are you there?" else DOC
     return Reply(200, chat_completion(content))
 
