@@ -13,6 +13,7 @@ import asyncio
 import logging
 import math
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,6 +34,7 @@ from bot.webhooks import github as github_hooks
 from bot.webhooks import gitlab as gitlab_hooks
 from bot.webhooks.errors import PayloadError
 from bot.worker import Worker
+from bot.worker.operator import read_switch
 
 log = logging.getLogger("bot.app")
 
@@ -263,6 +265,12 @@ async def readyz(request: Request) -> Response:
     stuck = worker.stuck() if worker is not None else []
     if stuck:
         return _json(503, "worker stuck: " + " | ".join(stuck))
+    switch = await read_switch(runtime.store)
+    if switch.paused:  # still ready: webhooks are received and stored, tasks wait
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(switch.since))
+        return PlainTextResponse(
+            f"ready; all tasks paused by {switch.by} since {since} (bot resume-all)"
+        )
     return PlainTextResponse("ready")
 
 
