@@ -22,7 +22,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from bot import metrics
@@ -313,12 +313,17 @@ def create_app(
                     await worker.stop()
                 await runtime.stop()
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/health/ai", health_ai),
         Route("/metrics", metrics_endpoint),
     ]
+    token = runtime.settings.server.api_token
+    if token is not None and token.get_secret_value():
+        from bot.api import create_api  # FastAPI is imported only when the API is on
+
+        routes.append(Mount("/api", app=create_api(runtime, token.get_secret_value())))
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.worker = worker

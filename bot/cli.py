@@ -273,7 +273,7 @@ def _tasks(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _show(settings: Settings, store: Store, task_id: str) -> int:
-    from bot.agent.snapshot import status_snapshot
+    from bot.agent.snapshot import checklist, status_snapshot
     from bot.worker.operator import find_task
 
     task = await find_task(store, task_id)
@@ -290,13 +290,11 @@ async def _show(settings: Settings, store: Store, task_id: str) -> int:
         print(f"tokens    {snapshot['total_tokens']:,}   revisions {snapshot['revisions']}")
         for key, value in snapshot["links"].items():
             print(f"{key:<9} {value}")
-        statuses = snapshot["statuses"]
-        subtasks = snapshot["plan"].get("subtasks", [])
-        if subtasks:
+        items = checklist(snapshot)
+        if items:
             print("plan")
-        for item in subtasks:
-            shown = statuses.get(item.get("id", ""), "pending")
-            print(f"  [{shown:<7}] {item.get('id', '')}: {item.get('description', '')}")
+        for item in items:
+            print(f"  [{item['status']:<7}] {item['id']}: {item['description']}")
     report = settings.data_dir / "runs" / task.id / "report.md"
     if report.is_file():
         print(f"report    {report}")

@@ -33,6 +33,8 @@ class TaskCommand(StrEnum):
     STOP = CommandName.STOP.value
     PAUSE = CommandName.PAUSE.value
     RESUME = CommandName.RESUME.value
+    APPROVE = CommandName.APPROVE.value
+    REJECT = CommandName.REJECT.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,7 @@ async def find_task(store: Store, task_id: str) -> Task:
 
 
 async def command(store: Store, task_id: str, name: TaskCommand, *, by: str) -> Task:
-    """``/agent stop|pause|resume`` for one task, from the operator ``by``."""
+    """``/agent stop|pause|resume|approve|reject`` for one task, from the operator ``by``."""
     task = await find_task(store, task_id)
     if not task.active:
         raise OperatorError(f"task {task.id} has ended ({task.state.value}); nothing to {name}")
