@@ -321,9 +321,13 @@ def create_app(
     ]
     token = runtime.settings.server.api_token
     if token is not None and token.get_secret_value():
-        from bot.api import create_api  # FastAPI is imported only when the API is on
+        # FastAPI and the dashboard are imported only when the token turns them on.
+        from bot.api import create_api
+        from bot.dashboard.views import dashboard_routes
 
         routes.append(Mount("/api", app=create_api(runtime, token.get_secret_value())))
+        slots = runtime.settings.worker.max_workers if worker is not None else 0
+        routes += dashboard_routes(runtime, token.get_secret_value(), slots=slots)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.worker = worker
