@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 from bot import metrics
 from bot.events import EventKind, ForgeEvent, ForgeKind
 from bot.runtime import Runtime
-from bot.storage.base import StoreError
+from bot.storage.base import StoreError, TaskState
 from bot.triggers import Ignore, classify
 from bot.webhooks import github as github_hooks
 from bot.webhooks import gitlab as gitlab_hooks
@@ -281,8 +281,27 @@ async def health_ai(request: Request) -> Response:
 
 
 async def metrics_endpoint(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    worker: Worker | None = request.app.state.worker
+    try:
+        await _read_gauges(runtime, worker)
+    except StoreError as exc:  # the counters still answer; the gauges keep their last value
+        log.warning("metrics: could not read the store: %s", exc)
     body, content_type = metrics.render()
     return Response(body, media_type=content_type)
+
+
+async def _read_gauges(runtime: Runtime, worker: Worker | None) -> None:
+    """The gauges are the store's state at scrape time (shared by every replica)."""
+    store = runtime.store
+    counts = {state: await store.count_tasks(states=frozenset({state})) for state in TaskState}
+    for state, count in counts.items():
+        metrics.TASKS_BY_STATE.labels(state.value).set(count)
+    metrics.QUEUE_DEPTH.set(counts[TaskState.QUEUED])
+    metrics.RUNNING.set(counts[TaskState.RUNNING])
+    if worker is not None:
+        metrics.FREE_SLOTS.set(worker.free_slots())
+    metrics.PAUSED_ALL.set(1 if (await read_switch(store)).paused else 0)
 
 
 def create_app(

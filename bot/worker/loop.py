@@ -103,6 +103,10 @@ class Worker:
                 await loop
         self._loops.clear()
 
+    def free_slots(self) -> int:
+        """This worker's slots that run no task now."""
+        return max(0, self.settings.worker.max_workers - len(self._running))
+
     def poke(self) -> None:
         """Look for work now (the web role in the same process calls this)."""
         self._wake.set()

@@ -39,6 +39,7 @@ from bot.forges.base import (
 from bot.forges.github import GitHubForge
 from bot.forges.github_auth import GitHubSession
 from bot.forges.retry import WritePacer
+from bot.metrics import REGISTRY
 
 REST = Path(__file__).resolve().parent.parent / "fixtures" / "github" / "rest"
 API = "https://api.github.com"
@@ -860,8 +861,25 @@ async def test_429_waits_as_told_by_retry_after(
         httpx.Response(429, headers={"retry-after": "7"}, json={"message": "slow down"}),
         httpx.Response(201, json=rest("issue-comment")),
     ]
+    waits = REGISTRY.get_sample_value(
+        "bot_forge_waits_total", {"forge": "github", "reason": "rate_limit"}
+    )
+    writes = REGISTRY.get_sample_value(
+        "bot_forge_requests_total", {"forge": "github", "kind": "write"}
+    )
     await forge.create_comment(ISSUE, "Me too")
     assert sleeps.waits == [7.0]
+    # Counted for /metrics: two requests (the refused one and its retry), one wait.
+    assert (
+        REGISTRY.get_sample_value(
+            "bot_forge_waits_total", {"forge": "github", "reason": "rate_limit"}
+        )
+        == (waits or 0) + 1
+    )
+    assert (
+        REGISTRY.get_sample_value("bot_forge_requests_total", {"forge": "github", "kind": "write"})
+        == (writes or 0) + 2
+    )
 
 
 async def test_exhausted_rate_limit_waits_until_the_reset(
