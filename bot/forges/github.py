@@ -211,5 +211,7 @@ class GitHubForge(DelegatedContent):
         return await self._gh.identity()
 
     async def aclose(self) -> None:
-        """Forget cached tokens; the shared ``httpx.AsyncClient`` belongs to the caller."""
+        """Forget cached tokens and repository facts; the shared ``httpx.AsyncClient``
+        belongs to the caller."""
         self._gh.forget()
+        self.forget_repo_infos()

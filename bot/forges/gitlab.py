@@ -262,4 +262,5 @@ class GitLabForge(DelegatedContent):
         return await self._read("the token's user (GET /user)", op)
 
     async def aclose(self) -> None:
+        self.forget_repo_infos()
         await self._client.aclose()

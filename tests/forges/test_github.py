@@ -36,6 +36,7 @@ from bot.forges.base import (
     SearchHit,
     TreeEntry,
 )
+from bot.forges.content import REPO_INFO_TTL
 from bot.forges.github import GitHubForge
 from bot.forges.github_auth import GitHubSession
 from bot.forges.retry import WritePacer
@@ -790,6 +791,22 @@ async def test_aclose_forgets_tokens_and_leaves_the_shared_client_open(
     assert tokens.call_count == 2
 
 
+async def test_a_repositorys_facts_are_asked_once_in_a_while(
+    forge: GitHubForge, mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A task reads them for its context, its clone and its delivery: one request.
+    now = [1000.0]
+    monkeypatch.setattr(forge, "_repo_clock", lambda: now[0])
+    route = mock.get(REPO_PATH).respond(200, json=rest("full-repository"))
+    first = await forge.get_repo_info(REPO)
+    assert await forge.get_repo_info(REPO) == first
+    await forge.clone_auth(REPO)
+    assert route.call_count == 1
+    now[0] += REPO_INFO_TTL + 1
+    await forge.get_repo_info(REPO)
+    assert route.call_count == 2
+
+
 async def test_whoami_as_an_app_is_the_app_bot(
     app_forge: GitHubForge, mock: respx.MockRouter
 ) -> None:
@@ -846,6 +863,7 @@ async def test_connection_failures_are_retried_then_reported(
     route.side_effect = [httpx.ConnectError, httpx.Response(200, json=rest("full-repository"))]
     await forge.get_repo_info(REPO)
     assert sleeps.waits == [1.0]
+    forge.forget_repo_infos()  # asked again, not answered from the last minutes' facts
     route.side_effect = httpx.ConnectTimeout
     with pytest.raises(ForgeError, match="GitHub is unreachable") as caught:
         await forge.get_repo_info(REPO)
