@@ -381,6 +381,16 @@ async def test_get_issue_with_paginated_comments(
     ]
 
 
+async def test_get_issue_without_comments_reads_the_issue_alone(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    issue = mock.get(f"{REPO_PATH}/issues/1347").respond(200, json=_plain_issue())
+    comments = mock.get(f"{REPO_PATH}/issues/1347/comments").respond(200, json=[])
+    details = await forge.get_issue(REPO, 1347, change_request=False, comments=False)
+    assert details.issue.labels == ("bug",) and details.comments == ()
+    assert (issue.call_count, comments.call_count) == (1, 0)
+
+
 async def test_get_issue_of_a_pull_request_reads_its_head_branch(
     forge: GitHubForge, mock: respx.MockRouter
 ) -> None:
