@@ -86,6 +86,11 @@ class SecuritySettings(_Section):
     require_approval_paths: tuple[str, ...] = CI_PATHS
 
 
+class BudgetSettings(_Section):
+    # US dollars a task may spend on model calls, priced by llm.prices; none: no limit.
+    max_cost: float | None = Field(None, gt=0)
+
+
 class PlanningSettings(_Section):
     enabled: bool = True
     strategy: Literal["chain_of_thought", "hierarchical", "simple"] = "chain_of_thought"
@@ -98,6 +103,7 @@ class PlanningSettings(_Section):
     cache: CacheSettings = CacheSettings()
     execution: ExecutionSettings = ExecutionSettings()
     security: SecuritySettings = SecuritySettings()
+    budget: BudgetSettings = BudgetSettings()
 
 
 # --- server, storage, worker --------------------------------------------------------------
@@ -210,6 +216,15 @@ class GitLabSettings(_Section):
 # --- llm -----------------------------------------------------------------------------------
 
 
+class ModelPrice(_Section):
+    """US dollars per million tokens (bot/llm/prices.py)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
+
+
 class LLMSettings(_Section):
     provider: Literal["openai", "anthropic", "scripted"] = "openai"
     base_url: str = "http://127.0.0.1:11434/v1"
@@ -222,6 +237,8 @@ class LLMSettings(_Section):
     max_tokens_per_task: int = Field(200_000, ge=1000)
     temperature: float = Field(0.2, ge=0, le=2)
     health_interval: float = Field(30.0, gt=0)
+    # Model name -> price; wins over the published prices built in (bot/llm/prices.py).
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 # --- issue interface -------------------------------------------------------------------------
