@@ -79,3 +79,18 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         "waiting": waiting_of(state),
         "links": {k: str(delivery[k]) for k in _LINK_KEYS if delivery.get(k)},
     }
+
+
+def checklist(snapshot: dict[str, Any]) -> list[dict[str, str]]:
+    """The plan's subtasks with their status ({id, description, status}), in plan order."""
+    decomposition = snapshot.get("plan", {}).get("task_decomposition") or {}
+    statuses = snapshot.get("statuses", {})
+    return [
+        {
+            "id": str(item.get("id", "")),
+            "description": str(item.get("description", "")),
+            "status": str(statuses.get(str(item.get("id", "")), "pending")),
+        }
+        for item in decomposition.get("subtasks", [])
+        if isinstance(item, dict)
+    ]

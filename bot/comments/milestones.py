@@ -113,4 +113,4 @@ def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:
         return render("paused_llm", language, endpoint=data.get("endpoint", "LLM"))
     if reason is PauseReason.APPROVAL_TIMEOUT:
         return render("paused_approval", language, prefix=prefix)
-    return render("paused_user", language, prefix=prefix)
+    return render("paused_user", language, prefix=prefix, by=str(data.get("by") or ""))

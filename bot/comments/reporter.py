@@ -282,8 +282,11 @@ class IssueReporter:
         ensured.add(self.issue.repo.key)
 
     async def _set_labels(self, state: TaskState) -> None:
-        details = await self.forge.get_issue(
-            self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
+        details = await self.forge.get_issue(  # the labels as they are now, not the comments
+            self.issue.repo,
+            self.issue.number,
+            change_request=self.issue.is_change_request,
+            comments=False,
         )
         add, remove = transition(self.settings.labels, details.issue.labels, state)
         for label in remove:

@@ -86,6 +86,11 @@ class SecuritySettings(_Section):
     require_approval_paths: tuple[str, ...] = CI_PATHS
 
 
+class BudgetSettings(_Section):
+    # US dollars a task may spend on model calls, priced by llm.prices; none: no limit.
+    max_cost: float | None = Field(None, gt=0)
+
+
 class PlanningSettings(_Section):
     enabled: bool = True
     strategy: Literal["chain_of_thought", "hierarchical", "simple"] = "chain_of_thought"
@@ -98,6 +103,7 @@ class PlanningSettings(_Section):
     cache: CacheSettings = CacheSettings()
     execution: ExecutionSettings = ExecutionSettings()
     security: SecuritySettings = SecuritySettings()
+    budget: BudgetSettings = BudgetSettings()
 
 
 # --- server, storage, worker --------------------------------------------------------------
@@ -113,6 +119,11 @@ class ServerSettings(_Section):
     # Seconds a client has to send its whole body; a slower one gets 408.
     body_timeout: float = Field(10.0, gt=0, le=3600)
     public_url: str = ""
+    # The REST API under /api (and the dashboard) answer only with this bearer token
+    # (BOT_API_TOKEN); without it /api answers 404. Actions taken with it are recorded
+    # as api_token_name's.
+    api_token: SecretStr | None = None
+    api_token_name: str = Field("api", min_length=1, max_length=64, pattern=r"^[\w .@-]+$")
 
     @model_validator(mode="after")
     def _one_body_fits_the_budget(self) -> ServerSettings:
@@ -205,6 +216,15 @@ class GitLabSettings(_Section):
 # --- llm -----------------------------------------------------------------------------------
 
 
+class ModelPrice(_Section):
+    """US dollars per million tokens (bot/llm/prices.py)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
+
+
 class LLMSettings(_Section):
     provider: Literal["openai", "anthropic", "scripted"] = "openai"
     base_url: str = "http://127.0.0.1:11434/v1"
@@ -223,6 +243,8 @@ class LLMSettings(_Section):
     # auto: probe the endpoint once (JSON schema, the server's own schema form, JSON mode,
     # instructions) and keep what works; or pin one mode
     structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+    # Model name -> price; wins over the published prices built in (bot/llm/prices.py).
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 # --- issue interface -------------------------------------------------------------------------
