@@ -75,6 +75,7 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         "plan": plan.to_document() if plan is not None else {},
         "statuses": subtask_statuses(state, plan),
         "total_tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
+        "cached_tokens": int(usage.get("cached_tokens", 0)),
         "revisions": state.revisions,
         "waiting": waiting_of(state),
         "links": {k: str(delivery[k]) for k in _LINK_KEYS if delivery.get(k)},

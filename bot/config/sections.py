@@ -217,6 +217,10 @@ class LLMSettings(_Section):
     max_tokens_per_task: int = Field(200_000, ge=1000)
     temperature: float = Field(0.2, ge=0, le=2)
     health_interval: float = Field(30.0, gt=0)
+    # The execution phase's call as the endpoint's own function call (OpenAI tools,
+    # Anthropic tool_use): auto falls back to the JSON document when the endpoint refuses.
+    native_tools: Literal["auto", "on", "off"] = "auto"
+    prompt_cache: bool = True  # Anthropic: mark the stable prompt prefix cacheable
 
 
 # --- issue interface -------------------------------------------------------------------------
