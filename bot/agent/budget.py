@@ -67,14 +67,16 @@ class UsageLedger:
             entry["cached"] = entry.get("cached", 0) + usage.cached_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "calls": self.calls,
             "by_phase": {k: dict(v) for k, v in self.by_phase.items()},
-            "cached_tokens": self.cached_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
         }
+        if self.cached_tokens or self.cache_write_tokens:  # only where a cache was used
+            data["cached_tokens"] = self.cached_tokens
+            data["cache_write_tokens"] = self.cache_write_tokens
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> UsageLedger:

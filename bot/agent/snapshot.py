@@ -70,13 +70,15 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     usage = state.usage or {}
     delivery = state.delivery or {}
-    return {
+    snapshot = {
         "phase": state.phase().value,
         "plan": plan.to_document() if plan is not None else {},
         "statuses": subtask_statuses(state, plan),
         "total_tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
-        "cached_tokens": int(usage.get("cached_tokens", 0)),
         "revisions": state.revisions,
         "waiting": waiting_of(state),
         "links": {k: str(delivery[k]) for k in _LINK_KEYS if delivery.get(k)},
     }
+    if usage.get("cached_tokens"):  # said only when the provider's cache was used
+        snapshot["cached_tokens"] = int(usage["cached_tokens"])
+    return snapshot
