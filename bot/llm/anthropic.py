@@ -87,6 +87,47 @@ def mark_cacheable(body: dict[str, Any]) -> None:
         body["tools"][-1] = {**body["tools"][-1], "cache_control": EPHEMERAL}
 
 
+def message_body(
+    request: LLMRequest, *, model: str, mode: OutputMode, native: bool, prompt_cache: bool
+) -> dict[str, Any]:
+    """The Messages API request for ``request`` (pure: the benchmark measures it too)."""
+    messages = request.messages
+    if request.schema is not None and mode == "text" and not native:
+        messages = with_json_instructions(messages, request.schema)
+    system, turns = split_messages(messages)
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "messages": turns,
+    }
+    if system:
+        body["system"] = system
+    if native:
+        body.update(anthropic_tools(request.functions))
+    elif request.schema is not None and mode == "json_schema":
+        name = tool_name(request.phase)
+        body["tools"] = [
+            {
+                "name": name,
+                "description": f"Submit the {request.phase} document.",
+                "input_schema": request.schema,
+            }
+        ]
+        body["tool_choice"] = {"type": "tool", "name": name}
+    if prompt_cache:
+        mark_cacheable(body)
+    return body
+
+
+def cached_prefix(body: dict[str, Any]) -> str:
+    """The part of ``body`` up to its cache breakpoint (tools, then system), as text: what
+    a later request with the same prefix reads from the cache."""
+    system = body.get("system")
+    text = system[0]["text"] if isinstance(system, list) else ""
+    return json.dumps(body.get("tools", []), ensure_ascii=False) + text
+
+
 def tool_name(phase: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "_-" else "_" for c in phase)
     return cleaned[:64] or "answer"
@@ -121,33 +162,9 @@ class AnthropicLLM(HttpChatLLM):
         return headers
 
     def _body(self, request: LLMRequest, mode: OutputMode, native: bool) -> dict[str, Any]:
-        messages = request.messages
-        if request.schema is not None and mode == "text" and not native:
-            messages = with_json_instructions(messages, request.schema)
-        system, turns = split_messages(messages)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "messages": turns,
-        }
-        if system:
-            body["system"] = system
-        if native:
-            body.update(anthropic_tools(request.functions))
-        elif request.schema is not None and mode == "json_schema":
-            name = tool_name(request.phase)
-            body["tools"] = [
-                {
-                    "name": name,
-                    "description": f"Submit the {request.phase} document.",
-                    "input_schema": request.schema,
-                }
-            ]
-            body["tool_choice"] = {"type": "tool", "name": name}
-        if self.prompt_cache:
-            mark_cacheable(body)
-        return body
+        return message_body(
+            request, model=self.model, mode=mode, native=native, prompt_cache=self.prompt_cache
+        )
 
     def _text(self, data: Any, request: LLMRequest) -> str:
         """The phase document (tool input, as JSON) or the joined text blocks."""
