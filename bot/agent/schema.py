@@ -351,7 +351,8 @@ async def ask_phase(
 ) -> PhaseAnswer:
     """Ask for a ``phase`` document; re-ask once with the validation errors if needed.
     With ``native``, its functions are offered too, and a native call is read as the
-    document it stands for (validated like any other answer)."""
+    document it stands for (validated like any other answer); a model that answered in text
+    instead is re-asked for the document the usual way, without functions."""
     schema = phase_schema(phase)
     conversation = tuple(messages)
     functions = native.functions if native is not None else ()
@@ -364,6 +365,8 @@ async def ask_phase(
         usage, raw = usage + response.usage, response.text
         if native is not None and response.function_call is not None:
             raw = native.answer(response.function_call, response.text)
+        elif functions:  # answered in text although it could call: re-ask for the document
+            functions = ()
         doc, errors = parse_answer(phase, raw)
         if doc is not None:
             return PhaseAnswer(phase, doc, None, usage, call, raw)

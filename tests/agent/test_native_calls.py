@@ -13,7 +13,7 @@ from bot.llm.base import FunctionCall, Message
 from bot.llm.openai import OpenAICompatibleLLM
 from bot.tools.registry import Tool
 from tests.llm.local_server import ModelServer, Queue
-from tests.llm.payloads import tool_call_completion
+from tests.llm.payloads import chat_completion, tool_call_completion
 
 MESSAGES = [Message("system", "You execute."), Message("user", "Search the docs")]
 SCHEMA = {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}
@@ -88,3 +88,26 @@ async def test_an_unusable_native_call_is_re_asked_with_the_errors() -> None:
     reask = second["messages"]
     assert json.loads(reask[2]["content"])["function_call"]["arguments"] == "[1, 2]"
     assert "function_call.arguments" in reask[3]["content"]
+
+
+async def test_a_text_answer_to_a_native_offer_is_read_then_re_asked_without_functions() -> None:
+    """Some servers (Ollama) ignore tool_choice: a text answer is read as the document, and
+    when it is not one the re-ask asks for the document the usual way."""
+    doc = {
+        "phase": "execution",
+        "current_task": "task_1",
+        "function_call": {"name": "search", "arguments": {"query": "tools"}},
+        "comment": "",
+    }
+    answers = Queue(
+        (200, chat_completion("I would search the docs.")), (200, chat_completion(json.dumps(doc)))
+    )
+    with ModelServer(answers).running() as server:
+        llm = OpenAICompatibleLLM(base_url=server.url, model="m")
+        offer = native_offer("task_1", [tool("search")])
+        result = await ask_phase(llm, "execution", MESSAGES, max_tokens=300, native=offer)
+        await llm.aclose()
+    assert (result.calls, result.data) == (2, doc)
+    first, second = server.bodies()
+    assert "tools" in first
+    assert "tools" not in second and second["response_format"]["type"] == "json_schema"
