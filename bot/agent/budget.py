@@ -46,6 +46,8 @@ class UsageLedger:
     completion_tokens: int = 0
     calls: int = 0
     by_phase: dict[str, dict[str, int]] = field(default_factory=dict)
+    cached_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens, written to it
 
     @property
     def total(self) -> int:
@@ -54,19 +56,27 @@ class UsageLedger:
     def add(self, phase: str, usage: Usage, calls: int) -> None:
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
         self.calls += calls
         entry = self.by_phase.setdefault(phase, {"prompt": 0, "completion": 0, "calls": 0})
         entry["prompt"] += usage.prompt_tokens
         entry["completion"] += usage.completion_tokens
         entry["calls"] += calls
+        if usage.cached_tokens:
+            entry["cached"] = entry.get("cached", 0) + usage.cached_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "calls": self.calls,
             "by_phase": {k: dict(v) for k, v in self.by_phase.items()},
         }
+        if self.cached_tokens or self.cache_write_tokens:  # only where a cache was used
+            data["cached_tokens"] = self.cached_tokens
+            data["cache_write_tokens"] = self.cache_write_tokens
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> UsageLedger:
@@ -76,6 +86,8 @@ class UsageLedger:
             completion_tokens=int(data.get("completion_tokens", 0)),
             calls=int(data.get("calls", 0)),
             by_phase={k: dict(v) for k, v in data.get("by_phase", {}).items()},
+            cached_tokens=int(data.get("cached_tokens", 0)),
+            cache_write_tokens=int(data.get("cache_write_tokens", 0)),
         )
 
 

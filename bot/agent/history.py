@@ -111,8 +111,10 @@ def describe_entry(entry: dict[str, Any]) -> str:
             f"{' (revision needed)' if evaluation.get('plan_revision_needed') else ''}"
         )
     if kind == "usage":
+        cached = entry.get("cached_tokens")
         return (
-            f"usage {entry.get('phase', '')}: {entry.get('prompt_tokens', 0)} prompt + "
+            f"usage {entry.get('phase', '')}: {entry.get('prompt_tokens', 0)} prompt "
+            f"{f'({cached} cached) ' if cached else ''}+ "
             f"{entry.get('completion_tokens', 0)} answer tokens ({entry.get('calls', 0)} calls)"
         )
     if kind == "quality":

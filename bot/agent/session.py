@@ -19,7 +19,7 @@ from typing import Any
 from bot.agent.budget import Budget, UsageLedger
 from bot.agent.context import ProgressEvent, ProgressKind, TaskContext
 from bot.agent.history import PlanningHistory
-from bot.agent.llm_calls import PhaseCaller
+from bot.agent.llm_calls import PhaseCaller, usage_entry
 from bot.agent.plan import PlanDocument
 from bot.agent.prompts import PromptLibrary
 from bot.agent.runlog import RunLog
@@ -149,8 +149,7 @@ class Session:
         self.record(
             "usage",
             phase=template,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
+            **usage_entry(usage),
             calls=calls,
             total_tokens=ledger.total,
         )
@@ -160,6 +159,7 @@ class Session:
             total_tokens=ledger.total,
             prompt_tokens=ledger.prompt_tokens,
             completion_tokens=ledger.completion_tokens,
+            cached_tokens=ledger.cached_tokens,
             calls=ledger.calls,
             by_phase=ledger.to_dict()["by_phase"],
             budget=self.budget.max_tokens_per_task,

@@ -239,6 +239,10 @@ class LLMSettings(_Section):
     health_interval: float = Field(30.0, gt=0)
     # Model name -> price; wins over the published prices built in (bot/llm/prices.py).
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # The execution phase's call as the endpoint's own function call (OpenAI tools,
+    # Anthropic tool_use): auto falls back to the JSON document when the endpoint refuses.
+    native_tools: Literal["auto", "on", "off"] = "auto"
+    prompt_cache: bool = True  # Anthropic: mark the stable prompt prefix cacheable
 
 
 # --- issue interface -------------------------------------------------------------------------

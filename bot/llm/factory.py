@@ -35,6 +35,8 @@ def make_llm(settings: LLMSettings, *, http: httpx.AsyncClient | None = None) ->
             http=http,
             timeout=settings.request_timeout,
             max_retries=settings.max_retries,
+            native_tools=settings.native_tools,
+            prompt_cache=settings.prompt_cache,
         )
     return OpenAICompatibleLLM(
         base_url=settings.base_url,
@@ -43,4 +45,5 @@ def make_llm(settings: LLMSettings, *, http: httpx.AsyncClient | None = None) ->
         http=http,
         timeout=settings.request_timeout,
         max_retries=settings.max_retries,
+        native_tools=settings.native_tools,
     )

@@ -7,18 +7,24 @@ above differ in what they accept. Output modes degrade on a 400 that names the
 response format: ``json_schema`` -> ``json_object`` -> ``text`` (schema given in
 the prompt instead). Other known refusals adjust the request too (OpenAI's newer
 models want ``max_completion_tokens`` and the default temperature). Whatever
-worked is remembered for the provider instance. Sending, retries, errors, usage
-and health are ``HttpChatLLM``'s; this module builds the body and reads the answer.
+worked is remembered for the provider instance. A request with functions offers them
+as ``tools`` (``native.py``) and reads the first of ``message.tool_calls``. Prompt
+caching is the server's own (OpenAI caches prompt prefixes of 1,024 tokens and more by
+itself): the usage's ``prompt_tokens_details.cached_tokens`` says how much of the prompt
+it read from the cache. Sending, retries, errors and health are ``HttpChatLLM``'s; this
+module builds the body and reads the answer.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from bot.llm.base import LLMRequest, OutputMode
+from bot.llm.base import FunctionCall, LLMRequest, OutputMode, Usage
 from bot.llm.http_chat import HttpChatLLM
+from bot.llm.native import openai_tools
 from bot.llm.transport import REFUSAL_STATUSES, with_json_instructions
 
 _MODES: tuple[OutputMode, ...] = ("json_schema", "json_object", "text")
@@ -63,6 +69,32 @@ def response_format(phase: str, schema: dict[str, Any] | None, mode: OutputMode)
     return None
 
 
+def chat_usage(data: dict[str, Any]) -> Usage | None:
+    """A chat.completion's ``usage`` (``prompt_tokens`` includes the cached ones)."""
+    usage = data.get("usage")
+    if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        int(usage["prompt_tokens"]),
+        int(usage.get("completion_tokens") or 0),
+        cached_tokens=cached if isinstance(cached, int) else 0,
+    )
+
+
+def first_tool_call(message: dict[str, Any], names: set[str]) -> FunctionCall | None:
+    """The first ``tool_calls`` entry of an assistant message that calls one of ``names``."""
+    for entry in message.get("tool_calls") or ():
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if isinstance(function, dict) and function.get("name") in names:
+            arguments = function.get("arguments")
+            if not isinstance(arguments, str):  # some servers send the object itself
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            return FunctionCall(str(function["name"]), arguments)
+    return None
+
+
 class OpenAICompatibleLLM(HttpChatLLM):
     """``LLM`` over POST {base_url}/chat/completions."""
 
@@ -70,7 +102,6 @@ class OpenAICompatibleLLM(HttpChatLLM):
     chat_path = "/chat/completions"
     models_path = "/models"
     answer_shape = "a chat.completion object"
-    usage_keys = ("prompt_tokens", "completion_tokens")
     quirks = Quirks()  # what worked, per instance once a refusal taught something
 
     @property
@@ -83,9 +114,9 @@ class OpenAICompatibleLLM(HttpChatLLM):
             headers["authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def _body(self, request: LLMRequest, mode: OutputMode) -> dict[str, Any]:
+    def _body(self, request: LLMRequest, mode: OutputMode, native: bool) -> dict[str, Any]:
         messages = request.messages
-        if request.schema is not None and mode != "json_schema":
+        if request.schema is not None and mode != "json_schema" and not native:
             messages = with_json_instructions(messages, request.schema)
         body: dict[str, Any] = {
             "model": self.model,
@@ -94,6 +125,9 @@ class OpenAICompatibleLLM(HttpChatLLM):
         }
         if self.quirks.temperature:
             body["temperature"] = request.temperature
+        if native:
+            body.update(openai_tools(request.functions))
+            return body  # the call is the answer: no response format to impose
         fmt = response_format(request.phase, request.schema, mode)
         if fmt is not None:
             body["response_format"] = fmt
@@ -108,6 +142,13 @@ class OpenAICompatibleLLM(HttpChatLLM):
         if not isinstance(content, str):
             raise TypeError("message.content is not a string")
         return content
+
+    def _function_call(self, data: Any, request: LLMRequest) -> FunctionCall | None:
+        message = data["choices"][0]["message"]
+        return first_tool_call(message, {f.name for f in request.functions})
+
+    def _reported_usage(self, data: Any) -> Usage | None:
+        return chat_usage(data)
 
     def _learn(self, mode: OutputMode, status: int, body: str) -> bool:
         adjusted = adjust(self.quirks, mode, status, body)

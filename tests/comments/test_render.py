@@ -189,3 +189,15 @@ def test_a_quote_is_short_and_pings_nobody() -> None:
     assert excerpt("why:\n  @team/leads  said so " + "y" * 300, limit=20) == (
         "why: @\u200bteam/leads sai\u2026"
     )
+
+
+def test_status_shows_cached_tokens_apart_in_both_languages() -> None:
+    view = StatusView(state=TaskState.RUNNING)
+    view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 4321}))
+    assert view.render("en").endswith("Tokens: 4,321")  # nothing cached: nothing said
+    view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 9000, "cached_tokens": 3072}))
+    assert "Tokens: 9,000 (3,072 cached)" in view.render("en")
+    assert "トークン: 9,000（うちキャッシュ 3,072）" in view.render("ja")
+    restored = StatusView(state=TaskState.RUNNING)
+    restored.restore({"total_tokens": 9000, "cached_tokens": 3072})
+    assert "Tokens: 9,000 (3,072 cached)" in restored.render("en")
