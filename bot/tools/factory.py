@@ -14,6 +14,7 @@ import functools
 import logging
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bot.config import Settings, secret_values
 from bot.events import IssueRef
@@ -73,11 +74,13 @@ async def build_tools(
     stack: contextlib.AsyncExitStack,
     finish_comment: CommentFinisher,
     branch: str | None = None,
+    run_dir: Path | None = None,
 ) -> BuiltTools:
     """Build the task's tools; MCP sessions close when ``stack`` closes.
 
     ``branch`` names an existing branch of the bot's own to continue on (a follow-up on
-    its change request); by default the branch is derived from the issue.
+    its change request); by default the branch is derived from the issue. ``run_dir``:
+    the task's run directory, where commands leave their whole output (``commands/``).
 
     Raises ``ValueError`` for a task id that cannot name a directory or a branch
     prefix that gives no valid branch name.
@@ -105,8 +108,9 @@ async def build_tools(
     )
     gate = repo.quality_gate
     quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
+    logs = run_dir / "commands" if run_dir is not None else None
     builtin = _builtin_tools(
-        settings, forge, issue, finish_comment, workspace, sandbox, quality, effective
+        settings, forge, issue, finish_comment, workspace, sandbox, quality, effective, logs
     )
     mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
     await stack.enter_async_context(mcp)
@@ -139,6 +143,7 @@ def _builtin_tools(
     sandbox: Sandbox,
     quality: QualityCommands | None,
     effective: EffectivePolicy,
+    command_logs: Path | None,
 ) -> list[Tool]:
     max_chars = settings.sandbox.max_output_chars
     tools = forge_tools(
@@ -158,4 +163,5 @@ def _builtin_tools(
         max_output_chars=max_chars,
         quality_commands=quality,
         guarded=effective.policy.guarded_paths,
+        command_logs=command_logs,
     )

@@ -36,6 +36,7 @@ from bot.tools.bwrap import (
 from bot.tools.cgroups import PidsCgroup
 from bot.tools.command_guard import refusal
 from bot.tools.disk import tree_bytes
+from bot.tools.output import OutputLog
 from bot.tools.process import CommandResult, execute
 
 __all__ = ["CommandRefused", "CommandResult", "Sandbox", "SandboxUnavailable", "hidden_paths"]
@@ -127,8 +128,11 @@ class Sandbox:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         writable: Path | None = None,
+        log_path: Path | None = None,
     ) -> CommandResult:
         """Run ``argv`` in ``cwd``; only ``writable`` (default: ``cwd``) may be written.
+        ``log_path``: a file (outside the sandbox) for the whole output, at most
+        ``sandbox.max_file_mb`` of it.
 
         Raises ``CommandRefused`` (guard), ``SandboxUnavailable`` (no bubblewrap) and
         ``ValueError`` (bad argv or directories). A non-zero exit is a result, not an error.
@@ -151,9 +155,10 @@ class Sandbox:
         full = (cgroup.join_argv() if cgroup else []) + prefix + args
         limit = float(timeout if timeout is not None else self.settings.timeout)
         started = time.monotonic()
+        log = OutputLog(log_path, self.settings.max_file_mb << 20) if log_path else None
         work = asyncio.create_task(execute(
             full, cwd=cwd, env=process_env, timeout=limit, cgroup=cgroup,
-            max_chars=self.settings.max_output_chars,
+            max_chars=self.settings.max_output_chars, log=log,
         ))  # fmt: skip
         watcher = asyncio.create_task(_watch_size(writable, bound, work))
         try:
