@@ -254,6 +254,7 @@ class SandboxSettings(_Section):
     allow_unsandboxed_DANGEROUS: bool = False
     network: bool = False
     timeout: int = Field(300, ge=1)
+    setup_timeout: int = Field(900, ge=1)  # the whole set-up of a fresh clone
     cpu_seconds: int = Field(600, ge=1)
     memory_mb: int = Field(2048, ge=64)
     max_processes: int = Field(256, ge=8)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,10 @@ from bot.tools.quality import QualityCommands
 from bot.tools.registry import Tool, ToolRegistry
 from bot.tools.repo_config import EffectivePolicy, RepoConfig, apply_repo_config
 from bot.tools.sandbox import Sandbox, hidden_paths
+from bot.tools.setup import Preparer
+from bot.tools.setup_cache import SetupCache
+from bot.tools.setup_env import package_config
+from bot.tools.setup_plan import sandbox_which
 from bot.tools.workspace import Workspace, branch_name
 from bot.tools.workspace_tools import workspace_tools
 
@@ -45,6 +50,7 @@ class BuiltTools:
     policy: EffectivePolicy
     quality: QualityCommands | None  # None: detected from the clone when the gate runs
     instructions: str = ""
+    preparer: Preparer | None = None  # set-up before work (None: no set-up)
     mcp_unavailable: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -106,6 +112,7 @@ async def build_tools(
         hide=hidden_paths(settings),
         expose=settings.sandbox.expose_paths,
     )
+    preparer = _preparer(settings, issue, workspace, repo)
     gate = repo.quality_gate
     quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
     logs = run_dir / "commands" if run_dir is not None else None
@@ -129,8 +136,40 @@ async def build_tools(
         policy=effective,
         quality=quality,
         instructions=repo.instructions,
+        preparer=preparer,
         mcp_unavailable=dict(mcp.unavailable),
         notes=effective.notes + tuple(skipped) + tuple(unavailable),
+    )
+
+
+def _preparer(
+    settings: Settings, issue: IssueRef, workspace: Workspace, repo: RepoConfig
+) -> Preparer:
+    """Set-up runs in a sandbox of its own: with network (the server's sandbox.network is
+    for the agent's commands), the same hidden paths, and the host's package-manager
+    configuration files shown."""
+    hidden = hidden_paths(settings)
+
+    def sandbox(expose: tuple[Path, ...]) -> Sandbox:
+        shown = (*settings.sandbox.expose_paths, *expose)
+        return Sandbox(settings.sandbox, network=True, hide=hidden, expose=shown)
+
+    package = functools.partial(
+        package_config,
+        dict(os.environ),
+        Path.home(),
+        secrets=secret_values(settings),
+        own_files=hidden,
+    )
+    repository = f"{issue.repo.forge.value}-{issue.repo.full_name}"
+    return Preparer(
+        workspace=workspace,
+        configured=repo.setup,
+        sandbox=sandbox,
+        package=package,
+        cache=SetupCache(settings.data_dir / "setup-cache", repository),
+        timeout=float(settings.sandbox.setup_timeout),
+        which=sandbox_which,
     )
 
 

@@ -198,6 +198,14 @@ class Workspace:
             await self._git("add", "--intent-to-add", "--pathspec-from-file=-",
                             "--pathspec-file-nul", stdin=listed.stdout.encode())  # fmt: skip
 
+    async def untracked(self) -> list[str]:
+        """Every path git does not track, ignored ones included; a folder of nothing but
+        untracked files is one entry (what set-up leaves: ``.venv``, ``node_modules``)."""
+        await self.ensure()
+        async with self._lock:
+            result = await self._git("ls-files", "--others", "--directory", "-z")
+        return sorted({p.rstrip("/") for p in result.stdout.split("\0") if p})
+
     async def changed_files(self) -> list[str]:
         """Paths added, modified or deleted since the last commit (a moved file counts
         as its old path deleted and its new path added)."""
