@@ -417,12 +417,11 @@ async def test_the_kept_output_is_bounded_by_max_file_mb(
     ws = make_workspace()
     sandbox = Sandbox(SandboxSettings(timeout=30, max_output_chars=1000, max_file_mb=1))
     logs = tmp_path / "commands"
-    registry = ToolRegistry(
-        workspace_tools(ws, sandbox, max_output_chars=1000, command_logs=logs)
-    )
+    registry = ToolRegistry(workspace_tools(ws, sandbox, max_output_chars=1000, command_logs=logs))
     flood = "import sys\nsys.stdout.write('x' * (3 << 20))\n"
     result = await registry.call("run_command", {"argv": ["python3", "-c", flood]}, timeout=30)
     assert result.ok, result.output
     kept = (logs / "001-python3.log").read_bytes()
     assert kept.startswith(b"x" * (1 << 20))
-    assert kept.endswith(f"[... {2 << 20} more bytes not kept (sandbox.max_file_mb) ...]\n".encode())
+    note = f"[... {2 << 20} more bytes not kept (sandbox.max_file_mb) ...]\n"
+    assert kept.endswith(note.encode())
