@@ -1,6 +1,7 @@
 """Run one command (an argv list, never a shell string) inside a bubblewrap sandbox.
 
-``Sandbox.run`` refuses destructive commands (``command_guard``), builds the bwrap
+``Sandbox.run`` refuses destructive commands (``command_guard``), puts the workspace's
+prepared environment first on PATH (``project_env``), builds the bwrap
 command line (``bwrap``: read-only host, secrets hidden, one writable workspace, no
 network unless allowed, no capabilities, a clean environment), applies resource
 limits with ``prlimit`` and, where it may, a per-command ``pids`` cgroup (the process
@@ -81,6 +82,19 @@ def hidden_paths(settings: Settings) -> list[Path]:
     return [Path(p).expanduser().absolute() for p in candidates if p is not None]
 
 
+def project_env(root: Path) -> dict[str, str]:
+    """The workspace's prepared environment (set-up's ``.venv``, ``node_modules``) first on
+    PATH, so ``pytest`` or ``python`` is the project's own."""
+    found = [root / ".venv" / "bin", root / "node_modules" / ".bin"]
+    dirs = [str(d) for d in found if d.is_dir() and not d.is_symlink()]
+    if not dirs:
+        return {}
+    env = {"PATH": ":".join([*dirs, DEFAULT_PATH])}
+    if (root / ".venv" / "pyvenv.cfg").is_file():
+        env["VIRTUAL_ENV"] = str(root / ".venv")
+    return env
+
+
 class Sandbox:
     def __init__(
         self,
@@ -149,6 +163,7 @@ class Sandbox:
                 f"the workspace holds more than sandbox.workspace_mb "
                 f"({self.settings.workspace_mb} MB): delete files before running commands"
             )
+        env = {**project_env(writable), **(env or {})}
         prefix, process_env = await self._prefix(cwd, writable, env)
         cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
         self._warn_unlimited(cgroup)

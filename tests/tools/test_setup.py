@@ -244,7 +244,8 @@ async def test_set_up_installs_from_the_index_and_the_next_task_restores_it_from
     installed = (tmp_path / "run-1" / "setup" / "02-python.log").read_text()
     assert "iniconfig" in installed and "pytest" in installed
     # the agent's commands (no network) use what set-up installed; nothing of it is a change
-    assert "1 passed" in await _offline(first, ".venv/bin/pytest", "-q", "-p", "no:cacheprovider")
+    # (``pytest`` is the venv's: the prepared environment comes first on PATH)
+    assert "1 passed" in await _offline(first, "pytest", "-q", "-p", "no:cacheprovider")
     assert await first.changed_files() == []
 
     second = _workspace(tmp_path, "task-2", PACKAGE)
@@ -256,7 +257,7 @@ async def test_set_up_installs_from_the_index_and_the_next_task_restores_it_from
     # the copied venv works where it now is: its scripts and the editable install moved along
     assert "1 passed" in await _offline(second, ".venv/bin/pytest", "-q", "-p", "no:cacheprovider")
     show = "import tinypkg; print(tinypkg.__file__)"
-    where = await _offline(second, ".venv/bin/python", "-c", show)
+    where = await _offline(second, "python", "-c", show)
     assert where.strip() == str(second.path.resolve() / "tinypkg" / "__init__.py")
     assert await second.changed_files() == []
     # the same workspace again (a later run of the same task): nothing to do
