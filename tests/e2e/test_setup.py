@@ -82,6 +82,7 @@ async def test_set_up_installs_from_the_index_and_the_second_task_skips_the_inst
         [task_1] = [t for t in await bot.tasks() if t.request.issue.number == 1]
         run_dir = bot.settings.data_dir / "runs" / task_1.id
         assert "iniconfig" in (run_dir / "setup" / "02-python.log").read_text()
+        assert "- set-up ran: 2 commands in" in (run_dir / "report.md").read_text()
         assert [e["status"] for e in history(bot, task_1.id) if e["type"] == "setup"] == ["ran"]
         # the virtualenv is not part of the agent's work
         assert ".venv" not in json.dumps(first.get("delivery", {}))
@@ -95,6 +96,8 @@ async def test_set_up_installs_from_the_index_and_the_second_task_skips_the_inst
         assert not (bot.settings.data_dir / "runs" / task_2.id / "setup").exists()
         [record] = second["records"].values()
         assert record["status"] == "done" and "1 passed" in record["output"]
+        report = (bot.settings.data_dir / "runs" / task_2.id / "report.md").read_text()
+        assert "- set-up restored: 0 commands in" in report and "the cache: .venv" in report
 
 
 async def test_a_failing_set_up_asks_a_person_with_the_command_and_its_output(
