@@ -146,13 +146,13 @@ def _preparer(
     settings: Settings, issue: IssueRef, workspace: Workspace, repo: RepoConfig
 ) -> Preparer:
     """Set-up runs in a sandbox of its own: with network (the server's sandbox.network is
-    for the agent's commands), the same hidden paths, and the host's package-manager
-    configuration files shown."""
+    for the agent's commands) unless it would run what the agent wrote, the same hidden
+    paths, and the host's package-manager configuration files shown."""
     hidden = hidden_paths(settings)
 
-    def sandbox(expose: tuple[Path, ...]) -> Sandbox:
+    def sandbox(expose: tuple[Path, ...], network: bool) -> Sandbox:
         shown = (*settings.sandbox.expose_paths, *expose)
-        return Sandbox(settings.sandbox, network=True, hide=hidden, expose=shown)
+        return Sandbox(settings.sandbox, network=network, hide=hidden, expose=shown)
 
     package = functools.partial(
         package_config,

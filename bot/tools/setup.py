@@ -6,9 +6,12 @@ finds the workspace prepared by an earlier run (a marker in ``.git``, which no c
 can write), restores the environment from the cache (``setup_cache``: the installs are
 skipped), or runs the commands one by one in the sandbox WITH network, without any
 credential of the bot's, with the host's package-manager configuration (``setup_env``),
-within ``sandbox.setup_timeout`` for all of them. What set-up leaves in the workspace
-(``.venv``, ``node_modules``, ...) is excluded from the agent's commits
-(``.git/info/exclude``) and cached. Each command's whole output is kept in the run
+within ``sandbox.setup_timeout`` for all of them. A set-up file the bot's own branch
+changed (a follow-up on its change request: model output) gets no network: set-up then
+runs offline and its result is not cached. A workspace is set up once: what the agent
+changes later is never set up. What set-up leaves in the workspace (``.venv``,
+``node_modules``, ...) is excluded from the agent's commits (``.git/info/exclude``) and
+cached. Each command's whole output is kept in the run
 directory (``setup/NN-<program>.log``); a failing one is reported with its tail.
 """
 
@@ -30,7 +33,14 @@ from bot.tools.repo_config import Argv
 from bot.tools.sandbox import CommandRefused, Sandbox, SandboxUnavailable, WorkspaceFull
 from bot.tools.setup_cache import SetupCache
 from bot.tools.setup_env import PackageConfig
-from bot.tools.setup_plan import SetupPlan, SetupSource, Which, cache_key, plan_setup
+from bot.tools.setup_plan import (
+    SetupPlan,
+    SetupSource,
+    Which,
+    cache_key,
+    plan_setup,
+    setup_inputs,
+)
 from bot.tools.workspace import Workspace
 
 MARKER = "agent-setup.json"  # in .git: read-only for every sandboxed command
@@ -109,12 +119,13 @@ class SetupResult:
 
 @dataclass
 class Preparer:
-    """Prepares one task's workspace; ``sandbox`` makes the set-up sandbox (network on,
-    the given configuration files shown) and ``package`` reads the host's configuration."""
+    """Prepares one task's workspace; ``sandbox`` makes the set-up sandbox (the given
+    configuration files shown; network or not) and ``package`` reads the host's
+    configuration."""
 
     workspace: Workspace
     configured: tuple[Argv, ...] | None
-    sandbox: Callable[[tuple[Path, ...]], Sandbox]
+    sandbox: Callable[[tuple[Path, ...], bool], Sandbox]
     package: Callable[[], PackageConfig]
     cache: SetupCache | None
     timeout: float
@@ -133,7 +144,7 @@ class Preparer:
             return SetupResult(SetupStatus.NOTHING, plan.source, notes=plan.notes)
         key = await asyncio.to_thread(cache_key, root, plan, which=self.which)
         marker = await asyncio.to_thread(_read_marker, root)
-        if marker.get("key") == key:
+        if marker:  # set up by an earlier run; changes since are the agent's, never set up
             return SetupResult(SetupStatus.READY, plan.source, key, paths=tuple(marker["paths"]))
         restored = await self._restore(key, root)
         if restored is not None:
@@ -153,10 +164,17 @@ class Preparer:
     ) -> SetupResult:
         before = set(await self.workspace.untracked())
         package = await asyncio.to_thread(self.package)
-        sandbox = self.sandbox(package.expose)
+        inputs = await asyncio.to_thread(setup_inputs, root)
+        changed = await self.workspace.differs_from_base(inputs)
+        sandbox = self.sandbox(package.expose, not changed)
         env = {**SETUP_ENV, **package.env}
         steps: list[SetupStep] = []
         notes = list(plan.notes) + [f"not passed to set-up: {why}" for why in package.left_out]
+        if changed:
+            notes.append(
+                f"set-up ran without network: the bot's branch changed {', '.join(changed)} "
+                "(with network it would run what the agent wrote)"
+            )
         for number, argv in enumerate(plan.commands, start=1):
             left = self.timeout - (self.clock() - started)
             log = log_dir / f"{number:02d}-{_program(argv)}.log" if log_dir else None
@@ -169,7 +187,7 @@ class Preparer:
         await asyncio.to_thread(_exclude, root, made)
         if await self.workspace.changed_files():
             notes.append("set-up changed files of the repository: its result is not cached")
-        elif self.cache is not None:
+        elif self.cache is not None and not changed:
             await asyncio.to_thread(self.cache.store, key, root, made)
         await asyncio.to_thread(_write_marker, root, key, made)
         return SetupResult(SetupStatus.RAN, plan.source, key, tuple(steps),

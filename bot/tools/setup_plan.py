@@ -162,6 +162,12 @@ def _test_extras(root: Path) -> list[str]:
     return [name for name in TEST_EXTRAS if name in extras]
 
 
+def setup_inputs(root: Path) -> list[str]:
+    """The files set-up depends on, present or not: what the bot's branch must not have
+    changed for set-up to get network."""
+    return sorted(set(MANIFESTS) | set(REQUIREMENTS) | set(manifest_digests(root)))
+
+
 def manifest_digests(root: Path) -> dict[str, str]:
     """The SHA-256 of every dependency manifest and lock file at the top of the clone
     (and ``requirements/*.txt``)."""

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from bot import offload
 from bot.forges.base import CloneAuth
 from bot.paths import resolve_inside
 from bot.tools.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
@@ -192,7 +193,7 @@ class Workspace:
         return removed
 
     async def _mark_untracked(self) -> None:
-        self._remove_nested_repositories()
+        await offload.run(self._remove_nested_repositories)
         listed = await self._git("ls-files", "--others", "--exclude-standard", "-z")
         if listed.stdout:
             await self._git("add", "--intent-to-add", "--pathspec-from-file=-",
@@ -206,12 +207,25 @@ class Workspace:
             result = await self._git("ls-files", "--others", "--directory", "-z")
         return sorted({p.rstrip("/") for p in result.stdout.split("\0") if p})
 
+    async def differs_from_base(self, paths: list[str]) -> list[str]:
+        """Which of ``paths`` the working tree holds otherwise than the base branch does
+        (what the bot's own branch, or a command, changed)."""
+        await self.ensure()
+        base = f"refs/remotes/origin/{self.base_branch}"
+        async with self._lock:
+            found = await self._git("rev-parse", "--verify", "--quiet", base, check=False)
+            if found.code != 0 or not paths:
+                return list(paths) if found.code != 0 else []
+            result = await self._git("diff", "--name-only", "-z", "--no-renames", base, "--",
+                                     *(f":(literal){p}" for p in paths))  # fmt: skip
+        return sorted({p for p in result.stdout.split("\0") if p})
+
     async def changed_files(self) -> list[str]:
         """Paths added, modified or deleted since the last commit (a moved file counts
         as its old path deleted and its new path added)."""
         await self.ensure()
         async with self._lock:
-            self._remove_nested_repositories()
+            await offload.run(self._remove_nested_repositories)
             result = await self._git(
                 "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
             )
@@ -253,7 +267,7 @@ class Workspace:
                     f"refusing to push: the checked-out branch is {current or 'detached'}, "
                     f"not the bot's branch {self.branch}"
                 )
-            self._remove_nested_repositories()
+            await offload.run(self._remove_nested_repositories)
             await self._git("add", "--all")
             staged = await self._git("diff", "--cached", "--quiet", check=False)
             if staged.code == 1:

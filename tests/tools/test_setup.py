@@ -21,7 +21,7 @@ from bot.tools.setup_cache import SetupCache
 from bot.tools.setup_env import package_config
 from bot.tools.setup_plan import SetupSource, cache_key, plan_setup, sandbox_which
 from bot.tools.workspace import Workspace
-from tests.tools.conftest import make_remote, static_auth
+from tests.tools.conftest import git, make_remote, static_auth
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
 needs_node = pytest.mark.skipif(sandbox_which("npm") is None, reason="node/npm not installed")
@@ -179,11 +179,14 @@ def _preparer(
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
     timeout: float = 600,
+    networks: list[bool] | None = None,
 ) -> Preparer:
     settings = SandboxSettings(timeout=300, max_output_chars=20_000)
+    networks = [] if networks is None else networks
 
-    def sandbox(expose: tuple[Path, ...]) -> Sandbox:
-        return Sandbox(settings, network=True, expose=expose)
+    def sandbox(expose: tuple[Path, ...], network: bool) -> Sandbox:
+        networks.append(network)
+        return Sandbox(settings, network=network, expose=expose)
 
     package = functools.partial(
         package_config,
@@ -335,3 +338,40 @@ async def test_a_node_project_is_set_up_with_npm_and_cached(tmp_path: Path) -> N
     assert restored.status is SetupStatus.RESTORED and restored.steps == ()
     assert (await _offline(second, *check)).strip() == "true"
     assert await second.changed_files() == []
+
+
+@needs_bwrap
+async def test_set_up_files_the_bots_branch_changed_get_no_network_and_no_cache(
+    tmp_path: Path,
+) -> None:
+    """A follow-up clones the bot's own branch: a Makefile the agent wrote there is model
+    output, and set-up must not run it with network (nor share what it made)."""
+    ws = _workspace(tmp_path, "task", {"README.md": b"hi\n", "Makefile": b"lint:\n\ttrue\n"})
+    seed = tmp_path / "seed"
+    git("clone", "--quiet", f"file://{tmp_path / 'origin' / 'remote.git'}", str(seed), cwd=tmp_path)
+    git("checkout", "--quiet", "-b", "agent/1-test", cwd=seed)
+    probe = "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), 3)\""
+    (seed / "Makefile").write_text(f"lint:\n\ttrue\nsetup:\n\t{probe} && echo online\n")
+    git("commit", "--quiet", "-am", "the agent's Makefile", cwd=seed)
+    git("push", "--quiet", "origin", "agent/1-test", cwd=seed)
+    networks: list[bool] = []
+    cache = tmp_path / "cache"
+    result = await _preparer(ws, cache, networks=networks).prepare(log_dir=tmp_path / "run")
+    assert networks == [False]
+    assert [step.command for step in result.steps] == ["make setup"]
+    assert result.status is SetupStatus.FAILED  # no network: the probe cannot connect
+    log = (tmp_path / "run" / "01-make.log").read_text()
+    assert "online" not in log.splitlines() and "Network is unreachable" in log
+    assert any("without network" in note and "Makefile" in note for note in result.notes)
+    assert not cache.exists()
+
+
+@needs_bwrap
+async def test_a_workspace_is_set_up_once_whatever_the_agent_changes_later(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, "task", {"README.md": b"hi\n"})
+    first = await _preparer(ws, tmp_path / "cache", (("mkdir", "-p", "build"),)).prepare()
+    assert first.status is SetupStatus.RAN and first.paths == ("build",)
+    (ws.path / "requirements.txt").write_text("evil-package\n")  # the agent's change
+    networks: list[bool] = []
+    again = await _preparer(ws, tmp_path / "cache", None, networks=networks).prepare()
+    assert again.status is SetupStatus.READY and again.steps == () and networks == []
