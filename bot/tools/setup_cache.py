@@ -51,15 +51,18 @@ class SetupCache:
         when there is none (or it cannot be read: set-up then runs)."""
         root = root.resolve()  # where the sandbox mounts the workspace
         entry = self.entry(key)
+        paths: list[str] = []
         try:
             manifest = json.loads((entry / "manifest.json").read_text("utf-8"))
+            old = str(manifest["root"])
             paths = [str(p) for p in manifest["paths"]]
             for rel in paths:
                 _copy(entry / "files" / rel, root / rel)
-            old = str(manifest["root"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             if not isinstance(exc, FileNotFoundError) or (entry / "manifest.json").exists():
                 log.warning("set-up cache %s unusable: %s", entry, exc)
+            for rel in paths:  # half a copy (pruned meanwhile) must not stay behind
+                _remove(root / rel)
             return None
         for rel in paths:
             repoint(root / rel, old, str(root))
@@ -93,6 +96,13 @@ class SetupCache:
         entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
         for old in entries[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _copy(source: Path, target: Path) -> None:

@@ -375,3 +375,30 @@ async def test_a_workspace_is_set_up_once_whatever_the_agent_changes_later(tmp_p
     networks: list[bool] = []
     again = await _preparer(ws, tmp_path / "cache", None, networks=networks).prepare()
     assert again.status is SetupStatus.READY and again.steps == () and networks == []
+
+
+def test_a_cache_entry_that_vanishes_mid_restore_leaves_nothing_behind(tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    _write(made, {".venv/pyvenv.cfg": "home = /usr/bin\n", "build/out.txt": "x"})
+    cache = SetupCache(tmp_path / "cache", "github-o/r")
+    cache.store("ab" * 16, made, [".venv", "build"])
+    shutil.rmtree(cache.entry("ab" * 16) / "files" / "build")  # pruned by another task
+    target = tmp_path / "target"
+    target.mkdir()
+    assert cache.restore("ab" * 16, target) is None
+    assert list(target.iterdir()) == []
+    assert cache.restore("cd" * 16, target) is None  # no entry at all
+
+
+def test_the_cache_keeps_the_most_recently_used_environments_per_repository(
+    tmp_path: Path,
+) -> None:
+    made = tmp_path / "made"
+    _write(made, {"build/out.txt": "x"})
+    cache = SetupCache(tmp_path / "cache", "github-o/r", keep=2)
+    for n, key in enumerate(("aa" * 16, "bb" * 16, "cc" * 16)):
+        cache.store(key, made, ["build"])
+        os.utime(cache.entry(key), (1000 + n, 1000 + n))
+        if key == "bb" * 16:  # the older one is used again: it stays
+            assert cache.restore("aa" * 16, tmp_path / "t") == ["build"]
+    assert cache.has("aa" * 16) and cache.has("cc" * 16) and not cache.has("bb" * 16)
