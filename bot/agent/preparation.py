@@ -4,7 +4,8 @@ of actions of a run, record what happened, and end the task when set-up fails.
 ``Preparation.ensure`` asks the task's ``Preparer`` (bot/tools/setup.py) once per run;
 what it did (the commands, their exit codes and times, or the cache it restored) goes
 into ``AgentState.setup`` (so the checkpoint, the status and the report show it) and
-the planning history. A failing set-up asks a person, with the failing command and the
+the planning history (a server without a sandbox skips set-up: no command could use
+it). A failing set-up asks a person, with the failing command and the
 tail of its output in the issue, and without asking the model: there is nothing for it
 to judge. A workspace an earlier run prepared is not set up again.
 """

@@ -63,6 +63,7 @@ class SetupStatus(StrEnum):
     READY = "ready"  # an earlier run of this task prepared this workspace
     FAILED = "failed"
     UNAVAILABLE = "unavailable"  # no clone yet (the forge refused it): tried again later
+    SKIPPED = "skipped"  # no sandbox on this server: no command could use what set-up makes
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +179,10 @@ class Preparer:
         for number, argv in enumerate(plan.commands, start=1):
             left = self.timeout - (self.clock() - started)
             log = log_dir / f"{number:02d}-{_program(argv)}.log" if log_dir else None
-            step = await _run_step(sandbox, argv, root, env, left, log)
+            try:
+                step = await _run_step(sandbox, argv, root, env, left, log)
+            except SandboxUnavailable as exc:  # the agent's commands cannot run either
+                return SetupResult(SetupStatus.SKIPPED, plan.source, key, error=str(exc))
             steps.append(step)
             if not step.ok:
                 return SetupResult(SetupStatus.FAILED, plan.source, key, tuple(steps),
@@ -208,7 +212,7 @@ async def _run_step(
         result = await sandbox.run(
             argv, cwd=root, writable=root, timeout=left, env=env, log_path=log
         )
-    except (CommandRefused, SandboxUnavailable, WorkspaceFull, ValueError) as exc:
+    except (CommandRefused, WorkspaceFull, ValueError) as exc:
         return SetupStep(command, -1, False, 0.0, str(exc))
     tail = await asyncio.to_thread(_log_tail, log) if log else ""
     if not tail:

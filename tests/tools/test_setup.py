@@ -402,3 +402,13 @@ def test_the_cache_keeps_the_most_recently_used_environments_per_repository(
         if key == "bb" * 16:  # the older one is used again: it stays
             assert cache.restore("aa" * 16, tmp_path / "t") == ["build"]
     assert cache.has("aa" * 16) and cache.has("cc" * 16) and not cache.has("bb" * 16)
+
+
+async def test_without_a_sandbox_set_up_is_skipped_not_run_on_the_host(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, "task", {"README.md": b"hi\n"})
+    preparer = _preparer(ws, tmp_path / "cache", (("touch", "ran-on-the-host"),))
+    settings = SandboxSettings(timeout=30)
+    preparer.sandbox = lambda expose, network: Sandbox(settings, bwrap="/nonexistent/bwrap")
+    result = await preparer.prepare()
+    assert result.status is SetupStatus.SKIPPED and "bubblewrap" in result.error
+    assert not (ws.path / "ran-on-the-host").exists()
