@@ -34,6 +34,19 @@ def changed_paths(records: Iterable[ActionRecord]) -> list[str]:
     return sorted(paths)
 
 
+def setup_lines(state: AgentState) -> list[str]:
+    """What set-up did, for the report: one line, and the failing command's when it failed."""
+    setup = state.setup
+    if not setup or setup.get("status") == "nothing":
+        return []
+    steps = setup.get("steps") or []
+    line = f"set-up {setup.get('status')}: {len(steps)} commands in {setup.get('duration', 0)} s"
+    if setup.get("status") == "restored":
+        line += f" (restored from the cache: {', '.join(setup.get('paths') or [])})"
+    failed = [s for s in steps if s.get("exit_code") != 0 or s.get("timed_out")]
+    return [line] + [f"set-up command failed: {s.get('command')}" for s in failed[:1]]
+
+
 @dataclass(frozen=True, slots=True)
 class Artifacts:
     task: Task
@@ -86,6 +99,6 @@ class Artifacts:
             changes=changed_paths(self.state.records.values()),
             diff_stat="",
             quality=quality,
-            conversation_summary="\n".join(f"- {line}" for line in lines),
+            conversation_summary="\n".join(f"- {line}" for line in setup_lines(self.state) + lines),
             outcome=outcome,
         )
