@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.agent.runlog import RunLog
 from bot.agent.state import ActionRecord, AgentState
 from bot.events import IssueRef
+from bot.llm.prices import dollars
 from bot.storage.base import Task
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import BuiltTools
@@ -87,6 +89,7 @@ class Artifacts:
             "repository": issue.repo.full_name,
             "requested_by": self.task.request.requested_by,
             "mode": self.task.request.mode.value,
+            **usage_lines(self.state.usage or {}),
             "description": issue.body,
         }
         run_dir.write_task(task)
@@ -102,3 +105,15 @@ class Artifacts:
             conversation_summary="\n".join(f"- {line}" for line in setup_lines(self.state) + lines),
             outcome=outcome,
         )
+
+
+def usage_lines(usage: dict[str, Any]) -> dict[str, str]:
+    """The report's tokens and cost ("1,234 (200 cached)", "$0.012"; no cost line for a
+    model without a price)."""
+    tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    shown = {"tokens": f"{tokens:,}"}
+    if usage.get("cached_tokens"):
+        shown["tokens"] += f" ({int(usage['cached_tokens']):,} cached)"
+    if usage.get("cost"):
+        shown["cost"] = dollars(float(usage["cost"]))
+    return shown

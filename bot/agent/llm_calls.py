@@ -170,7 +170,7 @@ class PhaseCaller:
             native=native,
         )
         self._invalid(template, answer)
-        self.budget.ledger.add(template, answer.usage, answer.calls)
+        self.budget.spend(template, answer.usage, answer.calls)
         await self.on_usage(template, answer.usage, answer.calls)
         return answer
 
@@ -183,6 +183,6 @@ class PhaseCaller:
             template, tuple(messages), None, max_tokens=max_tokens, temperature=self.temperature
         )
         response = await self._model(template).complete(request)
-        self.budget.ledger.add(template, response.usage, 1)
+        self.budget.spend(template, response.usage, 1)
         await self.on_usage(template, response.usage, 1)
         return response.text.strip()

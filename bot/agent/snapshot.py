@@ -70,7 +70,7 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     usage = state.usage or {}
     delivery = state.delivery or {}
-    snapshot = {
+    snapshot: dict[str, Any] = {
         "phase": state.phase().value,
         "plan": plan.to_document() if plan is not None else {},
         "statuses": subtask_statuses(state, plan),
@@ -81,6 +81,8 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
     }
     if usage.get("cached_tokens"):  # said only when the provider's cache was used
         snapshot["cached_tokens"] = int(usage["cached_tokens"])
+    if usage.get("cost"):  # said only when the model has a price
+        snapshot["cost"] = float(usage["cost"])
     return snapshot
 
 
