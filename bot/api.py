@@ -72,6 +72,8 @@ class TaskDetail(TaskSummary):
     plan: list[PlanItem]
     revisions: int
     tokens: int
+    cached_tokens: int = Field(description="of tokens, read from the provider's prompt cache")
+    cost: float = Field(description="US dollars at llm.prices (0: the model has no price)")
     links: dict[str, str] = Field(description="branch, change request, report")
     timeline: list[TimelineEntry]
 
@@ -284,6 +286,8 @@ def detail(task: Task, checkpoint: dict[str, Any] | None, data_dir: Path) -> Tas
         plan=plan,
         revisions=int(snapshot.get("revisions", 0)),
         tokens=int(snapshot.get("total_tokens", 0)),
+        cached_tokens=int(snapshot.get("cached_tokens", 0)),
+        cost=float(snapshot.get("cost", 0.0)),
         links=dict(snapshot.get("links", {})),
         timeline=timeline(data_dir, task.id),
     )

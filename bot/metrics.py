@@ -77,6 +77,12 @@ LLM_TOKENS = Histogram(
     buckets=(100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000),
     registry=REGISTRY,
 )
+LLM_COST = Counter(
+    "bot_llm_cost_dollars_total",
+    "What model calls cost in US dollars at llm.prices, by planning phase",
+    ["phase"],
+    registry=REGISTRY,
+)
 FORGE_CALLS = Counter(
     "bot_forge_requests_total",
     "HTTP requests to the forges' APIs by forge and kind (read, write)",

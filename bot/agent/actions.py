@@ -23,6 +23,7 @@ from bot.agent.budget import BudgetExceeded
 from bot.agent.context import ProgressKind
 from bot.agent.context_builder import as_data, repo_instructions_block
 from bot.agent.llm_calls import PhaseCaller
+from bot.agent.native_calls import native_offer
 from bot.agent.plan import PlannedAction
 from bot.agent.ports import Recorder
 from bot.agent.results import compact_results
@@ -127,9 +128,10 @@ class ActionRunner:
             return tool.name, dict(action.arguments or {})
         plan = self.recorder.plan
         offered = choices or [tool]
-        answer = await self.caller.ask(
+        answer = await self.caller.ask_offering(
             "execution",
             "execution",
+            native_offer(action.task_id, offered),
             goal=plan.goal if plan else None,
             action=action,
             tools=[

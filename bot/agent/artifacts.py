@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.agent.runlog import RunLog
 from bot.agent.state import ActionRecord, AgentState
 from bot.events import IssueRef
+from bot.llm.prices import dollars
 from bot.storage.base import Task
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import BuiltTools
@@ -32,6 +34,19 @@ def changed_paths(records: Iterable[ActionRecord]) -> list[str]:
         elif isinstance(record.arguments.get("path"), str):
             paths.add(record.arguments["path"])
     return sorted(paths)
+
+
+def setup_lines(state: AgentState) -> list[str]:
+    """What set-up did, for the report: one line, and the failing command's when it failed."""
+    setup = state.setup
+    if not setup or setup.get("status") == "nothing":
+        return []
+    steps = setup.get("steps") or []
+    line = f"set-up {setup.get('status')}: {len(steps)} commands in {setup.get('duration', 0)} s"
+    if setup.get("status") == "restored":
+        line += f" (restored from the cache: {', '.join(setup.get('paths') or [])})"
+    failed = [s for s in steps if s.get("exit_code") != 0 or s.get("timed_out")]
+    return [line] + [f"set-up command failed: {s.get('command')}" for s in failed[:1]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +89,7 @@ class Artifacts:
             "repository": issue.repo.full_name,
             "requested_by": self.task.request.requested_by,
             "mode": self.task.request.mode.value,
+            **usage_lines(self.state.usage or {}),
             "description": issue.body,
         }
         run_dir.write_task(task)
@@ -86,6 +102,18 @@ class Artifacts:
             changes=changed_paths(self.state.records.values()),
             diff_stat="",
             quality=quality,
-            conversation_summary="\n".join(f"- {line}" for line in lines),
+            conversation_summary="\n".join(f"- {line}" for line in setup_lines(self.state) + lines),
             outcome=outcome,
         )
+
+
+def usage_lines(usage: dict[str, Any]) -> dict[str, str]:
+    """The report's tokens and cost ("1,234 (200 cached)", "$0.012"; no cost line for a
+    model without a price)."""
+    tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    shown = {"tokens": f"{tokens:,}"}
+    if usage.get("cached_tokens"):
+        shown["tokens"] += f" ({int(usage['cached_tokens']):,} cached)"
+    if usage.get("cost"):
+        shown["cost"] = dollars(float(usage["cost"]))
+    return shown

@@ -11,13 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot import metrics
 from bot.llm.base import Usage
+from bot.llm.prices import FREE, Price, dollars
 
 # A call whose answer could not hold this many tokens is not worth making.
 MIN_ANSWER_TOKENS = 256
 
 
 _SETTINGS = {
+    "cost": "planning.budget.max_cost",
     "tokens": "llm.max_tokens_per_task",
     "call_tokens": "llm.max_tokens_per_call",
     "time": "planning.execution.total_timeout",
@@ -25,7 +28,7 @@ _SETTINGS = {
 
 
 class BudgetExceeded(Exception):
-    """A budget ran out; ``kind`` is ``tokens``, ``call_tokens`` or ``time``."""
+    """A budget ran out; ``kind`` is ``cost``, ``tokens``, ``call_tokens`` or ``time``."""
 
     def __init__(self, kind: str, reason: str) -> None:
         super().__init__(reason)
@@ -46,27 +49,47 @@ class UsageLedger:
     completion_tokens: int = 0
     calls: int = 0
     by_phase: dict[str, dict[str, int]] = field(default_factory=dict)
+    cached_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens, written to it
+    cost: float = 0.0  # US dollars, at llm.prices (bot/llm/prices.py)
 
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, phase: str, usage: Usage, calls: int) -> None:
+    def add(self, phase: str, usage: Usage, calls: int, *, price: Price = FREE) -> None:
+        spent = price.cost(
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            cached=usage.cached_tokens,
+            cache_write=usage.cache_write_tokens,
+        )
+        self.cost += spent
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
         self.calls += calls
         entry = self.by_phase.setdefault(phase, {"prompt": 0, "completion": 0, "calls": 0})
         entry["prompt"] += usage.prompt_tokens
         entry["completion"] += usage.completion_tokens
         entry["calls"] += calls
+        if usage.cached_tokens:
+            entry["cached"] = entry.get("cached", 0) + usage.cached_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "calls": self.calls,
             "by_phase": {k: dict(v) for k, v in self.by_phase.items()},
         }
+        if self.cached_tokens or self.cache_write_tokens:  # only where a cache was used
+            data["cached_tokens"] = self.cached_tokens
+            data["cache_write_tokens"] = self.cache_write_tokens
+        if self.cost:  # only where the model has a price
+            data["cost"] = round(self.cost, 6)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> UsageLedger:
@@ -76,6 +99,9 @@ class UsageLedger:
             completion_tokens=int(data.get("completion_tokens", 0)),
             calls=int(data.get("calls", 0)),
             by_phase={k: dict(v) for k, v in data.get("by_phase", {}).items()},
+            cached_tokens=int(data.get("cached_tokens", 0)),
+            cache_write_tokens=int(data.get("cache_write_tokens", 0)),
+            cost=float(data.get("cost", 0.0)),
         )
 
 
@@ -85,6 +111,15 @@ class Budget:
     max_tokens_per_call: int
     total_timeout: float
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    price: Price = FREE
+    max_cost: float | None = None  # US dollars (planning.budget.max_cost)
+
+    def spend(self, phase: str, usage: Usage, calls: int) -> None:
+        """Count a call's tokens and what they cost."""
+        before = self.ledger.cost
+        self.ledger.add(phase, usage, calls, price=self.price)
+        if self.ledger.cost > before:
+            metrics.LLM_COST.labels(phase).inc(self.ledger.cost - before)
 
     @property
     def remaining(self) -> int:
@@ -92,6 +127,7 @@ class Budget:
 
     def answer_allowance(self, phase: str, prompt_tokens: int) -> int:
         """How many answer tokens a ``phase`` call with this prompt may ask for."""
+        self._check_cost(phase, prompt_tokens)
         if self.remaining < prompt_tokens + MIN_ANSWER_TOKENS:
             raise BudgetExceeded(
                 "tokens",
@@ -108,6 +144,18 @@ class Budget:
                 f"({self.max_tokens_per_call})",
             )
         return min(room, self.remaining - prompt_tokens)
+
+    def _check_cost(self, phase: str, prompt_tokens: int) -> None:
+        if self.max_cost is None:
+            return
+        least = self.price.cost(prompt_tokens, MIN_ANSWER_TOKENS)  # the next call, at least
+        if self.ledger.cost + least > self.max_cost:
+            raise BudgetExceeded(
+                "cost",
+                f"the task has spent {dollars(self.ledger.cost)} of planning.budget.max_cost "
+                f"({dollars(self.max_cost)}); the next {phase} call costs at least "
+                f"{dollars(least)}",
+            )
 
     def check_time(self, elapsed: float) -> None:
         if elapsed > self.total_timeout:

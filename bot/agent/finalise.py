@@ -116,8 +116,10 @@ class Finisher:
         ask_model: bool = True,
         partial_plan: dict[str, Any] | None = None,
         hints: Sequence[str] = (),
+        details: dict[str, Any] | None = None,
     ) -> Outcome:
-        """Stop and ask a person to step in (docs/planning.md#revision-limits)."""
+        """Stop and ask a person to step in (docs/planning.md#revision-limits); ``details``
+        go into the closing event as they are (``setup``: the failing set-up command)."""
         state = self.state
         summary: dict[str, Any] = {
             "goal_achieved": False,
@@ -139,6 +141,7 @@ class Finisher:
         data: dict[str, Any] = {"summary": summary, "tried": tried, "reason": reason}
         if partial_plan:
             data["partial_plan"] = partial_plan
+        data.update(details or {})
         outcome = Outcome(TaskState.NEEDS_HUMAN, summary=summary, reason=reason)
         await self.artifacts.keep_changes()
         self.artifacts.write_report(f"needs a person: {reason}", tried)

@@ -32,6 +32,7 @@ ENTRY_TYPES = frozenset(
         "usage",
         "paused",
         "quality",
+        "setup",
     }
 )
 
@@ -111,8 +112,10 @@ def describe_entry(entry: dict[str, Any]) -> str:
             f"{' (revision needed)' if evaluation.get('plan_revision_needed') else ''}"
         )
     if kind == "usage":
+        cached = entry.get("cached_tokens")
         return (
-            f"usage {entry.get('phase', '')}: {entry.get('prompt_tokens', 0)} prompt + "
+            f"usage {entry.get('phase', '')}: {entry.get('prompt_tokens', 0)} prompt "
+            f"{f'({cached} cached) ' if cached else ''}+ "
             f"{entry.get('completion_tokens', 0)} answer tokens ({entry.get('calls', 0)} calls)"
         )
     if kind == "quality":
@@ -120,6 +123,9 @@ def describe_entry(entry: dict[str, Any]) -> str:
         return f"quality gate run {entry.get('run', '')}: {verdict}"
     if kind == "completion":
         return f"completion: {entry.get('status', '')}"
+    if kind == "setup":
+        steps, took = entry.get("steps") or [], entry.get("duration", 0)
+        return f"set-up {entry.get('status', '')}: {len(steps)} commands in {took} s"
     detail = entry.get("reason") or entry.get("decision") or entry.get("body") or ""
     return f"{kind}: {str(detail)[:120]}".rstrip(": ")
 

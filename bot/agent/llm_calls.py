@@ -20,7 +20,7 @@ from bot import metrics
 from bot.agent.budget import Budget
 from bot.agent.prompts import PromptLibrary
 from bot.agent.runlog import ANSWER_CHARS, CONTENT_CHARS, RunLog
-from bot.agent.schema import PhaseAnswer, ask_phase
+from bot.agent.schema import CallAsDocument, PhaseAnswer, ask_phase
 from bot.llm.base import LLM, HealthReport, LLMError, LLMRequest, LLMResponse, LLMUnavailable, Usage
 from bot.llm.tokens import count_messages
 from bot.progress import step
@@ -31,6 +31,16 @@ UsageHook = Callable[[str, Usage, int], Awaitable[None]]
 
 async def _no_hook(template: str, usage: Usage, calls: int) -> None:
     return None
+
+
+def usage_entry(usage: Usage) -> dict[str, int]:
+    """A usage as the journal and history write it (cache figures only when there are)."""
+    entry = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+    if usage.cached_tokens:
+        entry["cached_tokens"] = usage.cached_tokens
+    if usage.cache_write_tokens:
+        entry["cache_write_tokens"] = usage.cache_write_tokens
+    return entry
 
 
 def exchange(
@@ -55,10 +65,13 @@ def exchange(
     }
     if response is not None:
         entry["answer"] = clip(clean(response.text), ANSWER_CHARS)
-        entry["usage"] = {
-            "prompt_tokens": response.usage.prompt_tokens,
-            "completion_tokens": response.usage.completion_tokens,
-        }
+        call = response.function_call
+        if call is not None:
+            entry["function_call"] = {
+                "name": call.name,
+                "arguments": clip(clean(call.arguments), ANSWER_CHARS),
+            }
+        entry["usage"] = usage_entry(response.usage)
         entry["model"] = response.model
     if error:
         entry["error"] = error
@@ -139,6 +152,13 @@ class PhaseCaller:
     async def ask(self, template: str, phase: str, **variables: object) -> PhaseAnswer:
         """The ``phase`` document the model gives for ``template``'s prompt (data None:
         still invalid after the re-ask). Raises ``BudgetExceeded``, ``LLMUnavailable``."""
+        return await self.ask_offering(template, phase, None, **variables)
+
+    async def ask_offering(
+        self, template: str, phase: str, native: CallAsDocument | None, /, **variables: object
+    ) -> PhaseAnswer:
+        """``ask``, with ``native``'s functions offered to call instead where the endpoint
+        supports native calls (``bot.agent.native_calls``)."""
         messages = self.prompts.messages(template, **variables)
         max_tokens = self.budget.answer_allowance(template, count_messages(messages))
         answer = await ask_phase(
@@ -147,9 +167,10 @@ class PhaseCaller:
             messages,
             max_tokens=max_tokens,
             temperature=self.temperature,
+            native=native,
         )
         self._invalid(template, answer)
-        self.budget.ledger.add(template, answer.usage, answer.calls)
+        self.budget.spend(template, answer.usage, answer.calls)
         await self.on_usage(template, answer.usage, answer.calls)
         return answer
 
@@ -162,6 +183,6 @@ class PhaseCaller:
             template, tuple(messages), None, max_tokens=max_tokens, temperature=self.temperature
         )
         response = await self._model(template).complete(request)
-        self.budget.ledger.add(template, response.usage, 1)
+        self.budget.spend(template, response.usage, 1)
         await self.on_usage(template, response.usage, 1)
         return response.text.strip()

@@ -14,6 +14,7 @@ cannot go on raises ``NeedsPerson``, and the loop asks the ``Finisher`` for a pe
     WAIT     a person rejected what the task waited for: revise, or reflect on the call
     EXECUTE  feedback first; a plan not approved waits for approval (/agent plan, and
              revised plans with require_human_approval); then the next batch of actions
+             (before a run's first batch: set-up of the workspace, preparation.py)
     REFLECT  the batch a stopped worker ran and did not reflect on
     REVISE   a revision that was cut short: the current plan goes on
     DELIVER  quality gate, push, change request, completion summary
@@ -38,6 +39,7 @@ from bot.agent.finalise import Finisher, announce
 from bot.agent.plan import PlanDocument, PlannedAction
 from bot.agent.plan_rules import next_batch
 from bot.agent.planning_stage import PlanningFailed, PlanningStage
+from bot.agent.preparation import Preparation
 from bot.agent.prompts import PromptLibrary
 from bot.agent.push_failure import DeliveryFailed
 from bot.agent.reflection import RevisionSuggestion
@@ -63,6 +65,7 @@ class Run:
     review: BatchReview
     finisher: Finisher
     delivery: Delivery
+    preparation: Preparation
     rejection: Rejection | None = None  # what the last safe point found rejected
 
     @property
@@ -116,7 +119,8 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
         draft=settings.workspace.draft_change_requests,
         gate_timeout=settings.sandbox.timeout,
     )
-    return Run(session, planning, waits, runner, reviser, review, finisher, delivery)
+    preparation = Preparation(state, recorder, ctx.built, runlog, finisher.intervene)
+    return Run(session, planning, waits, runner, reviser, review, finisher, delivery, preparation)
 
 
 # --- the stages ------------------------------------------------------------------------------
@@ -160,6 +164,7 @@ async def execute(run: Run) -> None:
 
 
 async def run_batch(run: Run, batch: list[PlannedAction]) -> None:
+    await run.preparation.ensure()  # set-up before the run's first action
     run.state.batch = [action.key for action in batch]
     outcomes = await run.runner.run_batch(batch)
     errors = [o.error for o in outcomes if isinstance(o, CallFailed)]
@@ -189,6 +194,7 @@ async def deliver(run: Run) -> None:
     if run.state.pending_feedback:
         await run.review.feedback()
         return
+    await run.preparation.ensure()  # the gate needs the environment (a run resumed here)
     try:
         links = await run.delivery.deliver()
     except DeliveryFailed as exc:

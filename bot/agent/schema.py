@@ -22,12 +22,12 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import json_repair
 import jsonschema
 
-from bot.llm.base import LLM, LLMRequest, Message, Usage
+from bot.llm.base import LLM, FunctionCall, FunctionSpec, LLMRequest, Message, Usage
 from bot.text import clip
 
 PHASES = ("planning", "execution", "reflection", "completion")
@@ -331,8 +331,13 @@ class PhaseAnswer:
     raw: str
 
 
-def _add(a: Usage, b: Usage) -> Usage:
-    return Usage(a.prompt_tokens + b.prompt_tokens, a.completion_tokens + b.completion_tokens)
+class CallAsDocument(Protocol):
+    """Natively offered functions, and how a call of one becomes the phase document."""
+
+    @property
+    def functions(self) -> tuple[FunctionSpec, ...]: ...
+
+    def answer(self, call: FunctionCall, comment: str) -> str: ...
 
 
 async def ask_phase(
@@ -342,17 +347,26 @@ async def ask_phase(
     *,
     max_tokens: int,
     temperature: float = 0.2,
+    native: CallAsDocument | None = None,
 ) -> PhaseAnswer:
-    """Ask for a ``phase`` document; re-ask once with the validation errors if needed."""
+    """Ask for a ``phase`` document; re-ask once with the validation errors if needed.
+    With ``native``, its functions are offered too, and a native call is read as the
+    document it stands for (validated like any other answer); a model that answered in text
+    instead is re-asked for the document the usual way, without functions."""
     schema = phase_schema(phase)
     conversation = tuple(messages)
+    functions = native.functions if native is not None else ()
     usage = Usage()
     errors: list[str] = []
     raw = ""
     for call in (1, 2):
-        request = LLMRequest(phase, conversation, schema, max_tokens, temperature)
+        request = LLMRequest(phase, conversation, schema, max_tokens, temperature, functions)
         response = await llm.complete(request)
-        usage, raw = _add(usage, response.usage), response.text
+        usage, raw = usage + response.usage, response.text
+        if native is not None and response.function_call is not None:
+            raw = native.answer(response.function_call, response.text)
+        elif functions:  # answered in text although it could call: re-ask for the document
+            functions = ()
         doc, errors = parse_answer(phase, raw)
         if doc is not None:
             return PhaseAnswer(phase, doc, None, usage, call, raw)

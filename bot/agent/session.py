@@ -19,7 +19,7 @@ from typing import Any
 from bot.agent.budget import Budget, UsageLedger
 from bot.agent.context import ProgressEvent, ProgressKind, TaskContext
 from bot.agent.history import PlanningHistory
-from bot.agent.llm_calls import PhaseCaller
+from bot.agent.llm_calls import PhaseCaller, usage_entry
 from bot.agent.plan import PlanDocument
 from bot.agent.prompts import PromptLibrary
 from bot.agent.runlog import RunLog
@@ -27,6 +27,7 @@ from bot.agent.snapshot import plan_of, subtask_statuses
 from bot.agent.state import AgentState, Phase, Stage, can_move
 from bot.config import secret_values
 from bot.llm.base import Usage
+from bot.llm.prices import model_price
 
 
 class InvalidTransition(RuntimeError):
@@ -58,6 +59,8 @@ class Session:
             max_tokens_per_call=settings.llm.max_tokens_per_call,
             total_timeout=settings.planning.execution.total_timeout,
             ledger=UsageLedger.from_dict(self.state.usage),
+            price=model_price(settings),
+            max_cost=settings.planning.budget.max_cost,
         )
         self.runlog = RunLog(
             self.ctx.data_dir,
@@ -150,10 +153,10 @@ class Session:
         self.record(
             "usage",
             phase=template,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
+            **usage_entry(usage),
             calls=calls,
             total_tokens=ledger.total,
+            cost=round(ledger.cost, 6),
         )
         await self.emit(
             ProgressKind.USAGE,
@@ -161,6 +164,8 @@ class Session:
             total_tokens=ledger.total,
             prompt_tokens=ledger.prompt_tokens,
             completion_tokens=ledger.completion_tokens,
+            cached_tokens=ledger.cached_tokens,
+            cost=round(ledger.cost, 6),
             calls=ledger.calls,
             by_phase=ledger.to_dict()["by_phase"],
             budget=self.budget.max_tokens_per_task,

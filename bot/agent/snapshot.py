@@ -70,7 +70,7 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     usage = state.usage or {}
     delivery = state.delivery or {}
-    return {
+    snapshot: dict[str, Any] = {
         "phase": state.phase().value,
         "plan": plan.to_document() if plan is not None else {},
         "statuses": subtask_statuses(state, plan),
@@ -79,6 +79,11 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         "waiting": waiting_of(state),
         "links": {k: str(delivery[k]) for k in _LINK_KEYS if delivery.get(k)},
     }
+    if usage.get("cached_tokens"):  # said only when the provider's cache was used
+        snapshot["cached_tokens"] = int(usage["cached_tokens"])
+    if usage.get("cost"):  # said only when the model has a price
+        snapshot["cost"] = float(usage["cost"])
+    return snapshot
 
 
 def checklist(snapshot: dict[str, Any]) -> list[dict[str, str]]:

@@ -220,6 +220,7 @@ class AgentState:
     task_text: str = ""
     milestones: dict[str, int] = field(default_factory=dict)
     delivery: dict[str, Any] = field(default_factory=dict)
+    setup: dict[str, Any] = field(default_factory=dict)  # bot/tools/setup.py SetupResult
     outcome: dict[str, Any] | None = None
 
     # --- queries ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bot.agent.context import PauseReason, ProgressEvent, ProgressKind
@@ -95,10 +96,27 @@ def milestone_body(
             tried=_strings(d.get("tried")),
             current_state=summary.get("current_state", ""),
             recommendations=_strings(summary.get("recommendations")),
+            setup=setup_failure(d.get("setup")),
         )
     if kind is ProgressKind.NOTICE:
         return render("notice", language, text=d.get("text", ""))
     return None
+
+
+def setup_failure(data: object) -> dict[str, Any] | None:
+    """The failing set-up command and the tail of its output, with a code fence longer
+    than any run of backticks in the output (so the output cannot close it)."""
+    if not isinstance(data, dict):
+        return None
+    tail = str(data.get("tail", ""))
+    longest = max((len(run) for run in re.findall(r"`+", tail)), default=0)
+    return {
+        "command": str(data.get("command", "")).replace("`", "'"),
+        "exit_code": data.get("exit_code", ""),
+        "timed_out": bool(data.get("timed_out")),
+        "tail": tail,
+        "fence": "`" * max(3, longest + 1),
+    }
 
 
 def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from bot.agent.context import ProgressEvent, ProgressKind
 from bot.comments.render import render
 from bot.comments.wording import phase_label, waiting_label
+from bot.llm.prices import dollars
 from bot.storage.base import TaskState
 
 WAITING_STATES = frozenset(
@@ -24,6 +25,8 @@ class StatusView:
     plan: dict[str, Any] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
     tokens: int = 0
+    cached_tokens: int = 0  # of ``tokens``, read from the provider's prompt cache
+    cost: float = 0.0  # US dollars at llm.prices; 0: the model has no price (local)
     revisions: int = 0
     waiting: dict[str, Any] = field(default_factory=dict)  # subject, what, tool, number
     links: dict[str, str] = field(default_factory=dict)
@@ -44,6 +47,8 @@ class StatusView:
             self.statuses[str(data["task_id"])] = str(data.get("status", "running"))
         elif kind is ProgressKind.USAGE:
             self.tokens = int(data.get("total_tokens", self.tokens))
+            self.cached_tokens = int(data.get("cached_tokens", self.cached_tokens))
+            self.cost = float(data.get("cost", self.cost))
         elif kind is ProgressKind.LINKS:
             self.links.update({k: str(v) for k, v in data.items() if v is not None and v != ""})
         if kind is ProgressKind.CLARIFICATION:
@@ -62,6 +67,8 @@ class StatusView:
             self.plan = snapshot["plan"]
         self.statuses.update(snapshot.get("statuses") or {})
         self.tokens = int(snapshot.get("total_tokens", self.tokens))
+        self.cached_tokens = int(snapshot.get("cached_tokens", self.cached_tokens))
+        self.cost = float(snapshot.get("cost", self.cost))
         self.revisions = int(snapshot.get("revisions", self.revisions))
         waiting = snapshot.get("waiting")
         self.waiting = dict(waiting) if isinstance(waiting, dict) else {}
@@ -93,6 +100,8 @@ class StatusView:
             done=done,
             total=len(checklist),
             tokens=f"{self.tokens:,}",
+            cached=f"{self.cached_tokens:,}" if self.cached_tokens else "",
+            cost=dollars(self.cost) if self.cost else "",
             revisions=self.revisions,
             checklist=checklist,
             links=render_links(self.links, language),

@@ -147,7 +147,7 @@ class WorkerSettings(_Section):
     poll_interval: float = Field(0.5, gt=0, le=60)
     # A run that makes no progress (no store, forge, model or tool call starts or ends)
     # for this long is stuck: the watchdog logs what it awaits and retries it.
-    stall_seconds: int = Field(900, ge=1, le=86400)
+    stall_seconds: int = Field(1200, ge=1, le=86400)
     # GitHub App mode: on start, how far back to look for webhook deliveries that failed
     # while the bot was down, to ask GitHub for them again (0: never). GitHub keeps
     # deliveries for three days.
@@ -245,6 +245,10 @@ class LLMSettings(_Section):
     structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
     # Model name -> price; wins over the published prices built in (bot/llm/prices.py).
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # The execution phase's call as the endpoint's own function call (OpenAI tools,
+    # Anthropic tool_use): auto falls back to the JSON document when the endpoint refuses.
+    native_tools: Literal["auto", "on", "off"] = "auto"
+    prompt_cache: bool = True  # Anthropic: mark the stable prompt prefix cacheable
 
 
 # --- issue interface -------------------------------------------------------------------------
@@ -282,6 +286,7 @@ class SandboxSettings(_Section):
     allow_unsandboxed_DANGEROUS: bool = False
     network: bool = False
     timeout: int = Field(300, ge=1)
+    setup_timeout: int = Field(900, ge=1)  # the whole set-up of a fresh clone
     cpu_seconds: int = Field(600, ge=1)
     memory_mb: int = Field(2048, ge=64)
     max_processes: int = Field(256, ge=8)
@@ -329,11 +334,13 @@ class Settings(_Section):
 
     @model_validator(mode="after")
     def _stall_bound_outlasts_one_step(self) -> Settings:
-        longest = max(self.sandbox.timeout, self.llm.request_timeout)
+        sandbox = self.sandbox
+        longest = max(sandbox.timeout, sandbox.setup_timeout, self.llm.request_timeout)
         if self.worker.stall_seconds <= longest:
             raise ValueError(
                 f"worker.stall_seconds ({self.worker.stall_seconds}) must exceed the longest "
-                f"single step a run may wait on: sandbox.timeout ({self.sandbox.timeout}) and "
+                f"single step a run may wait on: sandbox.timeout ({sandbox.timeout}), "
+                f"sandbox.setup_timeout ({sandbox.setup_timeout}) and "
                 f"llm.request_timeout ({self.llm.request_timeout:g})"
             )
         return self

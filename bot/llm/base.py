@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 Role = Literal["system", "user", "assistant"]
 OutputMode = Literal["json_schema", "json_object", "text"]
+NativeTools = Literal["auto", "on", "off"]
 
 
 class LLMError(Exception):
@@ -34,18 +35,54 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionSpec:
+    """A function the model may call natively (OpenAI ``tools``, Anthropic ``tool_use``).
+    ``name`` matches ``^[a-zA-Z0-9_-]{1,64}$``, as both APIs require."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """The model's native call: ``arguments`` is JSON text as the endpoint gave it (OpenAI
+    sends a string that may be broken; Anthropic's parsed ``input`` is dumped back)."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class LLMRequest:
     phase: str
     messages: tuple[Message, ...]
     schema: dict[str, Any] | None = None
     max_tokens: int = 2048
     temperature: float = 0.2
+    # Offered for native calling where the endpoint supports it; the provider may ignore
+    # them and ask for the ``schema`` document instead (``LLMResponse.function_call`` None).
+    functions: tuple[FunctionSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """``prompt_tokens`` counts the whole prompt, cached parts included; ``cached_tokens``
+    of it were read from the provider's prompt cache, ``cache_write_tokens`` written to it
+    (Anthropic's ``cache_creation_input_tokens``)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +91,7 @@ class LLMResponse:
     usage: Usage = Usage()
     model: str = ""
     mode: OutputMode = "json_schema"
+    function_call: FunctionCall | None = None  # a native call instead of the document
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,8 @@ def make_llm(
             http=http,
             timeout=settings.request_timeout,
             max_retries=settings.max_retries,
+            native_tools=settings.native_tools,
+            prompt_cache=settings.prompt_cache,
         )
     return OpenAICompatibleLLM(
         structured_output=settings.structured_output,
@@ -52,4 +54,5 @@ def make_llm(
         http=http,
         timeout=settings.request_timeout,
         max_retries=settings.max_retries,
+        native_tools=settings.native_tools,
     )

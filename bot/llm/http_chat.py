@@ -2,11 +2,12 @@
 
 ``HttpChatLLM`` owns what both do alike: the HTTP client (shared, or its own to
 close), sending under the retry policy of ``transport.send``, a refusal becoming
-``LLMBadRequest`` unless the provider learns from it and asks again, an answer of
-the wrong shape becoming ``LLMError``, the usage the endpoint reported (else a local
-count), and the health check. A provider names its paths, headers and answer shape,
-builds its request body, reads the text out of its answer and says what a refusal
-teaches it.
+``LLMBadRequest`` unless the provider learns from it and asks again (a refused native
+tools request asks again for the JSON document, ``native.py``), an answer of the wrong
+shape becoming ``LLMError``, the usage the endpoint reported (else a local count), and
+the health check (the model list, then one small structured request). A provider names
+its paths, headers and answer shape, builds its request body, reads the text, a native
+call and the usage out of its answer and says what a refusal teaches it.
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ from typing import Any, ClassVar
 import httpx
 
 from bot.llm.base import (
+    FunctionCall,
     HealthReport,
     LLMBadRequest,
     LLMError,
     LLMRequest,
     LLMResponse,
     Message,
+    NativeTools,
     OutputMode,
     Usage,
 )
 from bot.llm.health import StructuredCheck, health_report, model_available
+from bot.llm.native import NativeToolsPolicy
 from bot.llm.server_kind import LABELS, recognise
 from bot.llm.tokens import count_messages, count_tokens
 from bot.llm.transport import Call, ModelListing, Sleep, error_message, fetch_model_ids, send
@@ -57,7 +61,6 @@ class HttpChatLLM(ABC):
     chat_path: ClassVar[str]
     models_path: ClassVar[str]
     answer_shape: ClassVar[str]  # what a good answer is, for the error when it is not
-    usage_keys: ClassVar[tuple[str, str]]  # the endpoint's names for prompt and answer tokens
 
     def __init__(
         self,
@@ -69,6 +72,7 @@ class HttpChatLLM(ABC):
         timeout: float = 120.0,
         max_retries: int = 3,
         sleep: Sleep = asyncio.sleep,
+        native_tools: NativeTools = "auto",
     ) -> None:
         self.base_url = self._root(base_url)
         self.model = model
@@ -78,6 +82,7 @@ class HttpChatLLM(ABC):
         self._timeout = timeout
         self._max_retries = max_retries
         self._sleep = sleep
+        self.native = NativeToolsPolicy(native_tools)
         self._answered: tuple[float, StructuredCheck] | None = None  # (when, the last success)
 
     # --- what each provider says ------------------------------------------------------------
@@ -96,11 +101,20 @@ class HttpChatLLM(ABC):
     def _headers(self) -> dict[str, str]: ...
 
     @abstractmethod
-    def _body(self, request: LLMRequest, mode: OutputMode) -> dict[str, Any]: ...
+    def _body(self, request: LLMRequest, mode: OutputMode, native: bool) -> dict[str, Any]:
+        """The request body; ``native``: offer ``request.functions`` as the endpoint's tools."""
 
     @abstractmethod
     def _text(self, data: Any, request: LLMRequest) -> str:
         """The answer's text; any ``KeyError``, ``TypeError``, ... means the wrong shape."""
+
+    @abstractmethod
+    def _function_call(self, data: Any, request: LLMRequest) -> FunctionCall | None:
+        """The native call of one of ``request.functions`` in the answer, if there is one."""
+
+    @abstractmethod
+    def _reported_usage(self, data: Any) -> Usage | None:
+        """The usage the endpoint reported in ``data``, or None when it said nothing."""
 
     @abstractmethod
     def _learn(self, mode: OutputMode, status: int, body: str) -> bool:
@@ -117,7 +131,9 @@ class HttpChatLLM(ABC):
         url = self.base_url + self.chat_path
         while True:
             mode: OutputMode = self.mode if request.schema is not None else "text"
-            call = Call("POST", url, self._headers(), self._body(request, mode), request.phase)
+            native = self.native.offers(request)
+            body = self._body(request, mode, native)
+            call = Call("POST", url, self._headers(), body, request.phase)
             response = await send(
                 self._http,
                 call,
@@ -126,7 +142,9 @@ class HttpChatLLM(ABC):
                 max_retries=max_retries,
             )
             if response.is_success:
-                return self._answer(response, request, mode)
+                return self._answer(response, request, mode, native)
+            if self.native.learn(native, response.status_code, response.text):
+                continue  # ask again for the JSON document, without tools
             if not self._learn(mode, response.status_code, response.text):
                 raise LLMBadRequest(
                     f"{request.phase}: HTTP {response.status_code} from {url}: "
@@ -134,11 +152,12 @@ class HttpChatLLM(ABC):
                 )
 
     def _answer(
-        self, response: httpx.Response, request: LLMRequest, mode: OutputMode
+        self, response: httpx.Response, request: LLMRequest, mode: OutputMode, native: bool
     ) -> LLMResponse:
         try:
             data = response.json()
             text = self._text(data, request)
+            function_call = self._function_call(data, request) if native else None
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise LLMError(
                 f"{request.phase}: {response.url} did not answer with {self.answer_shape} "
@@ -146,19 +165,21 @@ class HttpChatLLM(ABC):
             ) from exc
         return LLMResponse(
             text=text,
-            usage=self._usage(data, request, text),
+            usage=self._usage(data, request, text, function_call),
             model=str(data.get("model") or self.model),
             mode=mode,
+            function_call=function_call,
         )
 
-    def _usage(self, data: Any, request: LLMRequest, text: str) -> Usage:
-        """The token usage the endpoint reported (under its own key names), else a local
-        count."""
-        prompt, answer = self.usage_keys
-        usage = data.get("usage") if isinstance(data, dict) else None
-        if isinstance(usage, dict) and isinstance(usage.get(prompt), int):
-            return Usage(int(usage[prompt]), int(usage.get(answer) or 0))
-        return Usage(count_messages(request.messages), count_tokens(text))
+    def _usage(
+        self, data: Any, request: LLMRequest, text: str, function_call: FunctionCall | None
+    ) -> Usage:
+        """The token usage the endpoint reported, else a local count."""
+        reported = self._reported_usage(data) if isinstance(data, dict) else None
+        if reported is not None:
+            return reported
+        answer = text + (function_call.arguments if function_call is not None else "")
+        return Usage(count_messages(request.messages), count_tokens(answer))
 
     @property
     def dialect_name(self) -> str:

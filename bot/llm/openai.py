@@ -13,7 +13,12 @@ and after a call that failed for good (the server may come back as another build
 A refusal of a later request (a 4xx, or a 500 that rejects a request field) moves
 down one rung at once and is kept too. Other known refusals adjust the request
 (OpenAI's newer models want ``max_completion_tokens`` and the default temperature).
-Sending, retries and errors are ``HttpChatLLM``'s; this module builds the body and reads the answer.
+A request with functions offers them as ``tools`` (``native.py``) on
+/chat/completions and reads the first of ``message.tool_calls``. Prompt caching is the
+server's own (OpenAI caches prompt prefixes of 1,024 tokens and more by itself): the
+usage's ``prompt_tokens_details.cached_tokens`` says how much of the prompt it read from
+the cache. Sending, retries and errors are ``HttpChatLLM``'s; this module builds the
+body and reads the answer.
 """
 
 from __future__ import annotations
@@ -28,7 +33,15 @@ from typing import Any
 import httpx
 
 from bot.llm import server_kind
-from bot.llm.base import LLMBadRequest, LLMRequest, LLMResponse, LLMUnavailable, OutputMode, Usage
+from bot.llm.base import (
+    FunctionCall,
+    LLMBadRequest,
+    LLMRequest,
+    LLMResponse,
+    LLMUnavailable,
+    OutputMode,
+    Usage,
+)
 from bot.llm.dialect import (
     Dialect,
     DialectStore,
@@ -40,6 +53,7 @@ from bot.llm.dialect import (
     output_mode,
 )
 from bot.llm.http_chat import PROBE, HttpChatLLM
+from bot.llm.native import openai_tools
 from bot.llm.server_kind import ServerKind
 from bot.llm.transport import (
     HEALTH_TIMEOUT,
@@ -113,6 +127,35 @@ def is_document(text: str) -> bool:
         return False
 
 
+def chat_usage(data: dict[str, Any]) -> Usage | None:
+    """A chat.completion's ``usage`` (``prompt_tokens`` includes the cached ones), or the
+    counts of Ollama's native chat answer (``prompt_eval_count``, ``eval_count``)."""
+    if isinstance(data.get("prompt_eval_count"), int):
+        return Usage(int(data["prompt_eval_count"]), int(data.get("eval_count") or 0))
+    usage = data.get("usage")
+    if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        int(usage["prompt_tokens"]),
+        int(usage.get("completion_tokens") or 0),
+        cached_tokens=cached if isinstance(cached, int) else 0,
+    )
+
+
+def first_tool_call(message: dict[str, Any], names: set[str]) -> FunctionCall | None:
+    """The first ``tool_calls`` entry of an assistant message that calls one of ``names``."""
+    for entry in message.get("tool_calls") or ():
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if isinstance(function, dict) and function.get("name") in names:
+            arguments = function.get("arguments")
+            if not isinstance(arguments, str):  # some servers send the object itself
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            return FunctionCall(str(function["name"]), arguments)
+    return None
+
+
 class OpenAICompatibleLLM(HttpChatLLM):
     """``LLM`` over POST {base_url}/chat/completions (or Ollama's native /api/chat)."""
 
@@ -120,7 +163,6 @@ class OpenAICompatibleLLM(HttpChatLLM):
     chat_path = "/chat/completions"
     models_path = "/models"
     answer_shape = "a chat.completion object"
-    usage_keys = ("prompt_tokens", "completion_tokens")
 
     def __init__(
         self,
@@ -281,15 +323,18 @@ class OpenAICompatibleLLM(HttpChatLLM):
         remember where it lands)."""
         while True:
             dialect = self.quirks.dialect if request.schema is not None else Dialect.INSTRUCTIONS
-            url = self._chat_url(dialect)
-            body = self._body_for(request, dialect)
+            native = self.native.offers(request)
+            url = self.base_url + self.chat_path if native else self._chat_url(dialect)
+            body = self._body_for(request, dialect, native)
             call = Call("POST", url, self._headers(), body, request.phase)
             response = await send(
                 self._http, call, timeout=self._timeout, sleep=self._sleep, max_retries=max_retries
             )
             if response.is_success:
                 mode: OutputMode = output_mode(dialect) if request.schema is not None else "text"
-                return self._answer(response, request, mode)
+                return self._answer(response, request, mode, native)
+            if self.native.learn(native, response.status_code, response.text):
+                continue  # ask again for the JSON document, without tools
             adjusted = adjust(self.quirks, dialect, response.status_code, response.text)
             if adjusted is None:
                 raise LLMBadRequest(
@@ -318,17 +363,20 @@ class OpenAICompatibleLLM(HttpChatLLM):
             headers["authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def _body(self, request: LLMRequest, mode: OutputMode) -> dict[str, Any]:
+    def _body(self, request: LLMRequest, mode: OutputMode, native: bool) -> dict[str, Any]:
         dialect = self.quirks.dialect if request.schema is not None else Dialect.INSTRUCTIONS
-        return self._body_for(request, dialect)
+        return self._body_for(request, dialect, native)
 
-    def _body_for(self, request: LLMRequest, dialect: Dialect) -> dict[str, Any]:
+    def _body_for(self, request: LLMRequest, dialect: Dialect, native: bool) -> dict[str, Any]:
+        """The body for ``dialect``; ``native``: offer ``request.functions`` as OpenAI
+        tools instead (the call is the answer: no response format to impose)."""
         messages = request.messages
         schema = request.schema
-        if schema is not None and dialect in (Dialect.JSON_OBJECT, Dialect.INSTRUCTIONS):
+        plain = dialect in (Dialect.JSON_OBJECT, Dialect.INSTRUCTIONS)
+        if schema is not None and plain and not native:
             messages = with_json_instructions(messages, schema)
         turns = [{"role": m.role, "content": m.content} for m in messages]
-        if dialect is Dialect.OLLAMA_FORMAT:
+        if dialect is Dialect.OLLAMA_FORMAT and not native:
             return {
                 "model": self.model,
                 "messages": turns,
@@ -343,6 +391,9 @@ class OpenAICompatibleLLM(HttpChatLLM):
         }
         if self.quirks.temperature:
             body["temperature"] = request.temperature
+        if native:
+            body.update(openai_tools(request.functions))
+            return body
         fmt = response_format(request.phase, schema, dialect)
         if fmt is not None:
             body["response_format"] = fmt
@@ -366,11 +417,12 @@ class OpenAICompatibleLLM(HttpChatLLM):
             raise TypeError("message.content is not a string")
         return content
 
-    def _usage(self, data: Any, request: LLMRequest, text: str) -> Usage:
-        """OpenAI's ``usage``, or Ollama's native ``prompt_eval_count``/``eval_count``."""
-        if isinstance(data, dict) and isinstance(data.get("prompt_eval_count"), int):
-            return Usage(int(data["prompt_eval_count"]), int(data.get("eval_count") or 0))
-        return super()._usage(data, request, text)
+    def _function_call(self, data: Any, request: LLMRequest) -> FunctionCall | None:
+        message = data["choices"][0]["message"]
+        return first_tool_call(message, {f.name for f in request.functions})
+
+    def _reported_usage(self, data: Any) -> Usage | None:
+        return chat_usage(data)
 
     def _learn(self, mode: OutputMode, status: int, body: str) -> bool:
         adjusted = adjust(self.quirks, self.quirks.dialect, status, body)

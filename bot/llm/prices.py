@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bot.config import Settings
+
 MILLION = 1_000_000
 
 
@@ -86,8 +88,19 @@ def price_for(model: str, configured: Mapping[str, Price] | None = None) -> Pric
 
 def dollars(amount: float) -> str:
     """A cost as people read it: cents for most tasks, more digits for small ones."""
+    if amount == 0:
+        return "$0"
     if amount >= 1:
         return f"${amount:,.2f}"
     if amount >= 0.01:
         return f"${amount:.3f}"
     return f"${amount:.4f}"
+
+
+def model_price(settings: Settings) -> Price:
+    """The price of the configured model (``llm.model``) under ``llm.prices``."""
+    configured = {
+        name: Price(p.input, p.output, p.cached_input, p.cache_write)
+        for name, p in settings.llm.prices.items()
+    }
+    return price_for(settings.llm.model, configured)

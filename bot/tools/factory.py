@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bot.config import Settings, secret_values
 from bot.events import IssueRef
@@ -24,6 +26,10 @@ from bot.tools.quality import QualityCommands
 from bot.tools.registry import Tool, ToolRegistry
 from bot.tools.repo_config import EffectivePolicy, RepoConfig, apply_repo_config
 from bot.tools.sandbox import Sandbox, hidden_paths
+from bot.tools.setup import Preparer
+from bot.tools.setup_cache import SetupCache
+from bot.tools.setup_env import package_config
+from bot.tools.setup_plan import sandbox_which
 from bot.tools.workspace import Workspace, branch_name
 from bot.tools.workspace_tools import workspace_tools
 
@@ -44,6 +50,7 @@ class BuiltTools:
     policy: EffectivePolicy
     quality: QualityCommands | None  # None: detected from the clone when the gate runs
     instructions: str = ""
+    preparer: Preparer | None = None  # set-up before work (None: no set-up)
     mcp_unavailable: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -73,11 +80,13 @@ async def build_tools(
     stack: contextlib.AsyncExitStack,
     finish_comment: CommentFinisher,
     branch: str | None = None,
+    run_dir: Path | None = None,
 ) -> BuiltTools:
     """Build the task's tools; MCP sessions close when ``stack`` closes.
 
     ``branch`` names an existing branch of the bot's own to continue on (a follow-up on
-    its change request); by default the branch is derived from the issue.
+    its change request); by default the branch is derived from the issue. ``run_dir``:
+    the task's run directory, where commands leave their whole output (``commands/``).
 
     Raises ``ValueError`` for a task id that cannot name a directory or a branch
     prefix that gives no valid branch name.
@@ -103,10 +112,12 @@ async def build_tools(
         hide=hidden_paths(settings),
         expose=settings.sandbox.expose_paths,
     )
+    preparer = _preparer(settings, issue, workspace, repo)
     gate = repo.quality_gate
     quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
+    logs = run_dir / "commands" if run_dir is not None else None
     builtin = _builtin_tools(
-        settings, forge, issue, finish_comment, workspace, sandbox, quality, effective
+        settings, forge, issue, finish_comment, workspace, sandbox, quality, effective, logs
     )
     mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
     await stack.enter_async_context(mcp)
@@ -125,8 +136,40 @@ async def build_tools(
         policy=effective,
         quality=quality,
         instructions=repo.instructions,
+        preparer=preparer,
         mcp_unavailable=dict(mcp.unavailable),
         notes=effective.notes + tuple(skipped) + tuple(unavailable),
+    )
+
+
+def _preparer(
+    settings: Settings, issue: IssueRef, workspace: Workspace, repo: RepoConfig
+) -> Preparer:
+    """Set-up runs in a sandbox of its own: with network (the server's sandbox.network is
+    for the agent's commands) unless it would run what the agent wrote, the same hidden
+    paths, and the host's package-manager configuration files shown."""
+    hidden = hidden_paths(settings)
+
+    def sandbox(expose: tuple[Path, ...], network: bool) -> Sandbox:
+        shown = (*settings.sandbox.expose_paths, *expose)
+        return Sandbox(settings.sandbox, network=network, hide=hidden, expose=shown)
+
+    package = functools.partial(
+        package_config,
+        dict(os.environ),
+        Path.home(),
+        secrets=secret_values(settings),
+        own_files=hidden,
+    )
+    repository = f"{issue.repo.forge.value}-{issue.repo.full_name}"
+    return Preparer(
+        workspace=workspace,
+        configured=repo.setup,
+        sandbox=sandbox,
+        package=package,
+        cache=SetupCache(settings.data_dir / "setup-cache", repository),
+        timeout=float(settings.sandbox.setup_timeout),
+        which=sandbox_which,
     )
 
 
@@ -139,6 +182,7 @@ def _builtin_tools(
     sandbox: Sandbox,
     quality: QualityCommands | None,
     effective: EffectivePolicy,
+    command_logs: Path | None,
 ) -> list[Tool]:
     max_chars = settings.sandbox.max_output_chars
     tools = forge_tools(
@@ -158,4 +202,5 @@ def _builtin_tools(
         max_output_chars=max_chars,
         quality_commands=quality,
         guarded=effective.policy.guarded_paths,
+        command_logs=command_logs,
     )

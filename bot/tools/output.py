@@ -2,12 +2,16 @@
 
 A command may print gigabytes; ``OutputCapture`` keeps the first and the last
 ``max_chars`` bytes and counts the rest, so memory stays bounded and the agent sees
-how the output began and how it ended.
+how the output began and how it ended. ``OutputLog`` keeps the whole output of a
+command (both streams, in the order they came, up to a bound) in a file, written off
+the event loop, so a person can read what the agent saw only the ends of.
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import BinaryIO
 
 from bot.text import clip, omitted_note
 from bot.tools.textfiles import decode_output
@@ -15,9 +19,43 @@ from bot.tools.textfiles import decode_output
 _CHUNK = 65536
 
 
+class OutputLog:
+    """The whole output of one command in ``path``, at most ``limit`` bytes of it."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        self.path = path
+        self.limit = limit
+        self.written = 0
+        self.dropped = 0
+        self._handle: BinaryIO | None = None
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = await asyncio.to_thread(self.path.open, "wb")
+
+    async def write(self, chunk: bytes) -> None:
+        part = chunk[: max(self.limit - self.written, 0)]
+        self.dropped += len(chunk) - len(part)
+        if part and self._handle is not None:
+            self.written += len(part)
+            async with self._lock:  # the two streams take turns, in the order they came
+                await asyncio.to_thread(self._handle.write, part)
+
+    async def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        if self.dropped:
+            note = f"\n[... {self.dropped} more bytes not kept (sandbox.max_file_mb) ...]\n"
+            await asyncio.to_thread(handle.write, note.encode())
+        await asyncio.to_thread(handle.close)
+
+
 class OutputCapture:
-    def __init__(self, max_chars: int) -> None:
+    def __init__(self, max_chars: int, sink: OutputLog | None = None) -> None:
         self.max_chars = max_chars
+        self.sink = sink
         self.total = 0
         self._head = bytearray()
         self._tail = bytearray()
@@ -34,6 +72,13 @@ class OutputCapture:
     async def consume(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(_CHUNK):
             self.feed(chunk)
+            if self.sink is not None:
+                await self.sink.write(chunk)
+
+    @property
+    def clipped(self) -> bool:
+        """Whether ``text`` leaves part of the output out."""
+        return self.total > self.max_chars
 
     def text(self) -> str:
         if self.total <= len(self._head):

@@ -2,7 +2,8 @@
 
 ``execute`` starts the command in a new session (its own process group), captures
 the head and tail of its output, and on timeout (or cancellation) kills the whole
-group and, when there is one, every member of its cgroup. Under bubblewrap, killing
+group and, when there is one, every member of its cgroup. With a ``log`` it also
+keeps the whole output in a file (``OutputLog``). Under bubblewrap, killing
 bwrap ends its PID namespace, which takes every process of the command with it.
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.tools.cgroups import PidsCgroup
-from bot.tools.output import OutputCapture
+from bot.tools.output import OutputCapture, OutputLog
 
 _DRAIN_SECONDS = 2.0
 
@@ -29,6 +30,7 @@ class CommandResult:
     stderr: str
     timed_out: bool
     duration: float
+    clipped: bool = False  # stdout or stderr holds only the head and tail of the output
 
 
 async def execute(
@@ -39,8 +41,28 @@ async def execute(
     timeout: float,
     cgroup: PidsCgroup | None,
     max_chars: int,
+    log: OutputLog | None = None,
 ) -> CommandResult:
-    """Run ``argv``; a timeout is a result (``timed_out``), not an exception."""
+    """Run ``argv``; a timeout is a result (``timed_out``), not an exception. ``log``
+    (opened here, closed on every path) receives the whole output."""
+    if log is None:
+        return await _execute(argv, cwd, env, timeout, cgroup, max_chars, None)
+    await log.open()
+    try:
+        return await _execute(argv, cwd, env, timeout, cgroup, max_chars, log)
+    finally:
+        await log.close()
+
+
+async def _execute(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    cgroup: PidsCgroup | None,
+    max_chars: int,
+    log: OutputLog | None,
+) -> CommandResult:
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, env=env, start_new_session=True,
@@ -48,7 +70,7 @@ async def execute(
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
-    out, err = OutputCapture(max_chars), OutputCapture(max_chars)
+    out, err = OutputCapture(max_chars, log), OutputCapture(max_chars, log)
     readers = [
         asyncio.create_task(out.consume(proc.stdout)),
         asyncio.create_task(err.consume(proc.stderr)),
@@ -72,6 +94,7 @@ async def execute(
         stderr=err.text(),
         timed_out=timed_out,
         duration=time.monotonic() - started,
+        clipped=out.clipped or err.clipped,
     )
 
 

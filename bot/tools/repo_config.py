@@ -1,9 +1,9 @@
 """A repository's own ``.agent.yaml`` on its default branch.
 
-A repository may name its quality gate (lint and test commands), give the planner
-extra instructions, tighten the tool policy and ask for network in its sandbox. It
-can never loosen the server's policy and has no key for server settings or
-secrets: unknown keys are errors. Parsing and merging are pure;
+A repository may name its set-up commands and its quality gate (lint and test
+commands), give the planner extra instructions, tighten the tool policy and ask for
+network in its sandbox. It can never loosen the server's policy and has no key for
+server settings or secrets: unknown keys are errors. Parsing and merging are pure;
 ``load_repo_config`` is the one function that reads from the forge.
 """
 
@@ -46,6 +46,23 @@ class _Strict(BaseModel):
 Argv = tuple[str, ...]
 
 
+def command_argv(value: object) -> Argv:
+    """One command: an argv list as is, or a string split like a shell would split it (no
+    shell runs it: ``["sh", "-c", "..."]`` asks for one, inside the sandbox)."""
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"cannot split {value!r}: {exc}") from None
+    elif isinstance(value, list | tuple) and all(isinstance(p, str) for p in value):
+        argv = list(value)
+    else:
+        raise ValueError("one command: a string or a list of strings")
+    if not argv or not argv[0].strip():
+        raise ValueError("the command must not be empty")
+    return tuple(argv)
+
+
 class QualityGate(_Strict):
     """The repository's lint and test commands, each one argv (no shell runs them).
 
@@ -59,20 +76,7 @@ class QualityGate(_Strict):
     @field_validator("lint", "test", mode="before")
     @classmethod
     def _command(cls, value: object) -> Argv | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            try:
-                argv = shlex.split(value)
-            except ValueError as exc:
-                raise ValueError(f"cannot split {value!r}: {exc}") from None
-        elif isinstance(value, list | tuple) and all(isinstance(p, str) for p in value):
-            argv = list(value)
-        else:
-            raise ValueError("one command: a string or a list of strings")
-        if not argv or not argv[0].strip():
-            raise ValueError("the command must not be empty")
-        return tuple(argv)
+        return None if value is None else command_argv(value)
 
     @model_validator(mode="after")
     def _some_step(self) -> QualityGate:
@@ -92,13 +96,29 @@ class RepoSandbox(_Strict):
     network: bool | None = None
 
 
-class RepoConfig(_Strict):
-    """What a repository may say about how the bot works on it."""
+MAX_SETUP_COMMANDS = 20
 
+
+class RepoConfig(_Strict):
+    """What a repository may say about how the bot works on it.
+
+    ``setup``: the commands that prepare a fresh clone (run in the sandbox, with network);
+    absent: detected from the repository's files; ``[]``: no set-up at all."""
+
+    setup: tuple[Argv, ...] | None = Field(None, max_length=MAX_SETUP_COMMANDS)
     quality_gate: QualityGate | None = None
     instructions: str = Field("", max_length=MAX_INSTRUCTIONS_CHARS)
     policy: RepoPolicy = RepoPolicy()
     sandbox: RepoSandbox = RepoSandbox()
+
+    @field_validator("setup", mode="before")
+    @classmethod
+    def _setup(cls, value: object) -> tuple[Argv, ...] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list | tuple):
+            raise ValueError("a list of commands, each a string or a list of strings")
+        return tuple(command_argv(item) for item in value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +175,7 @@ def _describe(exc: ValidationError) -> str:
 
 
 def apply_repo_config(settings: Settings, repo: RepoConfig) -> EffectivePolicy:
-    """The server policy tightened by ``repo``; network only if the server allows it."""
+    """The server policy tightened by ``repo``; network only if both allow it."""
     rules = repo.policy
     policy = server_policy(settings.planning.security).tightened(
         forbidden=rules.forbidden_tools,
@@ -164,14 +184,14 @@ def apply_repo_config(settings: Settings, repo: RepoConfig) -> EffectivePolicy:
         approval_paths=rules.require_approval_paths,
     )
     notes: list[str] = []
-    network = settings.sandbox.network
+    # The agent's commands get network only when the server and the repository both allow
+    # it; set-up always has it (bot/tools/setup.py).
+    network = settings.sandbox.network and repo.sandbox.network is True
     if repo.sandbox.network is True and not settings.sandbox.network:
         notes.append(
             f"{REPO_CONFIG_PATH} asks for network in the sandbox, "
             "but this server does not allow it (sandbox.network is false): ignored"
         )
-    elif repo.sandbox.network is False:
-        network = False
     for note in notes:
         log.info("%s", note)
     return EffectivePolicy(policy=policy, network=network, notes=tuple(notes))

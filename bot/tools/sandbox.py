@@ -1,6 +1,7 @@
 """Run one command (an argv list, never a shell string) inside a bubblewrap sandbox.
 
-``Sandbox.run`` refuses destructive commands (``command_guard``), builds the bwrap
+``Sandbox.run`` refuses destructive commands (``command_guard``), puts the workspace's
+prepared environment first on PATH (``project_env``), builds the bwrap
 command line (``bwrap``: read-only host, secrets hidden, one writable workspace, no
 network unless allowed, no capabilities, a clean environment), applies resource
 limits with ``prlimit`` and, where it may, a per-command ``pids`` cgroup (the process
@@ -36,6 +37,7 @@ from bot.tools.bwrap import (
 from bot.tools.cgroups import PidsCgroup
 from bot.tools.command_guard import refusal
 from bot.tools.disk import tree_bytes
+from bot.tools.output import OutputLog
 from bot.tools.process import CommandResult, execute
 
 __all__ = ["CommandRefused", "CommandResult", "Sandbox", "SandboxUnavailable", "hidden_paths"]
@@ -78,6 +80,19 @@ def hidden_paths(settings: Settings) -> list[Path]:
         *(source.file for source in settings.gitlab.webhook_secrets.values()),
     ]
     return [Path(p).expanduser().absolute() for p in candidates if p is not None]
+
+
+def project_env(root: Path) -> dict[str, str]:
+    """The workspace's prepared environment (set-up's ``.venv``, ``node_modules``) first on
+    PATH, so ``pytest`` or ``python`` is the project's own."""
+    found = [root / ".venv" / "bin", root / "node_modules" / ".bin"]
+    dirs = [str(d) for d in found if d.is_dir() and not d.is_symlink()]
+    if not dirs:
+        return {}
+    env = {"PATH": ":".join([*dirs, DEFAULT_PATH])}
+    if (root / ".venv" / "pyvenv.cfg").is_file():
+        env["VIRTUAL_ENV"] = str(root / ".venv")
+    return env
 
 
 class Sandbox:
@@ -127,8 +142,11 @@ class Sandbox:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         writable: Path | None = None,
+        log_path: Path | None = None,
     ) -> CommandResult:
         """Run ``argv`` in ``cwd``; only ``writable`` (default: ``cwd``) may be written.
+        ``log_path``: a file (outside the sandbox) for the whole output, at most
+        ``sandbox.max_file_mb`` of it.
 
         Raises ``CommandRefused`` (guard), ``SandboxUnavailable`` (no bubblewrap) and
         ``ValueError`` (bad argv or directories). A non-zero exit is a result, not an error.
@@ -145,15 +163,17 @@ class Sandbox:
                 f"the workspace holds more than sandbox.workspace_mb "
                 f"({self.settings.workspace_mb} MB): delete files before running commands"
             )
+        env = {**project_env(writable), **(env or {})}
         prefix, process_env = await self._prefix(cwd, writable, env)
         cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
         self._warn_unlimited(cgroup)
         full = (cgroup.join_argv() if cgroup else []) + prefix + args
         limit = float(timeout if timeout is not None else self.settings.timeout)
         started = time.monotonic()
+        log = OutputLog(log_path, self.settings.max_file_mb << 20) if log_path else None
         work = asyncio.create_task(execute(
             full, cwd=cwd, env=process_env, timeout=limit, cgroup=cgroup,
-            max_chars=self.settings.max_output_chars,
+            max_chars=self.settings.max_output_chars, log=log,
         ))  # fmt: skip
         watcher = asyncio.create_task(_watch_size(writable, bound, work))
         try:

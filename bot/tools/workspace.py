@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from bot import offload
 from bot.forges.base import CloneAuth
 from bot.paths import resolve_inside
 from bot.tools.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
@@ -170,40 +171,49 @@ class Workspace:
                                      *mode, "HEAD")  # fmt: skip
         return result.stdout
 
-    def _remove_nested_repositories(self) -> list[str]:
+    async def _remove_nested_repositories(self) -> list[str]:
         """Delete every ``.git`` below the top level before git runs on the host: a nested
-        repository is the one way a sandboxed command could hand git a config of its own."""
-        removed = []
-        for folder, dirs, files in os.walk(self.path):
-            here = Path(folder)
-            if here == self.path:
-                dirs[:] = [d for d in dirs if d != ".git"]
-                continue
-            if ".git" in dirs or ".git" in files:
-                nested = here / ".git"
-                if nested.is_dir() and not nested.is_symlink():
-                    shutil.rmtree(nested, ignore_errors=True)
-                else:
-                    nested.unlink(missing_ok=True)
-                removed.append(str(nested.relative_to(self.path)))
-                dirs[:] = [d for d in dirs if d != ".git"]
+        repository is the one way a sandboxed command could hand git a config of its own.
+        The walk (a workspace with a virtualenv holds thousands of files) leaves the loop."""
+        removed = await offload.run(remove_nested_repositories, self.path)
         if removed:
             log.warning("removed nested git repositories from the workspace: %s", removed)
         return removed
 
     async def _mark_untracked(self) -> None:
-        self._remove_nested_repositories()
+        await self._remove_nested_repositories()
         listed = await self._git("ls-files", "--others", "--exclude-standard", "-z")
         if listed.stdout:
             await self._git("add", "--intent-to-add", "--pathspec-from-file=-",
                             "--pathspec-file-nul", stdin=listed.stdout.encode())  # fmt: skip
+
+    async def untracked(self) -> list[str]:
+        """Every path git does not track, ignored ones included; a folder of nothing but
+        untracked files is one entry (what set-up leaves: ``.venv``, ``node_modules``)."""
+        await self.ensure()
+        async with self._lock:
+            result = await self._git("ls-files", "--others", "--directory", "-z")
+        return sorted({p.rstrip("/") for p in result.stdout.split("\0") if p})
+
+    async def differs_from_base(self, paths: list[str]) -> list[str]:
+        """Which of ``paths`` the working tree holds otherwise than the base branch does
+        (what the bot's own branch, or a command, changed)."""
+        await self.ensure()
+        base = f"refs/remotes/origin/{self.base_branch}"
+        async with self._lock:
+            found = await self._git("rev-parse", "--verify", "--quiet", base, check=False)
+            if found.code != 0 or not paths:
+                return list(paths) if found.code != 0 else []
+            result = await self._git("diff", "--name-only", "-z", "--no-renames", base, "--",
+                                     *(f":(literal){p}" for p in paths))  # fmt: skip
+        return sorted({p for p in result.stdout.split("\0") if p})
 
     async def changed_files(self) -> list[str]:
         """Paths added, modified or deleted since the last commit (a moved file counts
         as its old path deleted and its new path added)."""
         await self.ensure()
         async with self._lock:
-            self._remove_nested_repositories()
+            await self._remove_nested_repositories()
             result = await self._git(
                 "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
             )
@@ -245,7 +255,7 @@ class Workspace:
                     f"refusing to push: the checked-out branch is {current or 'detached'}, "
                     f"not the bot's branch {self.branch}"
                 )
-            self._remove_nested_repositories()
+            await self._remove_nested_repositories()
             await self._git("add", "--all")
             staged = await self._git("diff", "--cached", "--quiet", check=False)
             if staged.code == 1:
@@ -279,6 +289,25 @@ class Workspace:
         await self._git("push", "--quiet", "--no-verify", "origin",
                         f"{head}:refs/heads/{self.branch}", auth=auth)  # fmt: skip
         await self._git("update-ref", f"refs/remotes/origin/{self.branch}", head)
+
+
+def remove_nested_repositories(root: Path) -> list[str]:
+    """Delete every ``.git`` below the top level of ``root``; the paths removed."""
+    removed = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        if here == root:
+            dirs[:] = [d for d in dirs if d != ".git"]
+            continue
+        if ".git" in dirs or ".git" in files:
+            nested = here / ".git"
+            if nested.is_dir() and not nested.is_symlink():
+                shutil.rmtree(nested, ignore_errors=True)
+            else:
+                nested.unlink(missing_ok=True)
+            removed.append(str(nested.relative_to(root)))
+            dirs[:] = [d for d in dirs if d != ".git"]
+    return removed
 
 
 def content_digest(root: Path, rel: str) -> str:

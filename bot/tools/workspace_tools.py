@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from bot import offload
@@ -83,14 +86,51 @@ def _guarded(ws: Workspace, fn: Handler, turn: asyncio.Lock) -> Handler:
     return handler
 
 
-def format_command(result: CommandResult, limit: int) -> str:
+def format_command(result: CommandResult, limit: int, *, kept_as: str = "") -> str:
+    """What the agent reads of a command: its status and output, cut to ``limit``; a
+    timed-out command's tail (where it stopped) rather than both ends. ``kept_as``: the
+    name of the file in the run directory that holds the whole output."""
     status = "timed out (killed)" if result.timed_out else f"exit code {result.exit_code}"
     text = f"{status} after {result.duration:.1f} s\n"
     if result.stdout:
         text += f"--- stdout ---\n{result.stdout}\n"
     if result.stderr:
         text += f"--- stderr ---\n{result.stderr}\n"
-    return clip(text, limit, keep="both", note=omitted_note())
+    if result.timed_out:
+        text = clip(text, limit, keep="tail", note="[... {n} characters before this ...]\n")
+    else:
+        text = clip(text, limit, keep="both", note=omitted_note())
+    if kept_as:
+        text += f"(the whole output is kept in the run directory as {kept_as})\n"
+    return text
+
+
+class CommandLogs:
+    """Where the whole output of the task's commands goes: ``<folder>/NNN-<program>.log``
+    in the run directory, kept only when the agent saw less than all of it (a command that
+    timed out or printed more than ``sandbox.max_output_chars``)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._next = 0
+
+    async def new_path(self, argv: list[str]) -> Path:
+        if self._next == 0:  # a resumed task goes on after the logs of its earlier runs
+            self._next = len(await asyncio.to_thread(_listing, self.folder)) + 1
+        number, self._next = self._next, self._next + 1
+        program = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(argv[0]).name)[:40] or "command"
+        return self.folder / f"{number:03d}-{program}.log"
+
+    def keep(self, path: Path, result: CommandResult) -> str:
+        """The name to show for a kept log; "" after removing one nobody needs."""
+        if result.timed_out or result.clipped:
+            return f"{self.folder.name}/{path.name}"
+        path.unlink(missing_ok=True)
+        return ""
+
+
+def _listing(folder: Path) -> list[str]:
+    return os.listdir(folder) if folder.is_dir() else []
 
 
 def workspace_tools(
@@ -101,14 +141,17 @@ def workspace_tools(
     quality_commands: QualityCommands | None = None,
     quality_timeout: float | None = None,
     guarded: Callable[[list[str]], list[str]] | None = None,
+    command_logs: Path | None = None,
 ) -> list[Tool]:
     """The tools of one task's workspace. ``quality_commands`` overrides detection (a
     repository's ``.agent.yaml``); ``quality_timeout`` defaults to the sandbox timeout;
     ``guarded`` picks the paths whose push needs approval (CI definitions): a command
-    that changes one is told so (the push waits for a person, docs/planning.md)."""
+    that changes one is told so (the push waits for a person, docs/planning.md);
+    ``command_logs``: the run directory's folder for commands' whole output."""
     limits = Limits(max_file_bytes=ws.max_file_bytes, max_output_chars=max_output_chars)
     root = ws.path
     network = "network allowed" if sandbox.network else "no network"
+    logs = CommandLogs(command_logs) if command_logs is not None else None
 
     def written(text: str, *paths: str) -> ToolResult:
         """A write's result, with what each written path holds now (an approved write
@@ -179,8 +222,12 @@ def workspace_tools(
         timeout = min(float(args.get("timeout", sandbox.settings.timeout)),
                       float(sandbox.settings.timeout))  # fmt: skip
         before = guarded(await ws.changed_files()) if guarded else []
-        result = await sandbox.run(args["argv"], cwd=cwd, writable=root, timeout=timeout)
-        text = format_command(result, max_output_chars)
+        log_path = await logs.new_path(args["argv"]) if logs else None
+        result = await sandbox.run(
+            args["argv"], cwd=cwd, writable=root, timeout=timeout, log_path=log_path
+        )
+        kept_as = logs.keep(log_path, result) if logs and log_path else ""
+        text = format_command(result, max_output_chars, kept_as=kept_as)
         touched = sorted(set(guarded(await ws.changed_files())) - set(before)) if guarded else []
         if touched:
             text += (

@@ -27,6 +27,7 @@ from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.runtime import Runtime
 from bot.storage.base import ACTIVE_STATES, Task, TaskState
+from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import RepoConfigError, load_repo_config
 from bot.worker.outcomes import (
@@ -198,6 +199,7 @@ class TaskRunner:
             stack=stack,
             finish_comment=agent_comment(task.id, secret_values(self.settings)),
             branch=branch,
+            run_dir=RunDirectory(self.settings.data_dir, task.id).path,
         )
         for note in built.notes:
             log.info("task %s: %s", task.id, note)

@@ -145,3 +145,23 @@ def test_history_refuses_bad_ids_types_and_files(tmp_path: Path) -> None:
     odd.write_text("[1, 2]\n")
     with pytest.raises(HistoryError, match="not a history entry"):
         format_timeline(odd)
+
+
+def test_cached_tokens_are_kept_apart_in_the_ledger_and_the_timeline(tmp_path: Path) -> None:
+    ledger = UsageLedger()
+    ledger.add("execution", Usage(2000, 100, cached_tokens=1500, cache_write_tokens=0), 1)
+    ledger.add("execution", Usage(2100, 90, cached_tokens=0, cache_write_tokens=1800), 1)
+    assert (ledger.prompt_tokens, ledger.cached_tokens, ledger.cache_write_tokens) == (
+        4100,
+        1500,
+        1800,
+    )
+    assert ledger.total == 4290  # cached prompt tokens count like the others
+    assert ledger.by_phase["execution"]["cached"] == 1500
+    assert UsageLedger.from_dict(ledger.to_dict()) == ledger
+    assert "cached_tokens" not in UsageLedger().to_dict()  # stored only where a cache was used
+    history = PlanningHistory(tmp_path, "task-1")
+    history.append("usage", phase="execution", prompt_tokens=2000, cached_tokens=1500,
+                   completion_tokens=100, calls=1)  # fmt: skip
+    [line] = format_timeline(history_path(tmp_path, "task-1")).splitlines()
+    assert line.endswith("usage execution: 2000 prompt (1500 cached) + 100 answer tokens (1 calls)")

@@ -205,3 +205,46 @@ def test_each_pause_reason_has_its_own_words_and_a_persons_words_are_kept(
     assert pause_reason({"reason": "maintenance window"}, language, prefix="/x") == (
         "maintenance window"
     )
+
+
+def test_status_shows_cached_tokens_apart_in_both_languages() -> None:
+    view = StatusView(state=TaskState.RUNNING)
+    view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 4321}))
+    assert view.render("en").endswith("Tokens: 4,321")  # nothing cached: nothing said
+    view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 9000, "cached_tokens": 3072}))
+    assert "Tokens: 9,000 (3,072 cached)" in view.render("en")
+    assert "トークン: 9,000（うちキャッシュ 3,072）" in view.render("ja")
+    restored = StatusView(state=TaskState.RUNNING)
+    restored.restore({"total_tokens": 9000, "cached_tokens": 3072})
+    assert "Tokens: 9,000 (3,072 cached)" in restored.render("en")
+
+
+def test_a_failed_set_up_shows_its_command_and_output_tail_in_english_and_japanese() -> None:
+    tail = "Collecting nosuchpkg\nERROR: ```no``` matching distribution"
+    event = ProgressEvent(
+        ProgressKind.HUMAN_INTERVENTION,
+        {
+            "summary": {"reason": "the set-up command failed"},
+            "setup": {"command": "make `setup`", "exit_code": 2, "timed_out": False, "tail": tail},
+        },
+    )
+    en = milestone_body(event, "en", prefix="/agent", links={})
+    ja = milestone_body(event, "ja", prefix="/agent", links={})
+    assert en is not None and ja is not None
+    assert "**Set-up failed:** `make 'setup'` (exit code 2)" in en
+    assert "**セットアップに失敗しました:** `make 'setup'`（終了コード 2）" in ja
+    for body in (en, ja):
+        # the output's own ``` cannot close the block: the fence is longer
+        assert f"````text\n{tail}\n````" in body
+    timed_out = ProgressEvent(
+        ProgressKind.HUMAN_INTERVENTION,
+        {"summary": {"reason": "r"}, "setup": {"command": "x", "timed_out": True, "tail": "t"}},
+    )
+    assert "(timed out)" in (milestone_body(timed_out, "en", prefix="/a", links={}) or "")
+    assert "（時間切れ）" in (milestone_body(timed_out, "ja", prefix="/a", links={}) or "")
+    plain = milestone_body(events_without_setup(), "en", prefix="/a", links={})
+    assert plain is not None and "Set-up" not in plain
+
+
+def events_without_setup() -> ProgressEvent:
+    return ProgressEvent(ProgressKind.HUMAN_INTERVENTION, {"summary": {"reason": "limit"}})

@@ -165,3 +165,41 @@ def status(code: int, body: Any = None, **headers: str) -> httpx.Response:
     if body is None:
         return httpx.Response(code, headers=headers)
     return httpx.Response(code, json=body, headers=headers)
+
+
+def tool_call_completion(
+    name: str, arguments: str, *, cached: int = 0, content: str | None = None
+) -> Any:
+    """A chat.completion whose message calls a function (API reference, "Function
+    calling"): ``content`` null, ``tool_calls`` with the arguments as a JSON string,
+    ``finish_reason`` "tool_calls"; ``cached`` prompt tokens in ``prompt_tokens_details``."""
+    body = chat_completion(content)
+    body["choices"][0]["message"]["tool_calls"] = [
+        {
+            "id": "call_12345xyz",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+    ]
+    body["choices"][0]["finish_reason"] = "tool_calls"
+    body["usage"] = {
+        "prompt_tokens": 2006,
+        "completion_tokens": 300,
+        "total_tokens": 2306,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+    return body
+
+
+def cached_usage(body: Any, *, read: int, written: int, uncached: int = 300) -> Any:
+    """A Messages API response with prompt-caching usage: ``input_tokens`` is only the
+    part after the last cache breakpoint (docs, "Prompt caching": "Tracking cache
+    performance")."""
+    body["usage"] = {
+        "input_tokens": uncached,
+        "output_tokens": 503,
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": read,
+    }
+    return body

@@ -61,7 +61,8 @@ async def test_request_shape_and_tool_answer(sleep: Sleep) -> None:
         "model": "claude-sonnet-4-5",
         "max_tokens": 300,
         "temperature": 0.1,
-        "system": "You plan.",
+        # the stable prefix (tools, system prompt) ends with a cache breakpoint
+        "system": [{"type": "text", "text": "You plan.", "cache_control": {"type": "ephemeral"}}],
         "messages": [
             {"role": "user", "content": "Fix the bug"},
             {"role": "assistant", "content": "not json"},
@@ -105,8 +106,9 @@ async def test_refused_tool_falls_back_to_instructions_and_remembers(sleep: Slee
     assert (first.text, first.mode) == ('{"phase": "planning"}', "text")
     body = replay.body(1)
     assert "tools" not in body
-    assert body["system"].startswith("You plan.\n\nReply with exactly one JSON object")
-    assert json.dumps(SCHEMA) in body["system"]
+    [system] = body["system"]
+    assert system["text"].startswith("You plan.\n\nReply with exactly one JSON object")
+    assert json.dumps(SCHEMA) in system["text"]
     await llm.complete(REQUEST)
     assert len(replay.requests) == 3 and "tools" not in replay.body(2)
 

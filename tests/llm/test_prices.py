@@ -45,7 +45,8 @@ def test_cost_of_openai_and_anthropic_usage() -> None:
 
 
 def test_dollars_reads_like_a_bill() -> None:
-    assert [dollars(x) for x in (0.00042, 0.0123, 1.5, 1234.5)] == [
+    assert [dollars(x) for x in (0, 0.00042, 0.0123, 1.5, 1234.5)] == [
+        "$0",
         "$0.0004",
         "$0.012",
         "$1.50",

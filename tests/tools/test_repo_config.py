@@ -92,7 +92,7 @@ def test_invalid_config_names_the_problem(text: str, message: str) -> None:
 def test_unknown_key_error_lists_the_allowed_keys() -> None:
     with pytest.raises(RepoConfigError) as caught:
         parse_repo_config("colour: blue\n")
-    assert "allowed top-level keys: quality_gate, instructions, policy, sandbox" in str(
+    assert "allowed top-level keys: setup, quality_gate, instructions, policy, sandbox" in str(
         caught.value
     )
 
@@ -144,10 +144,11 @@ def test_network_only_when_the_server_allows(caplog: pytest.LogCaptureFixture) -
     assert allowed.network is True and allowed.notes == ()
 
 
-def test_repo_may_turn_network_off() -> None:
+def test_the_agent_has_network_only_when_the_server_and_the_repository_allow_it() -> None:
     off = parse_repo_config("sandbox:\n  network: false\n")
     assert apply_repo_config(_settings(network=True), off).network is False
-    assert apply_repo_config(_settings(network=True), RepoConfig()).network is True
+    # a repository that says nothing keeps its agent offline, even on a server that allows it
+    assert apply_repo_config(_settings(network=True), RepoConfig()).network is False
     assert apply_repo_config(_settings(network=False), RepoConfig()).network is False
 
 
@@ -184,3 +185,29 @@ async def test_load_passes_other_forge_errors_on() -> None:
     forge.fail("get_file", AccessDenied("403", status=403))
     with pytest.raises(AccessDenied):
         await load_repo_config(forge, repo, "main")
+
+
+def test_setup_commands_are_argv_lists_and_an_empty_list_turns_detection_off() -> None:
+    config = parse_repo_config(
+        "setup:\n  - python3 -m venv .venv\n  - [sh, -c, 'make deps && make data']\n"
+    )
+    assert config.setup == (
+        ("python3", "-m", "venv", ".venv"),
+        ("sh", "-c", "make deps && make data"),
+    )
+    assert parse_repo_config("setup: []\n").setup == ()
+    assert parse_repo_config("instructions: hi\n").setup is None  # detected
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("setup: make setup\n", "setup"),
+        ("setup:\n  - ''\n", "setup"),
+        ("setup:\n  - 'echo \"unterminated'\n", "setup"),
+        ("setup:\n  - [1, 2]\n", "setup"),
+    ],
+)
+def test_invalid_setup_commands_are_refused_with_the_key(text: str, where: str) -> None:
+    with pytest.raises(RepoConfigError, match=where):
+        parse_repo_config(text)

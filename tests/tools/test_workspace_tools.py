@@ -372,3 +372,56 @@ async def test_run_quality_gate_tool_reports_the_gate(setup: Setup) -> None:
     assert "Tests failed: `make test` failed (exit code 2)" in result.output
     assert "src/app.py:2: broken" in result.output
     assert result.data["lint"]["status"] == "passed"
+
+
+# --- a command's whole output ----------------------------------------------------------------
+
+
+@needs_bwrap
+async def test_a_timed_out_command_leaves_its_whole_output_in_the_run_directory(
+    make_workspace: Callable[..., Workspace], tmp_path: Path
+) -> None:
+    """The agent sees the tail of a command that ran out of time; the whole output (more
+    than the agent may read) is kept in the run directory's commands/ folder."""
+    ws = make_workspace()
+    run_dir = tmp_path / "run"
+    sandbox = Sandbox(SandboxSettings(timeout=3, max_output_chars=1000))
+    registry = ToolRegistry(
+        workspace_tools(ws, sandbox, max_output_chars=1000, command_logs=run_dir / "commands")
+    )
+    noisy = (
+        "import time\n"
+        "for i in range(3000): print(f'line {i:05d}')\n"
+        "print('last words', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    result = await registry.call("run_command", {"argv": ["python3", "-c", noisy]}, timeout=1)
+    assert not result.ok and result.data["timed_out"] is True
+    assert "last words" in result.output  # the tail: where it stopped
+    assert "line 00000" not in result.output  # the agent read only the end of it
+    assert "commands/001-python3.log" in result.output
+    assert str(tmp_path) not in result.output  # named in the run directory, not on the host
+    kept = (run_dir / "commands" / "001-python3.log").read_text()
+    lines = kept.splitlines()
+    assert lines[0] == "line 00000" and "line 02999" in lines and "last words" in lines
+
+    quick = await registry.call("run_command", {"argv": ["echo", "short"]}, timeout=10)
+    assert quick.ok and "short" in quick.output and "run directory" not in quick.output
+    assert sorted(p.name for p in (run_dir / "commands").iterdir()) == ["001-python3.log"]
+
+
+@needs_bwrap
+async def test_the_kept_output_is_bounded_by_max_file_mb(
+    make_workspace: Callable[..., Workspace], tmp_path: Path
+) -> None:
+    ws = make_workspace()
+    sandbox = Sandbox(SandboxSettings(timeout=30, max_output_chars=1000, max_file_mb=1))
+    logs = tmp_path / "commands"
+    registry = ToolRegistry(workspace_tools(ws, sandbox, max_output_chars=1000, command_logs=logs))
+    flood = "import sys\nsys.stdout.write('x' * (3 << 20))\n"
+    result = await registry.call("run_command", {"argv": ["python3", "-c", flood]}, timeout=30)
+    assert result.ok, result.output
+    kept = (logs / "001-python3.log").read_bytes()
+    assert kept.startswith(b"x" * (1 << 20))
+    note = f"[... {2 << 20} more bytes not kept (sandbox.max_file_mb) ...]\n"
+    assert kept.endswith(note.encode())
