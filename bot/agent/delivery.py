@@ -1,10 +1,11 @@
 """Delivering the work: quality gate, push, change request, run directory.
 
 When the task changed its workspace clone: lint then tests (the quality gate,
-docs/planning.md#delivery), failures fed back to the agent to fix (at most
-``QUALITY_ROUNDS`` rounds),
-the report in ``quality.json``; then, when no CI definition in the push waits for
-approval (``push_guard``), commit and push the bot's branch. When the
+docs/planning.md#delivery); after a failure, up to ``QUALITY_ROUNDS`` fix rounds, each
+up to ``FIX_STEPS`` calls of the file tools (several files), ended by the model naming
+``run_quality_gate``, then the gate again; the report in ``quality.json``; then, when
+no CI definition in the push waits for approval (``push_guard``), commit and push the
+bot's branch. When the
 changes went through the forge API tools to the bot's branch instead, that branch
 is used as is. Either way a change request is opened (unless a tool already did),
 its body linking the issue, the plan and the quality gate. What was delivered is
@@ -27,16 +28,26 @@ from bot.agent.ports import Recorder, RequestApproval, RunAction
 from bot.agent.push_failure import push_failure
 from bot.agent.push_guard import push_approval_text, unapproved_paths
 from bot.agent.runlog import RunLog
-from bot.agent.state import AgentState, Waiting, WaitKind
+from bot.agent.state import ActionRecord, AgentState, Waiting, WaitKind
 from bot.events import IssueRef
 from bot.forges.base import Forge, ForgeError
 from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
-from bot.tools.quality import QualityCommands, QualityReport, detect_commands, run_quality_gate
-from bot.tools.registry import ToolRegistry
+from bot.tools.quality import (
+    GateResult,
+    QualityCommands,
+    QualityReport,
+    detect_commands,
+    gate_steps,
+    run_quality_gate,
+    stored_result,
+)
+from bot.tools.registry import Tool, ToolRegistry
 
-QUALITY_ROUNDS = 3
-FIX_TOOLS = ("replace_in_file", "write_file")
+QUALITY_ROUNDS = 3  # fix rounds after the first failing run: at most four gate runs
+FIX_STEPS = 6  # calls in one fix round
+FIX_TOOLS = ("replace_in_file", "write_file", "delete_file", "move_path", "read_file")
+READY_TOOL = "run_quality_gate"  # the model names it when the round's fixes are in
 CHANGE_REQUEST_TOOLS = ("create_pull_request", "create_merge_request")
 
 
@@ -60,12 +71,45 @@ def change_request_body(
             mark = "x" if statuses.get(subtask.id) == "done" else " "
             lines.append(f"- [{mark}] {subtask.description or subtask.id}")
     if quality is not None:
-        verdict = "passed" if quality.get("passed") else "failed"
-        lines += ["", f"**Quality gate:** {verdict}", "", str(quality.get("feedback", ""))]
+        lines += ["", *gate_lines(quality)]
+        if stored_result(quality) is GateResult.FAILED:
+            lines += ["", str(quality.get("feedback", ""))]
     else:
         lines += ["", "**Quality gate:** not run (changes made through the forge API)"]
     lines += ["", "_Opened by the coding agent; please review before merging._"]
     return "\n".join(lines)
+
+
+_INTERNAL = frozenset({"finished", "quality", "pushed"})  # state.delivery, not links
+_EARLIER = ("change_request_url", "pushed")  # what a second delivery keeps of the first
+_VERDICTS = {
+    GateResult.PASSED: "passed",
+    GateResult.FAILED: "failed",
+    GateResult.NOT_CONFIGURED: "no checks configured",
+}
+
+
+def _counts_text(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{value} {key}" for key, value in counts.items())
+
+
+def gate_lines(quality: dict[str, Any]) -> list[str]:
+    """The gate for a change request body: the result, then each step with its command,
+    result and counts. Pure."""
+    result = stored_result(quality) or GateResult.NOT_CONFIGURED
+    lines = [f"**Quality gate:** {_VERDICTS[result]}", ""]
+    for step in gate_steps(quality):
+        command = f" `{step['command']}`" if step["command"] else ""
+        counts = _counts_text(step["counts"])
+        shown = step["status"].replace("_", " ") + (f" ({counts})" if counts else "")
+        lines.append(f"- {step['name']}{command}: {shown}")
+    return lines
+
+
+def gate_view(quality: dict[str, Any]) -> dict[str, Any]:
+    """The gate as the LINKS event carries it to the status comment: plain data."""
+    result = stored_result(quality) or GateResult.NOT_CONFIGURED
+    return {"result": result.value, "steps": gate_steps(quality)}
 
 
 class Delivery:
@@ -122,18 +166,19 @@ class Delivery:
         return await built.workspace.changed_files()
 
     async def deliver(self) -> dict[str, Any]:
-        """Links (branch, change request, report) for LINKS and the completion summary."""
+        """Links (branch, change request, gate) for LINKS and the completion summary."""
         state = self.state
         if state.delivery.get("finished"):
-            return {k: v for k, v in state.delivery.items() if k != "finished"}
+            return {k: v for k, v in state.delivery.items() if k not in _INTERNAL}
         built = self.built
         run_dir = self.artifacts.directory
         links: dict[str, Any] = {}
         quality: dict[str, Any] | None = None
+        earlier = {k: state.delivery[k] for k in _EARLIER if k in state.delivery}
         if built is not None:
             # A run that stopped mid-delivery left its gate's report here (it may have
             # pushed, or committed without pushing): its work is still to deliver.
-            started = "quality" in state.delivery
+            started = "quality" in state.delivery or bool(earlier.get("pushed"))
             quality = state.delivery.get("quality")
             changed = await self._workspace_changes(built)
             if changed or await built.workspace.unpublished():
@@ -143,7 +188,7 @@ class Delivery:
                     run_dir.write_quality(quality)
                 await self.artifacts.keep_changes()  # also what the quality fixes changed
                 await self._guard_push(built)
-                state.delivery = {"quality": quality}
+                state.delivery = {**earlier, "quality": quality}
                 await self.recorder.checkpoint()  # before the push: see ``started``
                 await self._push(built)
                 started = True
@@ -152,17 +197,25 @@ class Delivery:
                 if self._works_on_change_request(built.branch):
                     url = self.issue.web_url or None
                 else:
-                    url = self._existing_change_request() or await self._open(built, quality)
+                    url = (
+                        self._existing_change_request()
+                        or earlier.get("change_request_url")
+                        or await self._open(built, quality)
+                    )
                 if url:
                     links["change_request_url"] = url
-        if run_dir is not None:
-            links["report_path"] = str(run_dir.path / "report.md")
         if quality is not None:
-            links["quality_passed"] = bool(quality["passed"])
-        state.delivery = {**links, "finished": True}
+            links["gate"] = gate_view(quality)
+        kept = {"quality": quality} if quality is not None else {}
+        state.delivery = {**links, **kept, "pushed": "branch" in links, "finished": True}
         await self.recorder.checkpoint()
         await self.recorder.emit(ProgressKind.LINKS, **links)
         return links
+
+    def reopen(self) -> None:
+        """Deliver again after a revision: the change request already open is kept, and
+        what was pushed still counts as pushed (saved with the next checkpoint)."""
+        self.state.delivery = {k: v for k, v in self.state.delivery.items() if k in _EARLIER}
 
     async def _guard_push(self, built: BuiltTools) -> None:
         """CI definitions nobody approved wait for approval (raises ``Exit``)."""
@@ -215,27 +268,53 @@ class Delivery:
         return change.web_url
 
     async def quality_loop(self, built: BuiltTools) -> QualityReport:
-        """Run the gate; on failure let the agent fix, at most ``QUALITY_ROUNDS`` runs."""
+        """Run the gate; after a failure, up to ``QUALITY_ROUNDS`` fix rounds, each
+        followed by the gate again."""
         commands = quality_commands(built)
-        tools = [t for name in FIX_TOOLS if (t := self.tools.get(name)) is not None]
+        fixers = [t for name in FIX_TOOLS if (t := self.tools.get(name)) is not None]
         report = await self._gate(built, commands, 1)
-        for round_number in range(1, QUALITY_ROUNDS):
-            if report.passed or not tools:
+        for round_number in range(1, QUALITY_ROUNDS + 1):
+            if report.result is not GateResult.FAILED or not fixers:
                 break
-            fix = PlannedAction(
-                key=f"quality.{round_number}",
-                task_id="quality_gate",
-                tool=tools[0].name,
-                purpose="Fix the quality gate failures below",
-                expected_outcome="lint and tests pass",
-            )
-            await self.run_action(fix, feedback=report.feedback, choices=tools)
+            await self._fix_round(round_number, report.feedback, fixers)
             report = await self._gate(built, commands, round_number + 1)
         return report
+
+    async def _fix_round(self, number: int, feedback: str, fixers: list[Tool]) -> None:
+        """Up to ``FIX_STEPS`` calls of the file tools; the model names ``READY_TOOL``
+        when its fixes are in (one call per round when that tool is not offered)."""
+        ready = self.tools.get(READY_TOOL)
+        choices = [*fixers, ready] if ready is not None else fixers
+        purpose = (
+            f"Fix the quality gate failures below (fix round {number} of {QUALITY_ROUNDS}): "
+            "change as many files as needed, one call at a time"
+        )
+        if ready is not None:
+            purpose += f"; call {READY_TOOL} when the fixes are in"
+        for step in range(1, FIX_STEPS + 1):
+            fix = PlannedAction(
+                key=f"quality.{number}.{step}",
+                task_id="quality_gate",
+                tool=fixers[0].name,
+                purpose=purpose,
+                expected_outcome="lint and tests pass",
+            )
+            outcome = await self.run_action(
+                fix, feedback=feedback, choices=choices, ready_tool=READY_TOOL if ready else ""
+            )
+            done = isinstance(outcome, ActionRecord) and outcome.tool == READY_TOOL
+            if ready is None or done:
+                return
 
     async def _gate(self, built: BuiltTools, commands: QualityCommands, run: int) -> QualityReport:
         report = await run_quality_gate(
             built.workspace.path, built.sandbox, commands, timeout=self.gate_timeout
         )
-        self.recorder.record("quality", run=run, passed=report.passed, feedback=report.feedback)
+        self.recorder.record(
+            "quality",
+            run=run,
+            passed=report.passed,
+            result=report.result.value,
+            feedback=report.feedback,
+        )
         return report

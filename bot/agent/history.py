@@ -32,6 +32,7 @@ ENTRY_TYPES = frozenset(
         "usage",
         "paused",
         "quality",
+        "evidence",
     }
 )
 
@@ -116,8 +117,8 @@ def _describe(entry: dict[str, Any]) -> str:
             f"{entry.get('completion_tokens', 0)} answer tokens ({entry.get('calls', 0)} calls)"
         )
     if kind == "quality":
-        verdict = "passed" if entry.get("passed") else "failed"
-        return f"quality gate run {entry.get('run', '')}: {verdict}"
+        verdict = entry.get("result") or ("passed" if entry.get("passed") else "failed")
+        return f"quality gate run {entry.get('run', '')}: {str(verdict).replace('_', ' ')}"
     if kind == "completion":
         return f"completion: {entry.get('status', '')}"
     detail = entry.get("reason") or entry.get("decision") or entry.get("body") or ""
@@ -167,7 +168,11 @@ def _attempt_line(entry: dict[str, Any]) -> str | None:
         )
     if kind == "command" and entry.get("name") in ("stop", "pause"):
         return f"{entry['name']} by {entry.get('author', '')}"
-    if kind == "quality" and not entry.get("passed"):
+    if (
+        kind == "quality"
+        and (entry.get("result") or "failed") == "failed"
+        and not entry.get("passed")
+    ):
         return f"quality gate failed: {_short(entry.get('feedback', ''))}"
     return None
 

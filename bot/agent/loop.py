@@ -34,7 +34,7 @@ from bot.agent.cache import PlanCache
 from bot.agent.context import Outcome, PauseReason, ProgressKind, TaskContext
 from bot.agent.delivery import Delivery
 from bot.agent.exits import Exit, NeedsPerson
-from bot.agent.finalise import Finisher, announce
+from bot.agent.finalise import Finisher, announce, disagreement
 from bot.agent.plan import PlanDocument, PlannedAction
 from bot.agent.plan_rules import next_batch
 from bot.agent.planning_stage import PlanningFailed, PlanningStage
@@ -193,11 +193,29 @@ async def deliver(run: Run) -> None:
         links = await run.delivery.deliver()
     except DeliveryFailed as exc:
         raise Exit(await run.finisher.intervene(exc.reason, hints=exc.hints)) from exc
-    shown = {k: v for k, v in links.items() if k != "report_path"}
-    outcome = await run.finisher.complete(shown)
-    if outcome.state is TaskState.DONE:
+    assessment = await run.finisher.assess(links)
+    if assessment.achieved:
+        outcome = await run.finisher.complete(links, assessment)
         await run.planning.remember()
-    raise Exit(outcome)
+        raise Exit(outcome)
+    verdict = assessment.verdict
+    if assessment.claimed:  # the model says done; the record disagrees: reflect, revise
+        why = "the model reported the goal achieved, but " + disagreement(verdict)
+        await run.session.milestone(
+            ProgressKind.REFLECTION,
+            action="completion",
+            status="failure",
+            evaluation=why,
+            issues=list(verdict.problems),
+        )
+        run.session.record("reflection", action="completion", evaluation={"status": "failure"})
+        run.delivery.reopen()
+        await run.reviser.revise(RevisionSuggestion(why), issues=list(verdict.problems))
+        return
+    reason = "the goal was not achieved"
+    if verdict.problems:
+        reason += "; " + disagreement(verdict)
+    raise Exit(await run.finisher.intervene(reason, verdict=verdict))
 
 
 async def done(run: Run) -> None:

@@ -19,6 +19,7 @@ _SHOWN_STATUS = {
     ActionStatus.DONE: "done",
     ActionStatus.FAILED: "failed",
 }
+# report_path: kept in old checkpoints' links; the status comment no longer shows it
 _LINK_KEYS = ("branch", "change_request_url", "report_path")
 
 
@@ -70,7 +71,7 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     usage = state.usage or {}
     delivery = state.delivery or {}
-    return {
+    snapshot = {
         "phase": state.phase().value,
         "plan": plan.to_document() if plan is not None else {},
         "statuses": subtask_statuses(state, plan),
@@ -79,3 +80,6 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         "waiting": waiting_of(state),
         "links": {k: str(delivery[k]) for k in _LINK_KEYS if delivery.get(k)},
     }
+    if isinstance(delivery.get("gate"), dict):
+        snapshot["gate"] = dict(delivery["gate"])
+    return snapshot

@@ -62,6 +62,13 @@ def save_full_text(settings: Settings, marker: Marker, text: str) -> str:
     return str(path)
 
 
+def run_report_url(settings: Settings, task_id: str) -> str:
+    """Where the bot serves a task's full run report ("" without ``server.public_url``).
+    The route itself is not part of the app yet (it needs the token-protected task API)."""
+    base = settings.server.public_url.rstrip("/")
+    return f"{base}/tasks/{task_id}/report" if base else ""
+
+
 class IssueReporter:
     def __init__(self, runtime: Runtime, task: Task, forge: Forge) -> None:
         self.runtime = runtime
@@ -71,6 +78,9 @@ class IssueReporter:
         self.issue = task.request.issue
         self.language = choose_language(self.settings, f"{self.issue.title}\n{self.issue.body}")
         self.view = StatusView(state=TaskState.RUNNING)
+        report_url = run_report_url(self.settings, task.id)
+        if report_url:
+            self.view.links["report_url"] = report_url
         self.emitted: set[ProgressKind] = set()
         self._counts: dict[str, int] = {}
         self._last_edit = 0.0
@@ -189,9 +199,8 @@ class IssueReporter:
         # A large body (a long plan, a tool's output quoted whole) is redacted off the loop.
         clean = await offload.redact_text(body, known=self._secrets)
         max_length = self.settings.comments.max_length
-        full_text = ""
         if not fits(clean, marker=marker, max_length=max_length):
-            full_text = await asyncio.to_thread(save_full_text, self.settings, marker, clean)
+            await asyncio.to_thread(save_full_text, self.settings, marker, clean)
         finished = functools.partial(
             finish,
             clean,
@@ -199,7 +208,7 @@ class IssueReporter:
             language=self.language,
             max_length=max_length,
             secrets=self._secrets,
-            report_path=full_text or self.view.links.get("report_path", ""),
+            report_url=self.view.links.get("report_url", ""),
         )
         large = len(clean) >= offload.LARGE_TEXT
         text = await offload.run(finished) if large else finished()

@@ -175,6 +175,21 @@ class QualityReport:
         return data
 
 
+def gate_steps(quality: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each step of a stored report as people read it: name, command (words), status,
+    counts (what the tool's summary told; {} when it told nothing). Pure."""
+    steps = []
+    for name in ("lint", "test"):
+        step = quality.get(name) or {}
+        steps.append({
+            "name": name,
+            "command": shlex.join(step.get("command") or []),
+            "status": str(step.get("status", StepStatus.NOT_CONFIGURED.value)),
+            "counts": dict(step.get("counts") or {}),
+        })  # fmt: skip
+    return steps
+
+
 def _gate_env(root: Path, env: Mapping[str, str] | None) -> dict[str, str]:
     """The project's own tool directories first on PATH."""
     merged = dict(env or {})

@@ -293,7 +293,9 @@ async def test_a_rejected_tool_call_fails_the_action_and_is_reflected_on(
 
     outcome = await harness.run(llm)
 
-    assert outcome.state is TaskState.NEEDS_HUMAN and outcome.reason == "the goal was not achieved"
+    assert outcome.state is TaskState.NEEDS_HUMAN
+    assert outcome.reason.startswith("the goal was not achieved; the record does not show")
+    assert "[task_2] github_create_or_update_file failed: the call was rejected" in outcome.reason
     reflection_prompt = llm.requests[2].messages[-1].content
     assert "the call was rejected by carol: not now" in reflection_prompt
     assert harness.forge.repo(harness.repo).commits == []

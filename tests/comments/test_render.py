@@ -43,10 +43,10 @@ def test_long_comments_are_cut_with_a_pointer_to_the_report() -> None:
         marker=Marker("t", "status"),
         language="en",
         max_length=65_536,
-        report_path="runs/t/report.md",
+        report_url="https://bot.example/tasks/t/report",
     )
     assert len(body) <= 65_536
-    assert "runs/t/report.md" in body
+    assert "the full text is in the run report: https://bot.example/tasks/t/report" in body
     assert body.count("```") % 2 == 0
     assert find_markers(body) == [Marker("t", "status")]
 
@@ -112,18 +112,48 @@ def test_status_view_checklist_progress_tokens_links() -> None:
     view.apply(
         ProgressEvent(
             ProgressKind.LINKS,
-            {"branch": "agent/7-x", "change_request_url": "https://pr/1", "quality_passed": False},
+            {
+                "branch": "agent/7-x",
+                "change_request_url": "https://pr/1",
+                "report_path": "/srv/bot/data/runs/t/report.md",
+                "gate": {
+                    "result": "failed",
+                    "steps": [
+                        {"name": "lint", "command": "ruff check .", "status": "passed",
+                         "counts": {"errors": 0}},
+                        {"name": "test", "command": "pytest -q", "status": "failed",
+                         "counts": {"failed": 1, "passed": 3}},
+                    ],
+                },
+            },
         )
-    )
+    )  # fmt: skip
     text = view.render("en")
     assert "- [x] ✅ Read the README" in text
     assert "- [ ] 🔄 Write the install section" in text
     assert "**1/2**" in text and "4,321" in text
     assert "`agent/7-x`" in text and "https://pr/1" in text
-    assert "Quality gate: ❌ failed" in text
+    assert "**Quality gate:** ❌ failed" in text
+    assert "- lint `ruff check .`: passed (0 errors)" in text
+    assert "- tests `pytest -q`: failed (1 failed, 3 passed)" in text
+    assert "/srv/bot" not in text  # never a path on the bot's host
     assert "<details><summary>Plan (JSON)</summary>" in text
     ja = view.render("ja")
     assert "進捗" in ja and "作業中" in ja
+    assert (
+        "**品質ゲート:** ❌ 不合格" in ja and "- テスト `pytest -q`: 失敗（失敗 1, 成功 3）" in ja
+    )
+
+
+def test_a_gate_with_no_checks_configured_is_not_shown_as_passed() -> None:
+    view = StatusView(state=TaskState.DONE)
+    steps = [{"name": n, "command": "", "status": "not_configured", "counts": {}}
+             for n in ("lint", "test")]  # fmt: skip
+    view.apply(ProgressEvent(ProgressKind.LINKS, {"gate": {"result": "not_configured",
+                                                           "steps": steps}}))  # fmt: skip
+    text = view.render("en")
+    assert "**Quality gate:** ⚪ no checks configured" in text and "passed" not in text
+    assert "- lint: not configured" in text
 
 
 def test_waiting_shows_in_the_status() -> None:
