@@ -51,6 +51,12 @@ READY_TOOL = "run_quality_gate"  # the model names it when the round's fixes are
 CHANGE_REQUEST_TOOLS = ("create_pull_request", "create_merge_request")
 
 
+UNFINISHED_NOTE = (
+    "> **Unfinished.** The coding agent stopped before the work was done (see the issue for "
+    "why); this is the work so far, not checked by the quality gate."
+)
+
+
 def quality_commands(built: BuiltTools) -> QualityCommands:
     """The repository's configured gate (``.agent.yaml``), else the detected commands."""
     return built.quality or detect_commands(built.workspace.path)
@@ -61,6 +67,8 @@ def change_request_body(
     plan: PlanDocument | None,
     statuses: dict[str, str],
     quality: dict[str, Any] | None,
+    *,
+    unfinished: bool = False,
 ) -> str:
     lines = [f"Closes #{issue.number}" if not issue.is_change_request else f"For #{issue.number}"]
     if issue.web_url:
@@ -74,6 +82,8 @@ def change_request_body(
         lines += ["", *gate_lines(quality)]
         if stored_result(quality) is GateResult.FAILED:
             lines += ["", str(quality.get("feedback", ""))]
+    elif unfinished:
+        lines = [UNFINISHED_NOTE, "", *lines, "", "**Quality gate:** not run (unfinished work)"]
     else:
         lines += ["", "**Quality gate:** not run (changes made through the forge API)"]
     lines += ["", "_Opened by the coding agent; please review before merging._"]
@@ -212,6 +222,37 @@ class Delivery:
         await self.recorder.emit(ProgressKind.LINKS, **links)
         return links
 
+    async def save_work(self) -> dict[str, Any]:
+        """The run stops unfinished (a person is needed, the budget is spent): commit and
+        push the work so far to the bot's branch and open a draft change request marked
+        unfinished, so nothing is hidden. No gate; CI definitions nobody approved are not
+        pushed. Links for the comment ({} when there was nothing to push or it failed)."""
+        built = self.built
+        if built is None or self.state.delivery.get("finished"):
+            return {}
+        try:
+            if not (await self._workspace_changes(built) or await built.workspace.unpublished()):
+                return {}
+            if await unapproved_paths(built, self.state.approved_paths):
+                self.runlog.error("delivery", "unfinished work not pushed: unapproved CI paths")
+                return {}
+            await self.artifacts.keep_changes()
+            await built.workspace.commit_and_push("Unfinished: " + self._commit_message())
+        except (WorkspaceError, ForgeError) as exc:
+            self.runlog.error("delivery", f"unfinished work not pushed: {exc}")
+            return {}
+        links: dict[str, Any] = {"branch": built.branch}
+        earlier = self.state.delivery.get("change_request_url")
+        url = earlier or self._existing_change_request()
+        if not url and not self._works_on_change_request(built.branch):
+            url = await self._open(built, None, unfinished=True)
+        if url:
+            links["change_request_url"] = url
+        self.state.delivery = {**links, "pushed": True}
+        await self.recorder.checkpoint()
+        await self.recorder.emit(ProgressKind.LINKS, **links)
+        return links
+
     def reopen(self) -> None:
         """Deliver again after a revision: the change request already open is kept, and
         what was pushed still counts as pushed (saved with the next checkpoint)."""
@@ -247,19 +288,25 @@ class Delivery:
         subject = plan.goal.main_objective if plan else issue.title
         return f"{subject[:68]}\n\nFor #{issue.number}: {issue.title}"
 
-    async def _open(self, built: BuiltTools, quality: dict[str, Any] | None) -> str | None:
+    async def _open(
+        self, built: BuiltTools, quality: dict[str, Any] | None, *, unfinished: bool = False
+    ) -> str | None:
         issue = self.issue
         # The goal and plan are the model's words: redacted with the one secret list.
         plan, statuses = self.recorder.plan, self.recorder.statuses()
-        body = self.runlog.redact(change_request_body(issue, plan, statuses, quality))
+        body = self.runlog.redact(
+            change_request_body(issue, plan, statuses, quality, unfinished=unfinished)
+        )
+        title = f"{issue.title} (#{issue.number})"
+        title = f"[unfinished] {title}" if unfinished else title
         try:
             change = await self.forge.open_change_request(
                 issue.repo,
                 head=built.branch,
                 base=built.base_branch,
-                title=self.runlog.redact(f"{issue.title} (#{issue.number})"),
+                title=self.runlog.redact(title),
                 body=body,
-                draft=self.draft,
+                draft=self.draft or unfinished,
             )
         except ForgeError as exc:
             self.recorder.record("completion", status="change_request_failed", reason=str(exc))

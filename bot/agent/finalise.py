@@ -14,7 +14,7 @@ endpoint down) the report is built from the state alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,12 +106,14 @@ class Finisher:
         artifacts: Artifacts,
         *,
         command_prefix: str,
+        save_work: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.state = state
         self.recorder = recorder
         self.caller = caller
         self.artifacts = artifacts
         self.command_prefix = command_prefix
+        self.save_work = save_work  # pushes the work so far when the run stops unfinished
 
     def _facts(self) -> dict[str, Any]:
         done, failed = self.state.counts()
@@ -159,6 +161,7 @@ class Finisher:
         partial_plan: dict[str, Any] | None = None,
         hints: Sequence[str] = (),
         verdict: Verdict | None = None,
+        save: bool = True,
     ) -> Outcome:
         """Stop and ask a person to step in (docs/planning.md#revision-limits)."""
         state = self.state
@@ -185,6 +188,10 @@ class Finisher:
         if partial_plan:
             data["partial_plan"] = partial_plan
         outcome = Outcome(TaskState.NEEDS_HUMAN, summary=summary, reason=reason)
+        if save and self.save_work is not None and state.outcome is None:
+            links = await self.save_work()
+            if links.get("branch"):
+                summary["recommendations"].insert(0, _check_work(links))
         await self.artifacts.keep_changes()
         data["report"] = self.artifacts.write_report(
             f"needs a person: {reason}", [*summary.get("criteria", []), *tried]
@@ -258,6 +265,11 @@ async def announce(state: AgentState, recorder: Recorder) -> None:
     await recorder.milestone(ProgressKind(event["kind"]), **event["data"])
     stored["announced"] = True
     await recorder.checkpoint()
+
+
+def _check_work(links: dict[str, Any]) -> str:
+    where = links.get("change_request_url") or f"the branch `{links['branch']}`"
+    return f"Review the unfinished work pushed to {where}"
 
 
 def _shown(links: dict[str, Any]) -> dict[str, Any]:

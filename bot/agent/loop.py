@@ -101,7 +101,6 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
     revision = settings.planning.revision
     reviser = Reviser(state, recorder, revision, planning.engine)
     review = BatchReview(state, recorder, caller, settings.planning, ctx.tools, reviser.revise)
-    finisher = Finisher(state, recorder, caller, artifacts, command_prefix=settings.commands.prefix)
     delivery = Delivery(
         state,
         recorder,
@@ -115,6 +114,14 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
         waits.request_approval,
         draft=settings.workspace.draft_change_requests,
         gate_timeout=settings.sandbox.timeout,
+    )
+    finisher = Finisher(
+        state,
+        recorder,
+        caller,
+        artifacts,
+        command_prefix=settings.commands.prefix,
+        save_work=delivery.save_work,
     )
     return Run(session, planning, waits, runner, reviser, review, finisher, delivery)
 
@@ -192,7 +199,8 @@ async def deliver(run: Run) -> None:
     try:
         links = await run.delivery.deliver()
     except DeliveryFailed as exc:
-        raise Exit(await run.finisher.intervene(exc.reason, hints=exc.hints)) from exc
+        outcome = await run.finisher.intervene(exc.reason, hints=exc.hints, save=False)
+        raise Exit(outcome) from exc
     assessment = await run.finisher.assess(links)
     if assessment.achieved:
         outcome = await run.finisher.complete(links, assessment)
