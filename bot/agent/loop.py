@@ -123,6 +123,7 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
         command_prefix=settings.commands.prefix,
         save_work=delivery.save_work,
     )
+    waits.save_work = delivery.save_work
     return Run(session, planning, waits, runner, reviser, review, finisher, delivery)
 
 

@@ -12,7 +12,7 @@ ignored. Other feedback is kept for the next reflection. Every way out raises ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,8 @@ class Waits:
         self.runlog = runlog
         self.clock = clock
         self.check_time = check_time
+        # Pushes the work so far when people stop the task (``Delivery.save_work``).
+        self.save_work: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     async def safe_point(self) -> Rejection | None:
         """Act on what people said; raises ``Exit`` to stop, pause or go on waiting."""
@@ -92,6 +94,8 @@ class Waits:
             recorder.record("human_feedback", author=item["author"], body=item["body"])
         if inbox.stop:
             await self.artifacts.keep_changes()
+            if self.save_work is not None:
+                await self.save_work()  # nothing hidden: the work so far is on the branch
             await recorder.checkpoint()
             raise Exit(Outcome(TaskState.STOPPED, reason=f"stopped by {inbox.stop}"))
         if inbox.pause:

@@ -26,7 +26,7 @@ from bot.comments.labels import managed, transition
 from bot.comments.language import choose_language
 from bot.comments.milestones import milestone_body
 from bot.comments.render import Marker, find_markers, finish, fits, render
-from bot.comments.status import StatusView
+from bot.comments.status import StatusView, render_links
 from bot.config import Settings, bot_names, secret_values
 from bot.forges.base import Forge, ForgeError
 from bot.runtime import Runtime
@@ -151,7 +151,8 @@ class IssueReporter:
     async def _post_closing(self, outcome: Outcome) -> None:
         reason = outcome.reason or ""
         if outcome.state is TaskState.STOPPED:
-            body = render("stopped", self.language, prefix=self.prefix)
+            links = render_links(self.view.links, self.language)
+            body = render("stopped", self.language, prefix=self.prefix, links=links)
         elif outcome.state is TaskState.FAILED:
             body = render("failed", self.language, reason=reason, prefix=self.prefix)
         else:

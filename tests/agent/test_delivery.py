@@ -156,3 +156,45 @@ async def test_the_change_request_body_is_redacted(
     _title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
     assert "**Goal:** Use the key" in body
     assert secret not in body
+
+
+async def test_a_claim_the_record_contradicts_is_reflected_on_and_revised_until_done(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    files = {"README.md": "# Widgets\n", "Makefile": MAKEFILE}
+    bare = bare_remote(tmp_path / "origin", files)
+    harness = await make_harness(tmp_path, stack, files=files, clone_url=f"file://{bare}")
+    write = docs.action(
+        "task_1", "write_file", arguments={"path": "notes.txt", "content": "TODO\n"}
+    )
+    fixed = docs.action(
+        "task_2", "write_file", arguments={"path": "notes.txt", "content": "DONE\n"}
+    )
+    llm = ScriptedLLM(
+        [
+            docs.plan([write]),
+            *[READY] * 3,  # three fix rounds that change nothing: the gate still fails
+            docs.completion(achieved=True, done=1),  # ... and the model claims success
+            docs.revision([fixed], reason="make lint pass"),
+            docs.completion(achieved=True, done=2),
+        ]
+    )
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.DONE, outcome
+    [reflection] = harness.of(ProgressKind.REFLECTION)
+    assert reflection["action"] == "completion" and reflection["status"] == "failure"
+    assert "the quality gate failed: Lint failed" in reflection["issues"][0]
+    revision_prompt = llm.requests[5].messages[-1].content
+    assert "the model reported the goal achieved, but the record does not show" in (revision_prompt)
+    [revision] = harness.of(ProgressKind.REVISION)
+    assert revision["number"] == 1
+    assert git("show", f"{harness.built.branch}:notes.txt", cwd=bare) == "DONE"
+    assert len(harness.forge.repo(harness.repo).change_requests) == 1  # the same one, kept
+    first, second = harness.of(ProgressKind.LINKS)
+    assert first["gate"]["result"] == "failed" and second["gate"]["result"] == "passed"
+    assert second["change_request_url"] == first["change_request_url"]
+    [done] = harness.of(ProgressKind.COMPLETION)
+    assert done["summary"]["goal_achieved"] is True
+    assert done["summary"]["criteria"][0].startswith("? README.md has an Installation section")

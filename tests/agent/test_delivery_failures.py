@@ -12,8 +12,8 @@ from bot.agent.push_failure import push_failure, push_hints
 from bot.llm.scripted import ScriptedLLM
 from bot.storage.base import TaskState
 from tests.agent import docs
-from tests.agent.conftest import Harness, make_harness
-from tests.agent.test_delivery import bare_remote
+from tests.agent.conftest import Harness, make_harness, planning_settings
+from tests.agent.test_delivery import bare_remote, git
 
 pytestmark = pytest.mark.sandbox
 
@@ -107,6 +107,48 @@ async def test_a_stopped_task_keeps_its_uncommitted_changes(
     artifacts = harness.settings.data_dir / "runs" / harness.task.id / "artifacts"
     assert (artifacts / "notes.txt").read_text() == "a\n"
     assert not (artifacts / "more.txt").exists()
+    # nothing hidden: the work so far is on the bot's branch, in a draft marked unfinished
+    branch = harness.built.branch
+    assert git("show", f"{branch}:notes.txt", cwd=bare) == "a"
+    [change] = harness.forge.repo(harness.repo).change_requests
+    title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert change.draft and title.startswith("[unfinished] ")
+    assert body.startswith("> **Unfinished.**") and "not run (unfinished work)" in body
+    [links] = harness.of(ProgressKind.LINKS)
+    assert links == {"branch": branch, "change_request_url": change.web_url}
+
+
+async def test_a_task_that_needs_a_person_pushes_its_work_and_says_what_to_check(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    bare = bare_remote(tmp_path / "origin", FILES)
+    harness = await make_harness(
+        tmp_path, stack, files=FILES, clone_url=f"file://{bare}",
+        planning=planning_settings(revision={"max_revisions": 0}),
+    )  # fmt: skip
+    first = docs.action("task_1", "write_file", arguments={"path": "notes.txt", "content": "a\n"})
+    second = docs.action("task_2", "read_file", arguments={"path": "missing.txt"},
+                         dependencies=["task_1"])  # fmt: skip
+    llm = ScriptedLLM([
+        docs.plan([first, second], dependencies={"task_2": ["task_1"]}),
+        docs.reflection("task_2", revise=True, reason="read something else"),
+    ])  # fmt: skip
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.NEEDS_HUMAN, outcome
+    branch = harness.built.branch
+    assert git("show", f"{branch}:notes.txt", cwd=bare) == "a"
+    [change] = harness.forge.repo(harness.repo).change_requests
+    title, _body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert change.draft and title.startswith("[unfinished] ")
+    [event] = harness.of(ProgressKind.HUMAN_INTERVENTION)
+    first_advice = event["summary"]["recommendations"][0]
+    assert first_advice == f"Review the unfinished work pushed to {change.web_url}"
+    assert (
+        "## Quality gate" in event["report"]
+        and str(harness.settings.data_dir) not in (event["report"])
+    )
 
 
 def test_push_hints_name_what_to_check() -> None:
