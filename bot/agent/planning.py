@@ -69,6 +69,7 @@ class RevisionRequest:
     issues: Sequence[str] = ()
     done: str = ""
     feedback: str = ""
+    fallbacks: Sequence[str] = ()  # the plan's fallback_strategy of each failed action
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +206,7 @@ class PlanningEngine:
                 limit=self.planning.revision.max_revisions,
                 reason=request.reason,
                 issues=list(request.issues),
+                fallbacks=list(request.fallbacks),
                 feedback=request.feedback,
                 done=request.done,
                 remaining=remaining,
