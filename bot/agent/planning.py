@@ -30,6 +30,7 @@ from bot.agent.plan_rules import validate_plan
 from bot.config import ComplexityThreshold, PlanningSettings
 from bot.llm.tokens import count_tokens
 
+COARSEST_LEVEL = "minimal"
 LEVEL_FOR_COMPLEXITY = {"simple": "minimal", "moderate": "moderate", "complex": "detailed"}
 
 
@@ -117,17 +118,21 @@ class PlanningEngine:
         *,
         replan_reason: str = "",
         answers: Sequence[str] = (),
+        coarser: str = "",
     ) -> PlanningAnswer:
-        """Ask for the planning document (goal, decomposition and action plan at once)."""
+        """Ask for the planning document (goal, decomposition and action plan at once).
+        ``coarser``: why a finer decomposition failed; the plan is asked for again at the
+        coarsest level (docs/planning.md#error-handling)."""
         _complexity, level = planning_level(self.planning, context.task_text)
         answer = await self.caller.ask(
             "planning",
             "planning",
             strategy=self.planning.strategy,
-            level=level,
+            level=COARSEST_LEVEL if coarser else level,
             max_subtasks=self.planning.max_subtasks,
             replan_reason=replan_reason,
             answers=list(answers),
+            coarser=coarser,
             **context.prompt_vars(),
         )
         return _answer_from(answer.data, answer.error)

@@ -1,10 +1,11 @@
 """The planning stage of a run: context, cache, one planning call, validation, re-plan once.
 
 A rejected plan is re-planned once with the reasons in the prompt; a second
-rejection, or a ``decomposition_failed`` answer (docs/planning.md#error-handling), ends in human
-intervention with the partial plan. An ``unclear_goal`` answer (#waiting) posts
-the questions and waits for the author's answer (``Exit``); the others end the run
-with ``NeedsPerson``.
+rejection, or a ``decomposition_failed`` answer (docs/planning.md#error-handling), is tried
+once more at the coarsest level, with what failed and the partial plan in the prompt;
+when that fails too, the run ends in human intervention with the partial plan. An
+``unclear_goal`` answer (#waiting) posts the questions and waits for the author's answer
+(``Exit``); the others end the run with ``NeedsPerson``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,25 @@ def _partial(answer: PlanningAnswer) -> dict[str, Any] | None:
         return None
     decomposition = answer.document.get("task_decomposition") or {}
     return {"feasible_subtasks": decomposition.get("subtasks") or [], "infeasible_subtasks": []}
+
+
+def coarser_reason(failed: PlanningFailed) -> str:
+    """What the coarser attempt is told of the finer one: why it failed, and its partial
+    plan (feasible, infeasible, alternatives) when there is one."""
+    parts = [failed.message or "the task could not be decomposed"]
+    partial = failed.partial_plan or {}
+    for key, label in (
+        ("feasible_subtasks", "feasible"),
+        ("infeasible_subtasks", "not feasible"),
+        ("alternative_approaches", "alternatives"),
+    ):
+        items = [
+            str(i.get("description") or i.get("id")) if isinstance(i, dict) else str(i)
+            for i in partial.get(key) or []
+        ]
+        if items:
+            parts.append(f"{label}: " + "; ".join(items))
+    return ". ".join(parts)
 
 
 class PlanningStage:
@@ -119,11 +139,27 @@ class PlanningStage:
         return plan
 
     async def _ask(self, context: PlanningContext, engine: PlanningEngine) -> PlanDocument:
+        coarser = ""  # why the finer decomposition failed, once it has
+        while True:
+            try:
+                return await self._attempt(context, engine, coarser)
+            except PlanningFailed as failed:
+                if failed.kind != "decomposition_failed" or coarser:
+                    raise
+                coarser = coarser_reason(failed)
+                # one attempt at the coarser level: a rejection ends it
+                self.state.planning_attempts = PLANNING_ATTEMPTS - 1
+                self.recorder.record("plan_rejected", coarser=True, problems=[failed.message])
+                await self.recorder.checkpoint()
+
+    async def _attempt(
+        self, context: PlanningContext, engine: PlanningEngine, coarser: str
+    ) -> PlanDocument:
         recorder, state = self.recorder, self.state
         while True:
             await recorder.show(Phase.GOAL_UNDERSTANDING)
             answer = await engine.understand_goal(
-                context, replan_reason=state.replan_reason, answers=state.answers
+                context, replan_reason=state.replan_reason, answers=state.answers, coarser=coarser
             )
             if answer.error_type in ("unclear_goal", "decomposition_failed"):
                 raise PlanningFailed(
