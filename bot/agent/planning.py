@@ -62,6 +62,7 @@ class PlanningAnswer:
     questions: tuple[str, ...] = ()
     partial_plan: dict[str, Any] | None = None
     comment: str = ""
+    best_guess: dict[str, Any] | None = None  # an unclear goal's plan under assumptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +89,18 @@ def _answer_from(data: dict[str, Any] | None, error: str | None) -> PlanningAnsw
     if not isinstance(problem, Mapping):
         return PlanningAnswer(data, comment=str(data.get("comment", "")))
     partial = problem.get("partial_plan")
+    kind = str(problem.get("type", "decomposition_failed"))
+    guess = (
+        data if kind == "unclear_goal" and isinstance(data.get("action_plan"), Mapping) else None
+    )
     return PlanningAnswer(
         None,
-        str(problem.get("type", "decomposition_failed")),
+        kind,
         str(problem.get("message", "")),
         tuple(str(q) for q in problem.get("clarification_needed") or ()),
         dict(partial) if isinstance(partial, Mapping) else None,
         str(data.get("comment", "")),
+        best_guess={k: v for k, v in guess.items() if k != "error"} if guess else None,
     )
 
 

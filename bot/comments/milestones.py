@@ -61,7 +61,13 @@ def milestone_body(
             issues=[i for i in _strings(d.get("issues")) if i.strip() != evaluation.strip()],
         )
     if kind is ProgressKind.CLARIFICATION:
-        return render("clarification", language, questions=_strings(d.get("questions")))
+        return render(
+            "clarification",
+            language,
+            questions=_strings(d.get("questions")),
+            best_guess=str(d.get("best_guess") or ""),
+            prefix=prefix,
+        )
     if kind is ProgressKind.APPROVAL_REQUEST:
         return render(
             "approval_request",
