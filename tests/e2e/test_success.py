@@ -272,3 +272,20 @@ async def test_a_model_that_claims_success_while_its_actions_failed_is_never_don
         assert "[task_2] write_file failed" in help_needed
         assert "<details><summary>Run report</summary>" in help_needed
         assert str(bot.settings.data_dir) not in "\n".join(bodies(issue))  # no host path
+
+
+async def test_with_a_public_url_comments_link_the_run_report(
+    tmp_path: Path, remote: Remote
+) -> None:
+    public = {"public_url": "https://bot.example.com/"}
+    async with Harness(tmp_path, script=readme_script(), overrides={"server": public}) as bot:
+        issue = github_repo(bot, remote, labels=("coding agent",))
+        await bot.send_github("issues", gh_labeled())
+
+        await settle(bot)
+
+        [task] = await bot.tasks()
+        link = f"[Run report](https://bot.example.com/tasks/{task.id}/report)"
+        assert link in status_comment(issue)
+        [done] = of_kind(issue, "completion")
+        assert link in done and str(bot.settings.data_dir) not in done
