@@ -279,7 +279,10 @@ class Delivery:
             error = runlog.redact(str(exc))
             runlog.error("delivery", f"push of {built.branch} failed: {error}")
             self.recorder.record("completion", status="push_failed", reason=error)
-            kept = str(runlog.directory.artifacts) if runlog.directory is not None else ""
+            # where, relative to the bot's data directory: never the host's own layout
+            task_id = self.artifacts.task.id
+            kept = f"`runs/{task_id}/artifacts/` in the bot's data directory"
+            kept = kept if runlog.directory is not None else ""
             raise push_failure(error, branch=built.branch, kept_in=kept) from exc
 
     def _commit_message(self) -> str:

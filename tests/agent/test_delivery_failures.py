@@ -70,7 +70,9 @@ async def test_a_refused_push_asks_a_person_quoting_git_and_keeps_the_files(
     assert harness.forge.repo(harness.repo).change_requests == []
     run_dir = harness.settings.data_dir / "runs" / harness.task.id
     assert (run_dir / "artifacts" / WORKFLOW).read_text() == CI
-    assert any(f"`{run_dir / 'artifacts'}`" in r or str(run_dir) in r for r in recommendations)
+    kept = f"The changed files are kept in `runs/{harness.task.id}/artifacts/` in the bot's data"
+    assert any(r.startswith(kept) for r in recommendations)
+    assert not any(str(harness.settings.data_dir) in r for r in recommendations)  # no host path
     errors = (run_dir / "errors.log").read_text()
     assert f"[delivery] push of {harness.built.branch} failed: git push failed" in errors
     assert TOKEN not in errors
