@@ -90,7 +90,8 @@ def change_request_body(
     return "\n".join(lines)
 
 
-_INTERNAL = frozenset({"finished", "quality", "pushed"})  # state.delivery, not links
+# state.delivery, not links (report_path, quality_passed: checkpoints of earlier versions)
+_INTERNAL = frozenset({"finished", "quality", "pushed", "report_path", "quality_passed"})
 _EARLIER = ("change_request_url", "pushed")  # what a second delivery keeps of the first
 _VERDICTS = {
     GateResult.PASSED: "passed",

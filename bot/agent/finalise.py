@@ -204,7 +204,7 @@ class Finisher:
         model = await self._ask("completed", delivery=_shown(links))
         plan = self.recorder.plan
         records = list(self.state.records.values())
-        quality = self.state.delivery.get("quality")
+        quality = stored_quality(self.state.delivery)
         verdict = judge(records, plan, links, quality, cited=_citations(model))
         summary: dict[str, Any] = {"key_outcomes": [], "lessons_learned": []}
         if model:
@@ -265,6 +265,18 @@ async def announce(state: AgentState, recorder: Recorder) -> None:
     await recorder.milestone(ProgressKind(event["kind"]), **event["data"])
     stored["announced"] = True
     await recorder.checkpoint()
+
+
+def stored_quality(delivery: dict[str, Any]) -> dict[str, Any] | None:
+    """The gate's report kept with the delivery; a checkpoint of an earlier version kept
+    only ``quality_passed``."""
+    quality = delivery.get("quality")
+    if isinstance(quality, dict):
+        return quality
+    if "quality_passed" in delivery:
+        passed = bool(delivery["quality_passed"])
+        return {"passed": passed, "feedback": "" if passed else "the quality gate failed"}
+    return None
 
 
 def _check_work(links: dict[str, Any]) -> str:

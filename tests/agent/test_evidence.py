@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agent.evidence import judge, unresolved_failures
+from bot.agent.finalise import stored_quality
 from bot.agent.plan import parse_plan
 from bot.agent.state import ActionRecord, ActionStatus
 from tests.agent import docs
@@ -101,3 +102,11 @@ def test_each_criterion_gets_its_evidence_and_a_false_citation_is_a_problem() ->
     assert false.problems[0].startswith(f"the evidence cited for “{criterion}” did not hold")
     uncited = judge(records, PLAN, {"branch": "b"}, PASSED_GATE)
     assert not uncited.criteria[0].confirmed and "quality gate test" in uncited.criteria[0].evidence
+
+
+def test_a_delivery_kept_by_an_earlier_version_still_tells_the_gate() -> None:
+    assert stored_quality({"quality": PASSED_GATE, "finished": True}) is PASSED_GATE
+    old_failed = stored_quality({"branch": "b", "quality_passed": False, "finished": True})
+    assert old_failed is not None
+    assert judge([record("task_1", "read_file", True)], PLAN, {"branch": "b"}, old_failed).problems
+    assert stored_quality({"branch": "b", "finished": True}) is None

@@ -289,3 +289,42 @@ async def test_with_a_public_url_comments_link_the_run_report(
         assert link in status_comment(issue)
         [done] = of_kind(issue, "completion")
         assert link in done and str(bot.settings.data_dir) not in done
+
+
+async def test_a_wrong_fix_fails_the_gate_through_the_fix_rounds_and_asks_for_help(
+    tmp_path: Path, remote: Remote
+) -> None:
+    wrong = "# Greetings\n\nMy first repository.\n"  # `make lint` wants Hello-World in it
+    plan = docs.plan(
+        [docs.action("task_1", "write_file", arguments={"path": "README.md", "content": wrong})],
+        subtasks=[subtask("task_1", "Rewrite README.md", "write_file")],
+    )
+    arguments = {"path": "README.md", "content": wrong + "More.\n"}
+    still_wrong = docs.execution("quality_gate", "write_file", arguments)
+    ready = docs.execution("quality_gate", "run_quality_gate", {})
+    script = [plan, still_wrong, ready, ready, ready, docs.completion(achieved=True, done=1)]
+    no_revisions = {"revision": RevisionSettings(max_revisions=0)}
+    async with Harness(tmp_path, script=script, overrides={"planning": no_revisions}) as bot:
+        issue = github_repo(bot, remote, labels=("coding agent",))
+        await bot.send_github("issues", gh_labeled())
+
+        await settle(bot)
+
+        [task] = await bot.tasks()
+        assert task.state is TaskState.NEEDS_HUMAN
+        assert "coding agent help needed" in issue.labels
+        # the work is on the branch, in the change request with the gate's steps
+        assert remote.show(BRANCH, "README.md").decode() == wrong + "More.\n"
+        [change] = bot.github.repos[GH_REPO].change_requests
+        _title, body = bot.github.repos[GH_REPO].change_request_bodies[change.number]
+        assert "**Quality gate:** failed" in body and "- lint `make lint`: failed" in body
+        status = status_comment(issue)
+        assert "**Quality gate:** ❌ failed\n- lint `make lint`: failed" in status
+        [help_needed] = of_kind(issue, "human_intervention")
+        assert "the quality gate failed: Lint failed" in help_needed
+        assert f"The work so far: Branch: `{BRANCH}` · Change request: {change.web_url}" in (
+            help_needed
+        )
+        assert "<details><summary>Run report</summary>" in help_needed
+        assert "## Quality gate\n\nResult: **failed**" in help_needed
+        assert str(bot.settings.data_dir) not in "\n".join(bodies(issue))
