@@ -1,14 +1,11 @@
 """Delivering the work: quality gate, push, change request, run directory.
 
-When the task changed its workspace clone: lint then tests (the quality gate,
-docs/planning.md#delivery); after a failure, up to ``QUALITY_ROUNDS`` fix rounds, each
-up to ``FIX_STEPS`` calls of the file tools (several files), ended by the model naming
-``run_quality_gate``, then the gate again; the report in ``quality.json``; then, when
-no CI definition in the push waits for approval (``push_guard``), commit and push the
-bot's branch. When the
-changes went through the forge API tools to the bot's branch instead, that branch
-is used as is. Either way a change request is opened (unless a tool already did),
-its body linking the issue, the plan and the quality gate. What was delivered is
+When the task changed its workspace clone: lint then tests with fix rounds (the quality
+gate, ``gate_rounds``, docs/planning.md#delivery), the report in ``quality.json``; then,
+when no CI definition in the push waits for approval (``push_guard``), commit and push
+the bot's branch. When the changes went through the forge API tools to the bot's branch
+instead, that branch is used as is. Either way a change request is opened (unless a tool
+already did), its body linking the issue, the plan and the quality gate. What was delivered is
 kept in the checkpoint so a re-run never opens a second change request, and the gate's
 report is kept there before the push, so a worker killed between the commit and the
 push, or between the push and the change request, delivers on its next run. The changed
@@ -22,105 +19,26 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agent.artifacts import Artifacts
+from bot.agent.change_request import change_request_body, gate_view
 from bot.agent.context import ProgressKind
-from bot.agent.plan import PlanDocument, PlannedAction
+from bot.agent.gate_rounds import GateRounds
 from bot.agent.ports import Recorder, RequestApproval, RunAction
 from bot.agent.push_failure import push_failure
 from bot.agent.push_guard import push_approval_text, unapproved_paths
 from bot.agent.runlog import RunLog
-from bot.agent.state import ActionRecord, AgentState, Waiting, WaitKind
+from bot.agent.state import AgentState, Waiting, WaitKind
 from bot.events import IssueRef
 from bot.forges.base import Forge, ForgeError
 from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
-from bot.tools.quality import (
-    GateResult,
-    QualityCommands,
-    QualityReport,
-    detect_commands,
-    gate_steps,
-    run_quality_gate,
-    stored_result,
-)
-from bot.tools.registry import Tool, ToolRegistry
+from bot.tools.registry import ToolRegistry
 
-QUALITY_ROUNDS = 3  # fix rounds after the first failing run: at most four gate runs
-FIX_STEPS = 6  # calls in one fix round
-FIX_TOOLS = ("replace_in_file", "write_file", "delete_file", "move_path", "read_file")
-READY_TOOL = "run_quality_gate"  # the model names it when the round's fixes are in
 CHANGE_REQUEST_TOOLS = ("create_pull_request", "create_merge_request")
-
-
-UNFINISHED_NOTE = (
-    "> **Unfinished.** The coding agent stopped before the work was done (see the issue for "
-    "why); this is the work so far, not checked by the quality gate."
-)
-
-
-def quality_commands(built: BuiltTools) -> QualityCommands:
-    """The repository's configured gate (``.agent.yaml``), else the detected commands."""
-    return built.quality or detect_commands(built.workspace.path)
-
-
-def change_request_body(
-    issue: IssueRef,
-    plan: PlanDocument | None,
-    statuses: dict[str, str],
-    quality: dict[str, Any] | None,
-    *,
-    unfinished: bool = False,
-) -> str:
-    lines = [f"Closes #{issue.number}" if not issue.is_change_request else f"For #{issue.number}"]
-    if issue.web_url:
-        lines[0] += f" ({issue.web_url})"
-    if plan is not None:
-        lines += ["", f"**Goal:** {plan.goal.main_objective}", "", "**Plan:**"]
-        for subtask in plan.subtasks:
-            mark = "x" if statuses.get(subtask.id) == "done" else " "
-            lines.append(f"- [{mark}] {subtask.description or subtask.id}")
-    if quality is not None:
-        lines += ["", *gate_lines(quality)]
-        if stored_result(quality) is GateResult.FAILED:
-            lines += ["", str(quality.get("feedback", ""))]
-    elif unfinished:
-        lines = [UNFINISHED_NOTE, "", *lines, "", "**Quality gate:** not run (unfinished work)"]
-    else:
-        lines += ["", "**Quality gate:** not run (changes made through the forge API)"]
-    lines += ["", "_Opened by the coding agent; please review before merging._"]
-    return "\n".join(lines)
 
 
 # state.delivery, not links (report_path, quality_passed: checkpoints of earlier versions)
 _INTERNAL = frozenset({"finished", "quality", "pushed", "report_path", "quality_passed"})
 _EARLIER = ("change_request_url", "pushed")  # what a second delivery keeps of the first
-_VERDICTS = {
-    GateResult.PASSED: "passed",
-    GateResult.FAILED: "failed",
-    GateResult.NOT_CONFIGURED: "no checks configured",
-}
-
-
-def _counts_text(counts: dict[str, Any]) -> str:
-    return ", ".join(f"{value} {key}" for key, value in counts.items())
-
-
-def gate_lines(quality: dict[str, Any]) -> list[str]:
-    """The gate for a change request body: the result, then each step with its command,
-    result and counts. Pure."""
-    result = stored_result(quality) or GateResult.NOT_CONFIGURED
-    lines = [f"**Quality gate:** {_VERDICTS[result]}", ""]
-    for step in gate_steps(quality):
-        command = f" `{step['command']}`" if step["command"] else ""
-        counts = _counts_text(step["counts"])
-        shown = step["status"].replace("_", " ") + (f" ({counts})" if counts else "")
-        lines.append(f"- {step['name']}{command}: {shown}")
-    return lines
-
-
-def gate_view(quality: dict[str, Any]) -> dict[str, Any]:
-    """The gate as the LINKS event carries it to the status comment: plain data."""
-    result = stored_result(quality) or GateResult.NOT_CONFIGURED
-    return {"result": result.value, "steps": gate_steps(quality)}
 
 
 class Delivery:
@@ -151,7 +69,7 @@ class Delivery:
         self.run_action = run_action
         self.request_approval = request_approval
         self.draft = draft
-        self.gate_timeout = gate_timeout
+        self.gate = GateRounds(recorder, tools, run_action, gate_timeout=gate_timeout)
 
     def _works_on_change_request(self, branch: str) -> bool:
         """A follow-up on the bot's own change request: its branch is this branch."""
@@ -193,7 +111,7 @@ class Delivery:
             quality = state.delivery.get("quality")
             changed = await self._workspace_changes(built)
             if changed or await built.workspace.unpublished():
-                report = await self.quality_loop(built)
+                report = await self.gate.run(built)
                 quality = report.to_dict()
                 if run_dir is not None:
                     run_dir.write_quality(quality)
@@ -317,55 +235,3 @@ class Delivery:
             self.runlog.error("delivery", f"the change request was not opened: {exc}")
             return None
         return change.web_url
-
-    async def quality_loop(self, built: BuiltTools) -> QualityReport:
-        """Run the gate; after a failure, up to ``QUALITY_ROUNDS`` fix rounds, each
-        followed by the gate again."""
-        commands = quality_commands(built)
-        fixers = [t for name in FIX_TOOLS if (t := self.tools.get(name)) is not None]
-        report = await self._gate(built, commands, 1)
-        for round_number in range(1, QUALITY_ROUNDS + 1):
-            if report.result is not GateResult.FAILED or not fixers:
-                break
-            await self._fix_round(round_number, report.feedback, fixers)
-            report = await self._gate(built, commands, round_number + 1)
-        return report
-
-    async def _fix_round(self, number: int, feedback: str, fixers: list[Tool]) -> None:
-        """Up to ``FIX_STEPS`` calls of the file tools; the model names ``READY_TOOL``
-        when its fixes are in (one call per round when that tool is not offered)."""
-        ready = self.tools.get(READY_TOOL)
-        choices = [*fixers, ready] if ready is not None else fixers
-        purpose = (
-            f"Fix the quality gate failures below (fix round {number} of {QUALITY_ROUNDS}): "
-            "change as many files as needed, one call at a time"
-        )
-        if ready is not None:
-            purpose += f"; call {READY_TOOL} when the fixes are in"
-        for step in range(1, FIX_STEPS + 1):
-            fix = PlannedAction(
-                key=f"quality.{number}.{step}",
-                task_id="quality_gate",
-                tool=fixers[0].name,
-                purpose=purpose,
-                expected_outcome="lint and tests pass",
-            )
-            outcome = await self.run_action(
-                fix, feedback=feedback, choices=choices, ready_tool=READY_TOOL if ready else ""
-            )
-            done = isinstance(outcome, ActionRecord) and outcome.tool == READY_TOOL
-            if ready is None or done:
-                return
-
-    async def _gate(self, built: BuiltTools, commands: QualityCommands, run: int) -> QualityReport:
-        report = await run_quality_gate(
-            built.workspace.path, built.sandbox, commands, timeout=self.gate_timeout
-        )
-        self.recorder.record(
-            "quality",
-            run=run,
-            passed=report.passed,
-            result=report.result.value,
-            feedback=report.feedback,
-        )
-        return report

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.agent.gate_rounds import GATE_TASK
 from bot.agent.plan import PlanDocument
 from bot.agent.results import one_line
 from bot.agent.state import ActionRecord
 from bot.tools.quality import GateResult, StepStatus, gate_steps, stored_result
 
-GATE_TASK = "quality_gate"  # the task id of the quality gate's fix calls
 GATE_PREFIX = "gate."  # evidence naming a gate step: gate.lint, gate.test
 
 
