@@ -121,6 +121,9 @@ def _describe(entry: dict[str, Any]) -> str:
         return f"quality gate run {entry.get('run', '')}: {str(verdict).replace('_', ' ')}"
     if kind == "completion":
         return f"completion: {entry.get('status', '')}"
+    if kind == "evidence":
+        problems = "; ".join(map(str, entry.get("problems") or []))
+        return "evidence: " + (f"the record disagrees: {problems}" if problems else "agrees")
     detail = entry.get("reason") or entry.get("decision") or entry.get("body") or ""
     return f"{kind}: {str(detail)[:120]}".rstrip(": ")
 

@@ -217,7 +217,9 @@ async def deliver(run: Run) -> None:
             evaluation=why,
             issues=list(verdict.problems),
         )
-        run.session.record("reflection", action="completion", evaluation={"status": "failure"})
+        evaluation = {"status": "failure", "evaluation": why, "issues": list(verdict.problems),
+                      "plan_revision_needed": True}  # fmt: skip
+        run.session.record("reflection", action="completion", evaluation=evaluation)
         run.delivery.reopen()
         await run.reviser.revise(RevisionSuggestion(why), issues=list(verdict.problems))
         return

@@ -198,3 +198,7 @@ async def test_a_claim_the_record_contradicts_is_reflected_on_and_revised_until_
     [done] = harness.of(ProgressKind.COMPLETION)
     assert done["summary"]["goal_achieved"] is True
     assert done["summary"]["criteria"][0].startswith("? README.md has an Installation section")
+    timeline = format_timeline(history_path(harness.settings.data_dir, harness.task.id))
+    assert "evidence: the record disagrees: the quality gate failed" in timeline
+    assert "reflection on completion: failure (revision needed)" in timeline
+    assert timeline.rstrip().count("evidence: agrees") == 1
