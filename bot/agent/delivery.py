@@ -28,7 +28,7 @@ from bot.agent.push_guard import push_approval_text, unapproved_paths
 from bot.agent.runlog import RunLog
 from bot.agent.state import AgentState, Waiting, WaitKind
 from bot.events import IssueRef
-from bot.forges.base import Forge, ForgeError
+from bot.forges.base import ChangeRequest, Forge, ForgeError
 from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
 from bot.tools.registry import ToolRegistry
@@ -37,8 +37,11 @@ CHANGE_REQUEST_TOOLS = ("create_pull_request", "create_merge_request")
 
 
 # state.delivery, not links (report_path, quality_passed: checkpoints of earlier versions)
-_INTERNAL = frozenset({"finished", "quality", "pushed", "report_path", "quality_passed"})
-_EARLIER = ("change_request_url", "pushed")  # what a second delivery keeps of the first
+_INTERNAL = frozenset(
+    {"finished", "quality", "pushed", "change_request_number", "report_path", "quality_passed"}
+)
+# what a second delivery (after a revision) keeps of the first
+_EARLIER = ("change_request_url", "change_request_number", "pushed")
 
 
 class Delivery:
@@ -103,6 +106,7 @@ class Delivery:
         run_dir = self.artifacts.directory
         links: dict[str, Any] = {}
         quality: dict[str, Any] | None = None
+        number: int | None = None
         earlier = {k: state.delivery[k] for k in _EARLIER if k in state.delivery}
         if built is not None:
             # A run that stopped mid-delivery left its gate's report here (it may have
@@ -126,16 +130,14 @@ class Delivery:
                 if self._works_on_change_request(built.branch):
                     url = self.issue.web_url or None
                 else:
-                    url = (
-                        self._existing_change_request()
-                        or earlier.get("change_request_url")
-                        or await self._open(built, quality)
-                    )
+                    url, number = await self._change_request(built, quality, earlier)
                 if url:
                     links["change_request_url"] = url
         if quality is not None:
             links["gate"] = gate_view(quality)
-        kept = {"quality": quality} if quality is not None else {}
+        kept: dict[str, Any] = {"quality": quality} if quality is not None else {}
+        if number is not None:
+            kept["change_request_number"] = number
         state.delivery = {**links, **kept, "pushed": "branch" in links, "finished": True}
         await self.recorder.checkpoint()
         await self.recorder.emit(ProgressKind.LINKS, **links)
@@ -163,11 +165,14 @@ class Delivery:
         links: dict[str, Any] = {"branch": built.branch}
         earlier = self.state.delivery.get("change_request_url")
         url = earlier or self._existing_change_request()
+        number = self.state.delivery.get("change_request_number")
         if not url and not self._works_on_change_request(built.branch):
-            url = await self._open(built, None, unfinished=True)
+            opened = await self._open(built, None, unfinished=True)
+            url, number = (opened.web_url, opened.number) if opened else (None, None)
         if url:
             links["change_request_url"] = url
-        self.state.delivery = {**links, "pushed": True}
+        numbered = {"change_request_number": number} if number is not None else {}
+        self.state.delivery = {**links, **numbered, "pushed": True}
         await self.recorder.checkpoint()
         await self.recorder.emit(ProgressKind.LINKS, **links)
         return links
@@ -210,15 +215,42 @@ class Delivery:
         subject = plan.goal.main_objective if plan else issue.title
         return f"{subject[:68]}\n\nFor #{issue.number}: {issue.title}"
 
-    async def _open(
-        self, built: BuiltTools, quality: dict[str, Any] | None, *, unfinished: bool = False
-    ) -> str | None:
-        issue = self.issue
+    async def _change_request(
+        self, built: BuiltTools, quality: dict[str, Any] | None, earlier: dict[str, Any]
+    ) -> tuple[str | None, int | None]:
+        """The change request's address and number: one a tool opened, the one an
+        earlier delivery of this task opened (its body now shows this delivery's gate),
+        or a new one."""
+        url = self._existing_change_request()
+        if url:
+            return url, None
+        url, number = earlier.get("change_request_url"), earlier.get("change_request_number")
+        if url:
+            if number is not None:
+                await self._refresh(int(number), quality)
+            return str(url), number
+        opened = await self._open(built, quality)
+        return (opened.web_url, opened.number) if opened else (None, None)
+
+    def _body(self, quality: dict[str, Any] | None, *, unfinished: bool = False) -> str:
         # The goal and plan are the model's words: redacted with the one secret list.
         plan, statuses = self.recorder.plan, self.recorder.statuses()
-        body = self.runlog.redact(
-            change_request_body(issue, plan, statuses, quality, unfinished=unfinished)
-        )
+        body = change_request_body(self.issue, plan, statuses, quality, unfinished=unfinished)
+        return self.runlog.redact(body)
+
+    async def _refresh(self, number: int, quality: dict[str, Any] | None) -> None:
+        try:
+            await self.forge.update_change_request(
+                self.issue.repo, number, body=self._body(quality)
+            )
+        except ForgeError as exc:
+            self.runlog.error("delivery", f"the change request was not updated: {exc}")
+
+    async def _open(
+        self, built: BuiltTools, quality: dict[str, Any] | None, *, unfinished: bool = False
+    ) -> ChangeRequest | None:
+        issue = self.issue
+        body = self._body(quality, unfinished=unfinished)
         title = f"{issue.title} (#{issue.number})"
         title = f"[unfinished] {title}" if unfinished else title
         try:
@@ -234,4 +266,4 @@ class Delivery:
             self.recorder.record("completion", status="change_request_failed", reason=str(exc))
             self.runlog.error("delivery", f"the change request was not opened: {exc}")
             return None
-        return change.web_url
+        return change

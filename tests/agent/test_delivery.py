@@ -191,7 +191,9 @@ async def test_a_claim_the_record_contradicts_is_reflected_on_and_revised_until_
     [revision] = harness.of(ProgressKind.REVISION)
     assert revision["number"] == 1
     assert git("show", f"{harness.built.branch}:notes.txt", cwd=bare) == "DONE"
-    assert len(harness.forge.repo(harness.repo).change_requests) == 1  # the same one, kept
+    [change] = harness.forge.repo(harness.repo).change_requests  # the same one, kept
+    _title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert "**Quality gate:** passed" in body and "Lint failed" not in body  # refreshed
     first, second = harness.of(ProgressKind.LINKS)
     assert first["gate"]["result"] == "failed" and second["gate"]["result"] == "passed"
     assert second["change_request_url"] == first["change_request_url"]
