@@ -144,24 +144,16 @@ class Delivery:
         return links
 
     async def save_work(self) -> dict[str, Any]:
-        """The run stops unfinished (a person is needed, the budget is spent): commit and
-        push the work so far to the bot's branch and open a draft change request marked
-        unfinished, so nothing is hidden. No gate; CI definitions nobody approved are not
-        pushed. Links for the comment ({} when there was nothing to push or it failed)."""
+        """The run stops unfinished (a person is needed, the budget is spent, a stop): commit
+        and push the work so far to the bot's branch (work the forge API tools wrote is
+        there already) and open a draft change request marked unfinished, so nothing is
+        hidden. No gate; CI definitions nobody approved are not pushed. Links for the
+        comment ({} when nothing is on the branch)."""
         built = self.built
         if built is None or self.state.delivery.get("finished"):
             return {}
-        try:
-            if not (await self._workspace_changes(built) or await built.workspace.unpublished()):
-                return {}
-            if await unapproved_paths(built, self.state.approved_paths):
-                self.runlog.error("delivery", "unfinished work not pushed: unapproved CI paths")
-                return {}
-            await self.artifacts.keep_changes()
-            await built.workspace.commit_and_push("Unfinished: " + self._commit_message())
-        except (WorkspaceError, ForgeError) as exc:
-            self.runlog.error("delivery", f"unfinished work not pushed: {exc}")
-            return {}
+        if not await self._push_unfinished(built) and not self._forge_writes():
+            return {}  # nothing on the branch (or the push failed: the run log says why)
         links: dict[str, Any] = {"branch": built.branch}
         earlier = self.state.delivery.get("change_request_url")
         url = earlier or self._existing_change_request()
@@ -176,6 +168,21 @@ class Delivery:
         await self.recorder.checkpoint()
         await self.recorder.emit(ProgressKind.LINKS, **links)
         return links
+
+    async def _push_unfinished(self, built: BuiltTools) -> bool:
+        """Commit and push the workspace's changes; whether anything was pushed."""
+        try:
+            if not (await self._workspace_changes(built) or await built.workspace.unpublished()):
+                return False
+            if await unapproved_paths(built, self.state.approved_paths):
+                self.runlog.error("delivery", "unfinished work not pushed: unapproved CI paths")
+                return False
+            await self.artifacts.keep_changes()
+            await built.workspace.commit_and_push("Unfinished: " + self._commit_message())
+        except (WorkspaceError, ForgeError) as exc:
+            self.runlog.error("delivery", f"unfinished work not pushed: {exc}")
+            return False
+        return True
 
     def reopen(self) -> None:
         """Deliver again after a revision: the change request already open is kept, and

@@ -166,3 +166,31 @@ def test_push_hints_name_what_to_check() -> None:
     failed = push_failure("x" * 2000, branch="b", kept_in="/runs/t/artifacts")
     assert len(failed.reason) < 700 and failed.reason.endswith(" …")
     assert failed.hints[-1] == "The changed files are kept in /runs/t/artifacts"
+
+
+async def test_work_written_through_the_forge_api_is_linked_when_a_person_is_needed(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    harness = await make_harness(
+        tmp_path, stack, planning=planning_settings(revision={"max_revisions": 0})
+    )
+    write = docs.action(
+        "task_1",
+        "github_create_or_update_file",
+        arguments={"path": "README.md", "content": "# New\n", "message": "m"},
+    )
+    read = docs.action("task_2", "github_get_file_contents", arguments={"path": "missing.md"},
+                       dependencies=["task_1"])  # fmt: skip
+    llm = ScriptedLLM([
+        docs.plan([write, read], dependencies={"task_2": ["task_1"]}),
+        docs.reflection("task_2", revise=True, reason="look elsewhere"),
+    ])  # fmt: skip
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.NEEDS_HUMAN, outcome
+    [change] = harness.forge.repo(harness.repo).change_requests
+    title, _body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert title.startswith("[unfinished] ") and change.head_branch == harness.built.branch
+    [links] = harness.of(ProgressKind.LINKS)
+    assert links == {"branch": harness.built.branch, "change_request_url": change.web_url}
