@@ -7,8 +7,8 @@ each success criterion and its evidence; ``disagreement`` words what the record 
 against the model's claim (the loop reflects and revises on it). ``intervene`` builds
 the ``requires_human_intervention`` report (what was tried, the current state,
 recommendations) and emits HUMAN_INTERVENTION, after copying the workspace's changes to
-the run directory (the worker removes the workspace). Counts are facts from the state, never the
-model's guesses; when the model cannot help (invalid answer, budget spent,
+the run directory (the worker removes the workspace). Counts are facts from the state,
+never the model's guesses; when the model cannot help (invalid answer, budget spent,
 endpoint down) the report is built from the state alone.
 """
 
@@ -67,6 +67,12 @@ class Assessment:
     summary: dict[str, Any]
     claimed: bool  # the model says the goal is achieved (the record alone, without a model)
     verdict: Verdict
+    answered: bool = True  # the model gave a completion summary
+
+    def why_not(self) -> str:
+        """What stands against the claim, for the reflection and the revision."""
+        said = "the model reported the goal achieved, but " if self.answered else ""
+        return said + disagreement(self.verdict)
 
     @property
     def achieved(self) -> bool:
@@ -221,7 +227,7 @@ class Finisher:
         self.recorder.record(
             "evidence", claimed=claimed, agrees=verdict.agrees, **verdict.to_dict()
         )
-        return Assessment(summary, claimed, verdict)
+        return Assessment(summary, claimed, verdict, answered=model is not None)
 
     async def complete(self, links: dict[str, Any], assessment: Assessment) -> Outcome:
         """End a task the record shows achieved: the summary and the DONE outcome."""

@@ -209,7 +209,7 @@ async def deliver(run: Run) -> None:
         raise Exit(outcome)
     verdict = assessment.verdict
     if assessment.claimed:  # the model says done; the record disagrees: reflect, revise
-        why = "the model reported the goal achieved, but " + disagreement(verdict)
+        why = assessment.why_not()
         await run.session.milestone(
             ProgressKind.REFLECTION,
             action="completion",
