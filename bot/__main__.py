@@ -1,3 +1,4 @@
 from bot.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a worker process (bot/offload.py) imports it
+    raise SystemExit(main())

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import math
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,18 +22,19 @@ import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from bot import metrics
 from bot.events import EventKind, ForgeEvent, ForgeKind
 from bot.runtime import Runtime
-from bot.storage.base import StoreError
+from bot.storage.base import StoreError, TaskState
 from bot.triggers import Ignore, classify
 from bot.webhooks import github as github_hooks
 from bot.webhooks import gitlab as gitlab_hooks
 from bot.webhooks.errors import PayloadError
 from bot.worker import Worker
+from bot.worker.operator import read_switch
 
 log = logging.getLogger("bot.app")
 
@@ -263,6 +265,12 @@ async def readyz(request: Request) -> Response:
     stuck = worker.stuck() if worker is not None else []
     if stuck:
         return _json(503, "worker stuck: " + " | ".join(stuck))
+    switch = await read_switch(runtime.store)
+    if switch.paused:  # still ready: webhooks are received and stored, tasks wait
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(switch.since))
+        return PlainTextResponse(
+            f"ready; all tasks paused by {switch.by} since {since} (bot resume-all)"
+        )
     return PlainTextResponse("ready")
 
 
@@ -273,8 +281,27 @@ async def health_ai(request: Request) -> Response:
 
 
 async def metrics_endpoint(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    worker: Worker | None = request.app.state.worker
+    try:
+        await _read_gauges(runtime, worker)
+    except StoreError as exc:  # the counters still answer; the gauges keep their last value
+        log.warning("metrics: could not read the store: %s", exc)
     body, content_type = metrics.render()
     return Response(body, media_type=content_type)
+
+
+async def _read_gauges(runtime: Runtime, worker: Worker | None) -> None:
+    """The gauges are the store's state at scrape time (shared by every replica)."""
+    store = runtime.store
+    counts = {state: await store.count_tasks(states=frozenset({state})) for state in TaskState}
+    for state, count in counts.items():
+        metrics.TASKS_BY_STATE.labels(state.value).set(count)
+    metrics.QUEUE_DEPTH.set(counts[TaskState.QUEUED])
+    metrics.RUNNING.set(counts[TaskState.RUNNING])
+    if worker is not None:
+        metrics.FREE_SLOTS.set(worker.free_slots())
+    metrics.PAUSED_ALL.set(1 if (await read_switch(store)).paused else 0)
 
 
 def create_app(
@@ -305,12 +332,21 @@ def create_app(
                     await worker.stop()
                 await runtime.stop()
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/health/ai", health_ai),
         Route("/metrics", metrics_endpoint),
     ]
+    token = runtime.settings.server.api_token
+    if token is not None and token.get_secret_value():
+        # FastAPI and the dashboard are imported only when the token turns them on.
+        from bot.api import create_api
+        from bot.dashboard.views import dashboard_routes
+
+        routes.append(Mount("/api", app=create_api(runtime, token.get_secret_value())))
+        slots = runtime.settings.worker.max_workers if worker is not None else 0
+        routes += dashboard_routes(runtime, token.get_secret_value(), slots=slots)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.worker = worker

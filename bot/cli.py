@@ -1,4 +1,5 @@
-"""The ``bot`` command: serve, doctor, config show, status, history, run."""
+"""The ``bot`` command: serve, doctor, config show, status, history, run, tasks, pause-all,
+resume-all."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, cast
 
 import yaml
@@ -21,6 +22,7 @@ import yaml
 from bot.config import ConfigError, Settings, load_settings, masked, secret_values
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskMode, TaskRequest
 from bot.runtime import Runtime
+from bot.storage.base import Store, TaskState
 from bot.worker import Worker
 
 Role = Literal["all", "web", "worker"]
@@ -43,6 +45,22 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--limit", type=int, default=50)
     history = sub.add_parser("history", help="print a task's planning history")
     history.add_argument("task_id")
+    tasks = sub.add_parser("tasks", help="list, show and control tasks (on the store directly)")
+    verbs = tasks.add_subparsers(dest="verb", required=True)
+    listed = verbs.add_parser("list", help="list tasks, newest first")
+    listed.add_argument("--state", choices=[s.value for s in TaskState])
+    listed.add_argument("--json", action="store_true")
+    listed.add_argument("--limit", type=int, default=50)
+    for verb, text in (
+        ("show", "a task's state, plan, tokens and links"),
+        ("stop", "stop a task at its next safe point (as /agent stop)"),
+        ("pause", "pause a task at its next safe point (as /agent pause)"),
+        ("resume", "resume a paused or waiting task (as /agent resume)"),
+        ("retry", "start a new task for an ended task's issue (as /agent retry)"),
+    ):
+        verbs.add_parser(verb, help=text).add_argument("task_id", help="a task id or its start")
+    sub.add_parser("pause-all", help="emergency stop: running tasks pause, queued tasks wait")
+    sub.add_parser("resume-all", help="end the emergency stop and resume what it paused")
     run = sub.add_parser("run", help="run one task now, without a webhook")
     run.add_argument("issue_url")
     run.add_argument("--dry-run", action="store_true", help="plan, print, write nothing")
@@ -65,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "status": _status,
         "history": _history,
         "run": _run,
+        "tasks": _tasks,
+        "pause-all": _pause_all,
+        "resume-all": _resume_all,
     }
     return handlers[args.command](settings, args)
 
@@ -165,11 +186,14 @@ def _config_show(settings: Settings, args: argparse.Namespace) -> int:
 def _status(settings: Settings, args: argparse.Namespace) -> int:
     from bot.storage.factory import open_store
 
+    state = getattr(args, "state", None)
+    states = frozenset({TaskState(state)}) if state else None
+
     async def go() -> list[dict[str, Any]]:
         store = open_store(settings)
         await store.open()
         try:
-            tasks = await store.list_tasks(limit=args.limit)
+            tasks = await store.list_tasks(states=states, limit=args.limit)
         finally:
             await store.close()
         return [
@@ -199,6 +223,108 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
             f"{row['state']:<17} {_time(row['updated_at'])}"
         )
     return 0
+
+
+def _operator() -> str:
+    import getpass
+
+    return f"{getpass.getuser()} (bot CLI)"
+
+
+def _on_store(settings: Settings, work: Callable[[Store], Awaitable[int]]) -> int:
+    """``work(store)`` with the configured store open; an operator's refusal is exit 1."""
+    from bot.storage.factory import open_store
+    from bot.worker.operator import OperatorError
+
+    async def go() -> int:
+        store = open_store(settings)
+        await store.open()
+        try:
+            return await work(store)
+        except OperatorError as exc:
+            print(f"bot: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def _tasks(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.worker import operator
+
+    if args.verb == "list":
+        return _status(settings, args)
+    if args.verb == "show":
+        return _on_store(settings, lambda store: _show(settings, store, args.task_id))
+
+    async def control(store: Store) -> int:
+        by = _operator()
+        if args.verb == "retry":
+            task = await operator.retry(store, args.task_id, by=by)
+            print(f"task {task.id} queued for {task.issue_key} (retry)")
+            return 0
+        name = operator.TaskCommand(args.verb)
+        task = await operator.command(store, args.task_id, name, by=by)
+        print(f"task {task.id}: {name.value} sent; the task acts on it at its next safe point")
+        return 0
+
+    return _on_store(settings, control)
+
+
+async def _show(settings: Settings, store: Store, task_id: str) -> int:
+    from bot.agent.snapshot import checklist, status_snapshot
+    from bot.worker.operator import find_task
+
+    task = await find_task(store, task_id)
+    issue = task.request.issue
+    print(f"task      {task.id}")
+    print(f"issue     {issue.key}  {issue.web_url}".rstrip())
+    print(f"state     {task.state.value}" + (f" ({task.phase})" if task.phase else ""))
+    print(f"asked by  {task.request.requested_by} ({task.request.mode.value})")
+    print(f"created   {_time(task.created_at)}   updated {_time(task.updated_at)}")
+    if task.error:
+        print(f"error     {task.error}")
+    snapshot = status_snapshot(await store.load_checkpoint(task.id))
+    if snapshot is not None:
+        print(f"tokens    {snapshot['total_tokens']:,}   revisions {snapshot['revisions']}")
+        for key, value in snapshot["links"].items():
+            print(f"{key:<9} {value}")
+        items = checklist(snapshot)
+        if items:
+            print("plan")
+        for item in items:
+            print(f"  [{item['status']:<7}] {item['id']}: {item['description']}")
+    report = settings.data_dir / "runs" / task.id / "report.md"
+    if report.is_file():
+        print(f"report    {report}")
+    return 0
+
+
+def _pause_all(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.worker import operator
+
+    async def work(store: Store) -> int:
+        switch = await operator.pause_all(store, by=_operator())
+        print(
+            f"all tasks paused by {switch.by}: {len(switch.tasks)} running task(s) pause at "
+            "their next safe point, queued tasks wait; webhooks are still received. "
+            "`bot resume-all` ends it."
+        )
+        return 0
+
+    return _on_store(settings, work)
+
+
+def _resume_all(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.worker import operator
+
+    async def work(store: Store) -> int:
+        resumed = await operator.resume_all(store, by=_operator())
+        print(f"tasks run again; {len(resumed)} task(s) paused by pause-all resume")
+        return 0
+
+    return _on_store(settings, work)
 
 
 def _time(epoch: float) -> str:

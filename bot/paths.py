@@ -23,7 +23,13 @@ class TooLarge(PathRefused):
 
     def __init__(self, name: str, size: int, limit: int) -> None:
         super().__init__(f"{name}: the file is {size} bytes, over the limit of {limit} bytes")
+        self.name = name
         self.size = size
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[type[TooLarge], tuple[str, int, int]]:
+        # Raised in an offload worker process and re-raised here: pickled by its arguments.
+        return (TooLarge, (self.name, self.size, self.limit))
 
 
 def _is_git_dir(parts: tuple[str, ...]) -> bool:

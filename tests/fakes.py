@@ -219,14 +219,18 @@ class FakeForge:
         except KeyError:
             raise NotFound(f"repository {repo.full_name} not found", status=404) from None
 
-    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
+    async def get_issue(
+        self, repo: RepoRef, number: int, *, change_request: bool, comments: bool = True
+    ) -> IssueDetails:
         await self._enter("get_issue", repo.full_name, number)
         found = self.issues.get((repo.full_name, number))
         if found is None:
             raise NotFound(f"issue {number} not found", status=404)
         ref = msgspec.structs.replace(found.ref, labels=tuple(found.labels))
         return IssueDetails(
-            issue=ref, comments=tuple(found.comments), confidential=found.confidential
+            issue=ref,
+            comments=tuple(found.comments) if comments else (),
+            confidential=found.confidential,
         )
 
     async def get_comment(self, issue: IssueRef, comment_id: int) -> Comment:

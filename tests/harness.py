@@ -178,7 +178,7 @@ class Harness:
         """Lease and run queued tasks until none is left; returns the tasks run."""
         ran = []
         for _ in range(limit):
-            task = await self.store.lease_task(self.worker.owner, 60)
+            task = await self.worker.lease_next()
             if task is None:
                 break
             await self.worker.run_task(task)

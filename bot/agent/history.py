@@ -92,7 +92,7 @@ def read_entries(path: Path) -> Iterator[dict[str, Any]]:
         yield entry
 
 
-def _describe(entry: dict[str, Any]) -> str:
+def describe_entry(entry: dict[str, Any]) -> str:
     kind = entry["type"]
     if kind == "plan":
         actions = entry.get("plan", {}).get("action_plan", {}).get("actions", [])
@@ -132,7 +132,9 @@ def format_timeline(path: Path) -> str:
     """One line per entry: time, then what happened."""
     if not path.exists():
         raise HistoryError(f"{path}: no planning history for this task")
-    lines = [f"{entry.get('timestamp', '?')}  {_describe(entry)}" for entry in read_entries(path)]
+    lines = [
+        f"{entry.get('timestamp', '?')}  {describe_entry(entry)}" for entry in read_entries(path)
+    ]
     return "\n".join(lines) if lines else "(empty history)"
 
 
@@ -150,7 +152,7 @@ def _attempt_line(entry: dict[str, Any]) -> str | None:
     """One line of a previous attempt worth a new planner's attention, or None."""
     kind = entry["type"]
     if kind == "plan":
-        return _describe(entry)
+        return describe_entry(entry)
     if kind == "action" and not entry.get("ok"):
         return f"failed: {entry.get('tool', '')}({_short(entry.get('arguments', ''), 80)}) -> " + (
             _short(entry.get("result", ""))

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot import metrics
 from bot.agent.budget import Budget
 from bot.agent.prompts import PromptLibrary
 from bot.agent.runlog import ANSWER_CHARS, CONTENT_CHARS, RunLog
@@ -84,6 +85,7 @@ class _Recorder:
                 response = await self.llm.complete(request)
         except LLMError as exc:
             took = self.monotonic() - started
+            metrics.LLM_LATENCY.labels(self.template).observe(took)
             error = f"{type(exc).__name__}: {exc}"
             entry = exchange(self.template, request, took, error=error, clean=self.journal.redact)
             self.journal.conversation(entry)
@@ -91,6 +93,11 @@ class _Recorder:
             self.journal.error(category, f"{self.template}: the model call failed: {error}")
             raise
         took = self.monotonic() - started
+        metrics.LLM_LATENCY.labels(self.template).observe(took)
+        metrics.LLM_TOKENS.labels(self.template, "prompt").observe(response.usage.prompt_tokens)
+        metrics.LLM_TOKENS.labels(self.template, "completion").observe(
+            response.usage.completion_tokens
+        )
         entry = exchange(self.template, request, took, response, clean=self.journal.redact)
         self.journal.conversation(entry)
         return response

@@ -83,3 +83,18 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(delivery.get("gate"), dict):
         snapshot["gate"] = dict(delivery["gate"])
     return snapshot
+
+
+def checklist(snapshot: dict[str, Any]) -> list[dict[str, str]]:
+    """The plan's subtasks with their status ({id, description, status}), in plan order."""
+    decomposition = snapshot.get("plan", {}).get("task_decomposition") or {}
+    statuses = snapshot.get("statuses", {})
+    return [
+        {
+            "id": str(item.get("id", "")),
+            "description": str(item.get("description", "")),
+            "status": str(statuses.get(str(item.get("id", "")), "pending")),
+        }
+        for item in decomposition.get("subtasks", [])
+        if isinstance(item, dict)
+    ]

@@ -140,5 +140,5 @@ def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:
     if reason == "approval_timeout":
         return render("paused_approval", language, prefix=prefix)
     if reason == "user":
-        return render("paused_user", language, prefix=prefix)
+        return render("paused_user", language, prefix=prefix, by=str(data.get("by") or ""))
     return reason

@@ -63,10 +63,10 @@ def save_full_text(settings: Settings, marker: Marker, text: str) -> str:
 
 
 def run_report_url(settings: Settings, task_id: str) -> str:
-    """Where the bot serves a task's full run report ("" without ``server.public_url``).
-    The route itself is not part of the app yet (it needs the token-protected task API)."""
+    """Where the bot serves a task's full run report to people: the task's dashboard page
+    (behind the API token's login); "" without ``server.public_url``."""
     base = settings.server.public_url.rstrip("/")
-    return f"{base}/tasks/{task_id}/report" if base else ""
+    return f"{base}/dashboard/tasks/{task_id}" if base else ""
 
 
 class IssueReporter:
@@ -261,8 +261,11 @@ class IssueReporter:
         ensured.add(self.issue.repo.key)
 
     async def _set_labels(self, state: TaskState) -> None:
-        details = await self.forge.get_issue(
-            self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
+        details = await self.forge.get_issue(  # the labels as they are now, not the comments
+            self.issue.repo,
+            self.issue.number,
+            change_request=self.issue.is_change_request,
+            comments=False,
         )
         add, remove = transition(self.settings.labels, details.issue.labels, state)
         for label in remove:

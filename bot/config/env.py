@@ -24,6 +24,7 @@ SECRET_KEYS: dict[tuple[str, str], str] = {
     ("gitlab", "webhook_secret"): "GITLAB_WEBHOOK_SECRET or gitlab.webhook_secret_file",
     ("llm", "api_key"): "LLM_API_KEY (or OPENAI_API_KEY / ANTHROPIC_API_KEY)",
     ("storage", "postgres_dsn"): "BOT_POSTGRES_DSN",
+    ("server", "api_token"): "BOT_API_TOKEN",
 }
 
 # Plain environment overrides: variable -> (section path, key).
@@ -52,6 +53,7 @@ ENV_SECRETS: dict[str, tuple[str, str]] = {
     "GITLAB_TOKEN": ("gitlab", "token"),
     "GITLAB_WEBHOOK_SECRET": ("gitlab", "webhook_secret"),
     "BOT_POSTGRES_DSN": ("storage", "postgres_dsn"),
+    "BOT_API_TOKEN": ("server", "api_token"),
 }
 
 # Secrets read from files: (section, key naming the file, secret key it fills).

@@ -113,6 +113,11 @@ class ServerSettings(_Section):
     # Seconds a client has to send its whole body; a slower one gets 408.
     body_timeout: float = Field(10.0, gt=0, le=3600)
     public_url: str = ""
+    # The REST API under /api (and the dashboard) answer only with this bearer token
+    # (BOT_API_TOKEN); without it /api answers 404. Actions taken with it are recorded
+    # as api_token_name's.
+    api_token: SecretStr | None = None
+    api_token_name: str = Field("api", min_length=1, max_length=64, pattern=r"^[\w .@-]+$")
 
     @model_validator(mode="after")
     def _one_body_fits_the_budget(self) -> ServerSettings:

@@ -38,7 +38,7 @@ def secret_values(settings: Settings) -> tuple[str, ...]:
     one list that logs, comments, the run log (prompts) and tool output redact."""
     s = settings
     secrets = [s.github.private_key, s.github.webhook_secret, s.github.token, s.gitlab.token]
-    secrets += [s.gitlab.webhook_secret, s.llm.api_key, s.storage.postgres_dsn]
+    secrets += [s.gitlab.webhook_secret, s.llm.api_key, s.storage.postgres_dsn, s.server.api_token]
     secrets += [source.secret for source in s.gitlab.webhook_secrets.values()]
     values = [v.get_secret_value() for v in secrets if v is not None]
     for server in s.mcp_servers:

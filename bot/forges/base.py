@@ -186,8 +186,11 @@ class Forge(RepoContent, Protocol):
 
     kind: ForgeKind
 
-    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
-        """The issue or change request with its comments (oldest first)."""
+    async def get_issue(
+        self, repo: RepoRef, number: int, *, change_request: bool, comments: bool = True
+    ) -> IssueDetails:
+        """The issue or change request with its comments (oldest first); without
+        ``comments``, none are read (one request fewer: labels and state only)."""
         ...
 
     async def get_comment(self, issue: IssueRef, comment_id: int) -> Comment:

@@ -7,6 +7,9 @@ methods that hand the call to it, written once.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from bot.events import RepoRef
 from bot.forges.base import (
     ChangeRequest,
@@ -17,14 +20,30 @@ from bot.forges.base import (
     TreeEntry,
 )
 
+# Seconds a repository's facts (default branch, clone URL) are reused: a task asks for
+# them several times (its context, its clone, its delivery), and they change rarely.
+REPO_INFO_TTL = 300.0
+
 
 class DelegatedContent:
     """Mixed into an adapter that sets ``self._git``."""
 
     _git: RepoContent
+    _repo_clock: Callable[[], float] = time.monotonic
 
     async def get_repo_info(self, repo: RepoRef) -> RepoInfo:
-        return await self._git.get_repo_info(repo)
+        """The repository's facts, from the API at most once per ``REPO_INFO_TTL``."""
+        cache: dict[str, tuple[float, RepoInfo]] = self.__dict__.setdefault("_repo_infos", {})
+        now = self._repo_clock()
+        held = cache.get(repo.key)
+        if held is not None and now - held[0] < REPO_INFO_TTL:
+            return held[1]
+        info = await self._git.get_repo_info(repo)
+        cache[repo.key] = (now, info)
+        return info
+
+    def forget_repo_infos(self) -> None:
+        self.__dict__.pop("_repo_infos", None)
 
     async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:
         return await self._git.get_file(repo, path, ref=ref)

@@ -104,7 +104,9 @@ class GitHubForge(DelegatedContent):
 
     # --- issues and comments ---------------------------------------------------------------
 
-    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
+    async def get_issue(
+        self, repo: RepoRef, number: int, *, change_request: bool, comments: bool = True
+    ) -> IssueDetails:
         """GitHub numbers issues and pull requests together: the issue API serves both."""
         kind = "pull request" if change_request else "issue"
         what = f"{kind} #{number} of {repo.full_name}"
@@ -116,13 +118,15 @@ class GitHubForge(DelegatedContent):
                 head = str(pull["head"]["ref"])
                 source = pull["head"].get("repo")  # null when the fork was deleted
                 head_repo = str(source["full_name"]) if source else None
-        path = repo_url(repo, "issues", str(number), "comments", query={"per_page": 100})
-        comments = await self._gh.paginate(
-            repo, path, what=f"comments of {what}", url_vars={"per_page": 100}
-        )
+        found: list[Any] = []
+        if comments:
+            path = repo_url(repo, "issues", str(number), "comments", query={"per_page": 100})
+            found = await self._gh.paginate(
+                repo, path, what=f"comments of {what}", url_vars={"per_page": 100}
+            )
         with reading(what):
             issue = _issue(repo, data, head, head_repo)
-            return IssueDetails(issue=issue, comments=tuple(_comment(c) for c in comments))
+            return IssueDetails(issue=issue, comments=tuple(_comment(c) for c in found))
 
     async def get_comment(self, issue: IssueRef, comment_id: int) -> Comment:
         what = f"comment {comment_id} of {issue.repo.full_name}"
@@ -211,5 +215,7 @@ class GitHubForge(DelegatedContent):
         return await self._gh.identity()
 
     async def aclose(self) -> None:
-        """Forget cached tokens; the shared ``httpx.AsyncClient`` belongs to the caller."""
+        """Forget cached tokens and repository facts; the shared ``httpx.AsyncClient``
+        belongs to the caller."""
         self._gh.forget()
+        self.forget_repo_infos()

@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gidgethub import HTTPException
 from gidgethub import abc as gh_abc
 
+from bot import metrics
 from bot.events import RepoRef
 from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
 from bot.forges.retry import WritePacer, retry_delay
@@ -62,6 +63,8 @@ class _Client(gh_abc.GitHubAPI):
     ) -> tuple[int, Mapping[str, str], bytes]:
         attempt = 0
         while True:
+            status: int | None = None
+            metrics.forge_request("github", method)
             try:
                 response = await self._http.request(
                     method, url, headers=dict(headers), content=body
@@ -76,6 +79,7 @@ class _Client(gh_abc.GitHubAPI):
                 delay = retry_delay(status, got, attempt, now=self._clock())
                 if delay is None:
                     return status, got, response.content
+            metrics.forge_wait("github", status)
             await self._sleep(delay)
             attempt += 1
 

@@ -138,19 +138,21 @@ class GitLabForge(DelegatedContent):
 
     # --- issues and comments -----------------------------------------------------------------
 
-    async def get_issue(self, repo: RepoRef, number: int, *, change_request: bool) -> IssueDetails:
+    async def get_issue(
+        self, repo: RepoRef, number: int, *, change_request: bool, comments: bool = True
+    ) -> IssueDetails:
         def op() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             found = self._issuables(repo, change_request).get(number)
+            if not comments:
+                return found.attributes, []
             notes = found.notes.list(get_all=True, sort="asc", order_by="created_at")
             return found.attributes, [note.attributes for note in notes]
 
         ref = IssueRef(repo=repo, number=number, is_change_request=change_request)
         data, notes = await self._read(_what(ref), op)
         issue = _issue_ref(repo, data, change_request=change_request)
-        comments = tuple(_comment(note, issue.web_url) for note in notes if not note.get("system"))
-        return IssueDetails(
-            issue=issue, comments=comments, confidential=bool(data.get("confidential"))
-        )
+        said = tuple(_comment(note, issue.web_url) for note in notes if not note.get("system"))
+        return IssueDetails(issue=issue, comments=said, confidential=bool(data.get("confidential")))
 
     async def get_comment(self, issue: IssueRef, comment_id: int) -> Comment:
         """The note ``comment_id`` of this issue or merge request (404 when it is on another)."""
@@ -262,4 +264,5 @@ class GitLabForge(DelegatedContent):
         return await self._read("the token's user (GET /user)", op)
 
     async def aclose(self) -> None:
+        self.forget_repo_infos()
         await self._client.aclose()

@@ -21,6 +21,7 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabError
 
+from bot import metrics
 from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
 from bot.forges.retry import WritePacer, retry_delay
 from bot.progress import step
@@ -95,11 +96,12 @@ class GitLabClient:
             return {}
         return response.headers
 
-    def _run(self, what: str, op: Callable[[], T]) -> T:
+    def _run(self, what: str, op: Callable[[], T], method: str) -> T:
         """Run ``op`` in this worker thread, retrying by the shared policy."""
         attempt = 0
         while True:
             self._last.response = None
+            metrics.forge_request("gitlab", method)
             try:
                 return op()
             except (GitlabError, *_TRANSIENT) as exc:
@@ -110,17 +112,21 @@ class GitLabClient:
                     message = str(exc.error_message if isinstance(exc, GitlabError) else exc)
                     told = retry_delay(status, headers, 0, now=self._clock()) or 0.0
                     raise error_for(status, message, what=what, retry_after=told) from exc
+                metrics.forge_wait("gitlab", status)
                 self._sleep(delay)
             attempt += 1
 
     async def read(self, what: str, op: Callable[[], T]) -> T:
-        loop = asyncio.get_running_loop()
-        with step(f"GitLab: {what}"):
-            return await loop.run_in_executor(self._executor, self._run, what, op)
+        return await self._call(what, op, "GET")
 
     async def write(self, what: str, op: Callable[[], T]) -> T:
         async with self._pacer.slot(self._pace_key):
-            return await self.read(what, op)
+            return await self._call(what, op, "POST")
+
+    async def _call(self, what: str, op: Callable[[], T], method: str) -> T:
+        loop = asyncio.get_running_loop()
+        with step(f"GitLab: {what}"):
+            return await loop.run_in_executor(self._executor, self._run, what, op, method)
 
     async def exists(self, what: str, op: Callable[[], object]) -> bool:
         try:

@@ -30,6 +30,7 @@ from bot.runtime import Runtime
 from bot.storage.base import StoreError, Task, TaskState
 from bot.worker.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher
 from bot.worker.maintenance import Maintenance
+from bot.worker.operator import read_switch
 from bot.worker.outcomes import event_retry_delay, stalled
 from bot.worker.run import Coordinator, TaskRunner, default_coordinator
 
@@ -102,6 +103,10 @@ class Worker:
                 await loop
         self._loops.clear()
 
+    def free_slots(self) -> int:
+        """This worker's slots that run no task now."""
+        return max(0, self.settings.worker.max_workers - len(self._running))
+
     def poke(self) -> None:
         """Look for work now (the web role in the same process calls this)."""
         self._wake.set()
@@ -126,7 +131,7 @@ class Worker:
     async def _slot_loop(self) -> None:
         while not self._stopping.is_set():
             try:
-                task = await self.store.lease_task(self.owner, self.settings.worker.lease_seconds)
+                task = await self.lease_next()
                 if task is not None:
                     await self.run_task(task)
             except Exception:  # the lease expires and another slot takes the task again
@@ -144,6 +149,13 @@ class Worker:
             await asyncio.sleep(max(self.settings.worker.poll_interval * 10, 1.0))
 
     # --- units of work (tests call these directly) -----------------------------------------------
+
+    async def lease_next(self) -> Task | None:
+        """The next queued task, leased to this worker; none while the emergency stop
+        (``bot pause-all``) is set: queued tasks wait, events are still received."""
+        if (await read_switch(self.store)).paused:
+            return None
+        return await self.store.lease_task(self.owner, self.settings.worker.lease_seconds)
 
     async def dispatch_once(self) -> bool:
         # The lease outlasts the longest forge wait (rate limits are waited out inline).

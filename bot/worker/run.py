@@ -122,6 +122,10 @@ class TaskRunner:
             await self._requeue_if_answered(task_id, outcome)
         if outcome.state not in ACTIVE_STATES:
             metrics.TASKS.labels(outcome.state.value).inc()
+            task = await self.store.get_task(task_id)
+            if task is not None:
+                ended = max(0.0, task.updated_at - task.created_at)
+                metrics.TASK_DURATION.labels(outcome.state.value).observe(ended)
 
     async def _requeue_if_answered(self, task_id: str, outcome: Outcome) -> None:
         """A reply that arrived while the task was still running (after its last look

@@ -43,10 +43,10 @@ def test_long_comments_are_cut_with_a_pointer_to_the_report() -> None:
         marker=Marker("t", "status"),
         language="en",
         max_length=65_536,
-        report_url="https://bot.example/tasks/t/report",
+        report_url="https://bot.example/dashboard/tasks/t",
     )
     assert len(body) <= 65_536
-    assert "the full text is in the run report: https://bot.example/tasks/t/report" in body
+    assert "the full text is in the run report: https://bot.example/dashboard/tasks/t" in body
     assert body.count("```") % 2 == 0
     assert find_markers(body) == [Marker("t", "status")]
 

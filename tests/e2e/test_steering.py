@@ -88,7 +88,7 @@ async def test_pause_then_resume_continues_where_it_stopped(tmp_path: Path, remo
         assert issue.labels == ["coding agent paused"]
         [paused] = of_kind(issue, "paused")
         assert paused.startswith(
-            "### ⏸️ Paused\nPaused as asked. Reply `/agent resume` to continue."
+            "### ⏸️ Paused\nPaused as asked by Codertocat. Reply `/agent resume` to continue."
         )
         assert status_comment(issue).startswith("### Coding agent — ⏸️ Paused\n")
 

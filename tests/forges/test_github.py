@@ -36,9 +36,11 @@ from bot.forges.base import (
     SearchHit,
     TreeEntry,
 )
+from bot.forges.content import REPO_INFO_TTL
 from bot.forges.github import GitHubForge
 from bot.forges.github_auth import GitHubSession
 from bot.forges.retry import WritePacer
+from bot.metrics import REGISTRY
 
 REST = Path(__file__).resolve().parent.parent / "fixtures" / "github" / "rest"
 API = "https://api.github.com"
@@ -377,6 +379,16 @@ async def test_get_issue_with_paginated_comments(
         (1, "Me too", "octocat"),
         (2, "Me three", "octocat"),
     ]
+
+
+async def test_get_issue_without_comments_reads_the_issue_alone(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    issue = mock.get(f"{REPO_PATH}/issues/1347").respond(200, json=_plain_issue())
+    comments = mock.get(f"{REPO_PATH}/issues/1347/comments").respond(200, json=[])
+    details = await forge.get_issue(REPO, 1347, change_request=False, comments=False)
+    assert details.issue.labels == ("bug",) and details.comments == ()
+    assert (issue.call_count, comments.call_count) == (1, 0)
 
 
 async def test_get_issue_of_a_pull_request_reads_its_head_branch(
@@ -797,6 +809,22 @@ async def test_aclose_forgets_tokens_and_leaves_the_shared_client_open(
     assert tokens.call_count == 2
 
 
+async def test_a_repositorys_facts_are_asked_once_in_a_while(
+    forge: GitHubForge, mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A task reads them for its context, its clone and its delivery: one request.
+    now = [1000.0]
+    monkeypatch.setattr(forge, "_repo_clock", lambda: now[0])
+    route = mock.get(REPO_PATH).respond(200, json=rest("full-repository"))
+    first = await forge.get_repo_info(REPO)
+    assert await forge.get_repo_info(REPO) == first
+    await forge.clone_auth(REPO)
+    assert route.call_count == 1
+    now[0] += REPO_INFO_TTL + 1
+    await forge.get_repo_info(REPO)
+    assert route.call_count == 2
+
+
 async def test_whoami_as_an_app_is_the_app_bot(
     app_forge: GitHubForge, mock: respx.MockRouter
 ) -> None:
@@ -853,6 +881,7 @@ async def test_connection_failures_are_retried_then_reported(
     route.side_effect = [httpx.ConnectError, httpx.Response(200, json=rest("full-repository"))]
     await forge.get_repo_info(REPO)
     assert sleeps.waits == [1.0]
+    forge.forget_repo_infos()  # asked again, not answered from the last minutes' facts
     route.side_effect = httpx.ConnectTimeout
     with pytest.raises(ForgeError, match="GitHub is unreachable") as caught:
         await forge.get_repo_info(REPO)
@@ -868,8 +897,25 @@ async def test_429_waits_as_told_by_retry_after(
         httpx.Response(429, headers={"retry-after": "7"}, json={"message": "slow down"}),
         httpx.Response(201, json=rest("issue-comment")),
     ]
+    waits = REGISTRY.get_sample_value(
+        "bot_forge_waits_total", {"forge": "github", "reason": "rate_limit"}
+    )
+    writes = REGISTRY.get_sample_value(
+        "bot_forge_requests_total", {"forge": "github", "kind": "write"}
+    )
     await forge.create_comment(ISSUE, "Me too")
     assert sleeps.waits == [7.0]
+    # Counted for /metrics: two requests (the refused one and its retry), one wait.
+    assert (
+        REGISTRY.get_sample_value(
+            "bot_forge_waits_total", {"forge": "github", "reason": "rate_limit"}
+        )
+        == (waits or 0) + 1
+    )
+    assert (
+        REGISTRY.get_sample_value("bot_forge_requests_total", {"forge": "github", "kind": "write"})
+        == (writes or 0) + 2
+    )
 
 
 async def test_exhausted_rate_limit_waits_until_the_reset(

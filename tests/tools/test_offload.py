@@ -1,4 +1,4 @@
-"""Tool work leaves the event loop alone: few threads, large redactions off the loop.
+"""Tool work leaves the event loop alone: in worker processes, large redactions too.
 
 One process serves webhooks and runs tasks; bench/ack_under_work.py measures what this
 buys (webhook p99 with eight tasks searching and reading files)."""
@@ -6,59 +6,31 @@ buys (webhook p99 with eight tasks searching and reading files)."""
 from __future__ import annotations
 
 import asyncio
-import re
-import threading
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import pytest
 
 from bot import offload
 from bot.config import SandboxSettings
-from bot.redact import REDACTED
-from bot.tools import file_search
+from bot.paths import TooLarge
+from bot.redact import REDACTED, redact
 from bot.tools.registry import Tool, ToolRegistry, ToolResult
 from bot.tools.sandbox import Sandbox
 from bot.tools.workspace import Workspace
 from bot.tools.workspace_tools import workspace_tools
+from tests.tools import offload_probe
 
 
-class Threads:
-    """Which threads ran a function, and how many at once at most."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.now = 0
-        self.most = 0
-        self.names: set[str] = set()
-
-    def enter(self) -> None:
-        with self.lock:
-            self.now += 1
-            self.most = max(self.most, self.now)
-            self.names.add(threading.current_thread().name)
-
-    def leave(self) -> None:
-        with self.lock:
-            self.now -= 1
-
-
-async def test_eight_tasks_searching_share_the_one_offload_thread(
-    make_workspace: Callable[..., Workspace], monkeypatch: pytest.MonkeyPatch
+async def test_eight_tasks_searching_run_in_the_worker_processes_not_the_server(
+    make_workspace: Callable[..., Workspace],
 ) -> None:
-    threads = Threads()
-    real_search = file_search.search
-
-    def search(*args: Any, **kwargs: Any) -> str:
-        threads.enter()
-        try:
-            time.sleep(0.05)
-            return real_search(*args, **kwargs)
-        finally:
-            threads.leave()
-
-    monkeypatch.setattr(file_search, "search", search)
     sandbox = Sandbox(SandboxSettings(timeout=60))
     registries = [
         ToolRegistry(workspace_tools(make_workspace(f"ws{n}"), sandbox, max_output_chars=5000))
@@ -66,43 +38,86 @@ async def test_eight_tasks_searching_share_the_one_offload_thread(
     ]
     calls = [r.call("search_files", {"pattern": "def"}, timeout=60) for r in registries]
     results = await asyncio.gather(*calls)
-    assert all(result.ok for result in results), results
-    # The default executor would have run six at once on two cores (cores + 4).
-    assert threads.most <= offload.WORKERS == 1
-    assert threading.main_thread().name not in threads.names
+    assert all(result.ok and "def" in result.output for result in results), results
+
+    spans = await asyncio.gather(*(offload.run(offload_probe.where, 0.05) for _ in range(8)))
+    assert os.getpid() not in {pid for pid, _, _ in spans}
+    # However many tasks ask at once, at most WORKERS calls run at the same time.
+    busiest = max(sum(1 for _, b, e in spans if b < end and e > begin) for _, begin, end in spans)
+    assert busiest <= offload.WORKERS
+    # ... and yield a core to the server's event loop when both want one.
+    assert await offload.run(offload_probe.niceness) == os.nice(0) + offload.NICENESS
 
 
-class RecordingPattern:
-    """Stands in for one of redact's patterns and notes the thread that ran it."""
-
-    def __init__(self) -> None:
-        self.threads: list[str] = []
-        self.inner = re.compile(r"hunter2-secret")
-
-    def sub(self, repl: Any, text: str) -> str:
-        self.threads.append(threading.current_thread().name)
-        return self.inner.sub(repl, text)
+async def test_an_exception_in_the_worker_reaches_the_caller_whole() -> None:
+    with pytest.raises(TooLarge) as raised:
+        await offload.run(offload_probe.too_large)
+    assert raised.value.size == 2_000_000
+    assert "over the limit of 1000000 bytes" in str(raised.value)
 
 
-async def test_a_large_tool_output_is_redacted_off_the_loop(
+async def test_a_dead_worker_is_replaced_and_later_calls_work() -> None:
+    with pytest.raises(BrokenProcessPool):
+        await offload.run(offload_probe.die)
+    pid, _, _ = await offload.run(offload_probe.where, 0)
+    assert pid != os.getpid()
+
+
+async def test_a_large_tool_output_is_redacted_in_a_worker_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import bot.redact
+    ran: list[tuple[Callable[..., Any], int]] = []
+    real_run = offload.run
 
-    pattern = RecordingPattern()
-    monkeypatch.setattr(bot.redact, "_PATTERNS", (pattern,))
-    outputs = {"small": "ok hunter2-secret", "large": "TOKEN" * 13_000 + " hunter2-secret"}
+    async def run(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        ran.append((fn, len(args[0]) if args and isinstance(args[0], str) else 0))
+        return await real_run(fn, *args, **kwargs)
+
+    monkeypatch.setattr(offload, "run", run)
+    secret = "hunter2-secret-value"
+    outputs = {"small": f"ok {secret}", "large": "TOKEN" * 13_000 + f" {secret}"}
 
     async def echo(args: dict[str, Any]) -> ToolResult:
         return ToolResult.success(outputs[args["size"]])
 
     schema = {"type": "object", "properties": {"size": {"type": "string"}}}
-    registry = ToolRegistry([Tool("echo", "echo", schema, handler=echo)])
-    loop_thread = threading.current_thread().name
+    registry = ToolRegistry([Tool("echo", "echo", schema, handler=echo)], secrets=(secret,))
 
     small = await registry.call("echo", {"size": "small"}, timeout=10)
-    assert small.output == f"ok {REDACTED}" and pattern.threads == [loop_thread]
+    assert small.output == f"ok {REDACTED}" and ran == []  # a short text: on the loop
     large = await registry.call("echo", {"size": "large"}, timeout=10)
-    assert large.output.endswith(f" {REDACTED}")
-    assert pattern.threads[1] != loop_thread  # 65,000 characters: not on the event loop
-    assert pattern.threads[1].startswith("bot-offload")
+    assert large.output.endswith(f" {REDACTED}") and secret not in large.output
+    assert ran == [(redact, len(outputs["large"]))]  # 65,000 characters: in a worker
+
+
+KILLED_SERVER = """
+import asyncio, os, signal
+from bot import offload
+
+async def main():
+    print(await offload.run(os.getpid), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+def test_a_worker_leaves_when_the_server_that_started_it_is_killed() -> None:
+    # A killed server cannot stop its workers; each must not live on without it.
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_SERVER], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    worker = int(done.stdout.strip())
+    deadline = time.monotonic() + 10 * offload.PARENT_POLL
+    while alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(worker)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

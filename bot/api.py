@@ -1,0 +1,311 @@
+"""The REST API under ``/api``: tasks, their reports and artifacts, operator actions.
+
+Served only when ``server.api_token`` (``BOT_API_TOKEN``) is set; every request must
+carry it as a bearer token (compared in constant time). Without the token configured
+``create_app`` does not mount this at all, so ``/api`` answers 404. OpenAPI describes it
+at ``/api/openapi.json`` (FastAPI builds the description from the types below).
+Actions are the operator's (``bot.worker.operator``), recorded with the token's name
+(``server.api_token_name``) as their author, and reach the task as the issue's commands
+do.
+"""
+
+from __future__ import annotations
+
+import hmac
+import mimetypes
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, PlainTextResponse
+from pydantic import BaseModel, Field
+
+from bot.agent.history import HistoryError, describe_entry, history_path, read_entries
+from bot.agent.snapshot import checklist, status_snapshot
+from bot.config import Settings, masked
+from bot.events import ForgeKind
+from bot.paths import PathRefused, resolve_inside
+from bot.runtime import Runtime
+from bot.storage.base import Task, TaskState
+from bot.worker import operator
+
+MAX_PAGE = 200
+TIMELINE_ENTRIES = 500
+
+
+class TaskSummary(BaseModel):
+    id: str
+    forge: ForgeKind
+    repository: str
+    issue: int
+    issue_url: str
+    state: TaskState
+    phase: str
+    requested_by: str
+    mode: str
+    created_at: float
+    updated_at: float
+    error: str | None = None
+
+
+class TaskPage(BaseModel):
+    tasks: list[TaskSummary]
+    total: int = Field(description="tasks that match the filters")
+    offset: int
+    limit: int
+
+
+class PlanItem(BaseModel):
+    id: str
+    description: str
+    status: str = Field(description="pending, running, done or failed")
+
+
+class TimelineEntry(BaseModel):
+    timestamp: str
+    type: str
+    text: str
+
+
+class TaskDetail(TaskSummary):
+    stage: str = Field(description="the agent's phase in its last checkpoint")
+    plan: list[PlanItem]
+    revisions: int
+    tokens: int
+    links: dict[str, str] = Field(description="branch, change request, report")
+    timeline: list[TimelineEntry]
+
+
+class ActionResult(BaseModel):
+    task_id: str
+    action: str
+    by: str
+    detail: str
+
+
+class Problem(BaseModel):
+    detail: str
+
+
+REFUSED: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "no or wrong token"}
+}
+UNKNOWN: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "no such task"}}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": Problem, "description": "the task cannot do that now"}
+}
+
+
+class SwitchState(BaseModel):
+    paused: bool
+    by: str
+    since: float
+    tasks: list[str]
+
+
+Action = Literal["stop", "pause", "resume", "retry", "approve", "reject"]
+
+
+def create_api(runtime: Runtime, token: str) -> FastAPI:
+    """The ``/api`` application; ``token`` is the bearer token it requires."""
+    api = FastAPI(
+        title="Coding agent bot API",
+        version="1",
+        openapi_url="/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        responses=REFUSED,
+    )
+    expected = f"Bearer {token}".encode()
+
+    def authorised(request: Request) -> None:
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            raise HTTPException(
+                401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"}
+            )
+
+    guard = [Depends(authorised)]
+
+    def settings() -> Settings:
+        return runtime.settings
+
+    def author() -> str:
+        return f"{settings().server.api_token_name} (API)"
+
+    async def task_of(task_id: str) -> Task:
+        try:
+            return await operator.find_task(runtime.store, task_id)
+        except operator.OperatorError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    @api.get("/tasks", dependencies=guard, response_model=TaskPage)
+    async def list_tasks(
+        state: TaskState | None = None,
+        forge: ForgeKind | None = None,
+        repository: Annotated[str | None, Query(max_length=300)] = None,
+        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    ) -> TaskPage:
+        """Tasks, newest first, filtered by state, forge and repository."""
+        states = frozenset({state}) if state is not None else None
+        found = await runtime.store.list_tasks(states=states, limit=offset + limit + 10_000)
+        matching = [
+            t
+            for t in found
+            if (forge is None or t.request.issue.repo.forge is forge)
+            and (repository is None or t.request.issue.repo.full_name == repository)
+        ]
+        page = matching[offset : offset + limit]
+        return TaskPage(
+            tasks=[summary(t) for t in page], total=len(matching), offset=offset, limit=limit
+        )
+
+    @api.get("/tasks/{task_id}", dependencies=guard, response_model=TaskDetail, responses=UNKNOWN)
+    async def show_task(task_id: str) -> TaskDetail:
+        """A task: state, stage, plan with each item's status, timeline, tokens, links."""
+        task = await task_of(task_id)
+        return detail(task, await runtime.store.load_checkpoint(task.id), settings().data_dir)
+
+    @api.get(
+        "/tasks/{task_id}/report",
+        dependencies=guard,
+        response_model=None,
+        responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}}}}, **UNKNOWN},
+    )
+    async def task_report(task_id: str) -> PlainTextResponse:
+        """The task's run report (report.md)."""
+        task = await task_of(task_id)
+        report = settings().data_dir / "runs" / task.id / "report.md"
+        if not report.is_file():
+            raise HTTPException(404, "this task has no run report yet")
+        return PlainTextResponse(report.read_text(encoding="utf-8"), media_type="text/markdown")
+
+    @api.get(
+        "/tasks/{task_id}/artifacts/{path:path}",
+        dependencies=guard,
+        response_model=None,
+        responses={200: {"content": {"*/*": {"schema": {"type": "string"}}}}, **UNKNOWN},
+    )
+    async def task_artifact(task_id: str, path: str) -> FileResponse:
+        """A file of the task's run directory (never anything outside it)."""
+        task = await task_of(task_id)
+        run_dir = settings().data_dir / "runs" / task.id
+        try:
+            found = resolve_inside(run_dir, path) if run_dir.is_dir() else None
+        except PathRefused as exc:
+            raise HTTPException(404, f"not in the run directory: {exc}") from None
+        if found is None or not found.is_file() or found.is_symlink():
+            raise HTTPException(404, "no such file in the run directory")
+        kind = mimetypes.guess_type(found.name)[0] or "application/octet-stream"
+        return FileResponse(found, media_type=kind)
+
+    @api.post(
+        "/tasks/{task_id}/{action}",
+        dependencies=guard,
+        response_model=ActionResult,
+        responses={**UNKNOWN, **CONFLICT},
+    )
+    async def act(task_id: str, action: Action) -> ActionResult:
+        """The same effect as the issue's command, with the API token's name as author."""
+        by = author()
+        try:
+            if action == "retry":
+                created = await operator.retry(runtime.store, task_id, by=by)
+                return ActionResult(
+                    task_id=created.id, action=action, by=by, detail="a new task is queued"
+                )
+            task = await operator.command(
+                runtime.store, task_id, operator.TaskCommand(action), by=by
+            )
+        except operator.OperatorError as exc:
+            status = 404 if str(exc).startswith("no task") else 409
+            raise HTTPException(status, str(exc)) from None
+        return ActionResult(
+            task_id=task.id,
+            action=action,
+            by=by,
+            detail="sent; the task acts on it at its next safe point",
+        )
+
+    @api.post("/pause-all", dependencies=guard, response_model=SwitchState)
+    async def pause_all() -> SwitchState:
+        """Emergency stop: running tasks pause at their next safe point, queued ones wait."""
+        return switch_state(await operator.pause_all(runtime.store, by=author()))
+
+    @api.post("/resume-all", dependencies=guard, response_model=SwitchState)
+    async def resume_all() -> SwitchState:
+        """End the emergency stop and resume the tasks it paused."""
+        await operator.resume_all(runtime.store, by=author())
+        return switch_state(await operator.read_switch(runtime.store))
+
+    @api.get("/pause-all", dependencies=guard, response_model=SwitchState)
+    async def switch() -> SwitchState:
+        """Whether the emergency stop is set."""
+        return switch_state(await operator.read_switch(runtime.store))
+
+    @api.get("/settings/effective", dependencies=guard)
+    async def effective_settings(
+        repo: Annotated[str | None, Query(max_length=300)] = None,
+        user: Annotated[str | None, Query(max_length=100)] = None,
+    ) -> dict[str, Any]:
+        """The settings a task for this repository and person would start from (secrets
+        masked). Per-repository and per-person overrides are not applied yet."""
+        data = masked(settings())
+        return {"repo": repo, "user": user, "overrides_applied": [], "settings": data}
+
+    return api
+
+
+def summary(task: Task) -> TaskSummary:
+    issue = task.request.issue
+    return TaskSummary(
+        id=task.id,
+        forge=issue.repo.forge,
+        repository=issue.repo.full_name,
+        issue=issue.number,
+        issue_url=issue.web_url,
+        state=task.state,
+        phase=task.phase,
+        requested_by=task.request.requested_by,
+        mode=task.request.mode.value,
+        created_at=task.created_at,
+        updated_at=task.updated_at,
+        error=task.error,
+    )
+
+
+def detail(task: Task, checkpoint: dict[str, Any] | None, data_dir: Path) -> TaskDetail:
+    snapshot = status_snapshot(checkpoint) or {}
+    plan = [PlanItem(**item) for item in checklist(snapshot)]
+    return TaskDetail(
+        **summary(task).model_dump(),
+        stage=str(snapshot.get("phase", "")),
+        plan=plan,
+        revisions=int(snapshot.get("revisions", 0)),
+        tokens=int(snapshot.get("total_tokens", 0)),
+        links=dict(snapshot.get("links", {})),
+        timeline=timeline(data_dir, task.id),
+    )
+
+
+def timeline(data_dir: Path, task_id: str) -> list[TimelineEntry]:
+    try:
+        path = history_path(data_dir, task_id)
+        if not path.exists():
+            return []
+        entries = list(read_entries(path))[-TIMELINE_ENTRIES:]
+    except (ValueError, HistoryError):
+        return []
+    return [
+        TimelineEntry(
+            timestamp=str(e.get("timestamp", "")), type=str(e["type"]), text=describe_entry(e)
+        )
+        for e in entries
+    ]
+
+
+def switch_state(switch: operator.Switch) -> SwitchState:
+    return SwitchState(
+        paused=switch.paused, by=switch.by, since=switch.since, tasks=list(switch.tasks)
+    )

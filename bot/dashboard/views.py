@@ -1,0 +1,200 @@
+"""The dashboard's pages at ``/dashboard``: server-rendered views of the queue, the tasks and the
+emergency stop, for people with the API token (``BOT_API_TOKEN``).
+
+A login form exchanges the token for a signed, HttpOnly, SameSite=Strict cookie
+(``session.py``); the pages refresh themselves every ``REFRESH`` seconds. The emergency
+stop's buttons are forms posting to this same origin (the cookie is never sent with a
+request from another site, and a request whose ``Origin`` is another host is refused).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from bot.api import detail, summary
+from bot.dashboard import session
+from bot.dashboard.stats import rates
+from bot.runtime import Runtime
+from bot.storage.base import TaskState
+from bot.worker import operator
+
+REFRESH = 10  # seconds
+MAX_FORM_BYTES = 4096
+SHOWN_TASKS = 50
+REPORT_CHARS = 60_000
+ICONS = {"done": "✔", "failed": "✘", "running": "…", "pending": "○"}
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("bot.dashboard", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRoute]:
+    """The dashboard's routes; ``slots`` is this process's worker slots (0 for a web replica)."""
+
+    def logged_in(request: Request) -> bool:
+        return session.valid(token, request.cookies.get(session.COOKIE), time.time())
+
+    def page(name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
+        html = _templates.get_template(name).render(
+            root="", logged_in=logged_in(request), refresh=values.pop("refresh", 0), **values
+        )
+        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+
+    def to_login() -> RedirectResponse:
+        return RedirectResponse("/dashboard/login", status_code=303)
+
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return page("login.html", request, title="Log in", error="")
+        form = await _form(request)
+        if form is None or not session.token_matches(token, form.get("token", "")):
+            return page("login.html", request, 401, title="Log in", error="Wrong token.")
+        response = RedirectResponse("/dashboard", status_code=303)
+        response.set_cookie(
+            session.COOKIE,
+            session.issue(token, time.time()),
+            max_age=session.LIFETIME,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/dashboard",
+        )
+        return response
+
+    async def logout(request: Request) -> Response:
+        response = to_login()
+        response.delete_cookie(session.COOKIE, path="/dashboard")
+        return response
+
+    async def overview(request: Request) -> Response:
+        if not logged_in(request):
+            return to_login()
+        store = runtime.store
+        now = time.time()
+        tasks = await store.list_tasks(limit=10_000)
+        switch = await operator.read_switch(store)
+        health = (await runtime.llm_health()).to_dict()
+        return page(
+            "overview.html",
+            request,
+            title="Overview",
+            refresh=REFRESH,
+            switch=switch,
+            since=_when(switch.since),
+            queued=sum(1 for t in tasks if t.state is TaskState.QUEUED),
+            running=[t for t in tasks if t.state is TaskState.RUNNING],
+            slots=slots or runtime.settings.worker.max_workers,
+            has_worker=slots > 0,
+            rates=[rates(tasks, now, "24 h", 86_400), rates(tasks, now, "7 days", 7 * 86_400)],
+            llm={k: health.get(k) for k in ("reachable", "provider", "model", "error", "dialect")},
+            tasks=[
+                {**summary(t).model_dump(mode="json"), "updated": _when(t.updated_at)}
+                for t in tasks[:SHOWN_TASKS]
+            ],
+        )
+
+    async def task_page(request: Request) -> Response:
+        if not logged_in(request):
+            return to_login()
+        try:
+            task = await operator.find_task(runtime.store, request.path_params["task_id"])
+        except operator.OperatorError as exc:
+            return page("login.html", request, 404, title="Not found", error=str(exc))
+        data_dir = runtime.settings.data_dir
+        shown = detail(task, await runtime.store.load_checkpoint(task.id), data_dir)
+        run_dir = data_dir / "runs" / task.id
+        return page(
+            "task.html",
+            request,
+            title=f"Task {task.id[:8]}",
+            refresh=REFRESH,
+            task=shown.model_dump(mode="json"),
+            icons=ICONS,
+            gate=_gate(run_dir / "quality.json"),
+            report=_read(run_dir / "report.md", REPORT_CHARS),
+        )
+
+    async def switch(request: Request) -> Response:
+        if not logged_in(request) or not _same_origin(request):
+            return Response("refused", status_code=403)
+        by = f"{runtime.settings.server.api_token_name} (dashboard)"
+        if request.url.path.endswith("/pause-all"):
+            await operator.pause_all(runtime.store, by=by)
+        else:
+            await operator.resume_all(runtime.store, by=by)
+        return RedirectResponse("/dashboard", status_code=303)
+
+    return [
+        Route("/dashboard", overview),
+        Route("/dashboard/login", login, methods=["GET", "POST"]),
+        Route("/dashboard/logout", logout, methods=["POST"]),
+        Route("/dashboard/tasks/{task_id}", task_page),
+        Route("/dashboard/pause-all", switch, methods=["POST"]),
+        Route("/dashboard/resume-all", switch, methods=["POST"]),
+    ]
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            return None
+    fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=10)
+    return {k: v[0] for k, v in fields.items()}
+
+
+def _same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None  # no Origin: not a browser's cross-site form
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch)) if epoch else "–"
+
+
+def _read(path: Path, limit: int) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text if len(text) <= limit else text[:limit] + "\n… (cut; the API serves it whole)"
+
+
+def _gate(path: Path) -> list[dict[str, str]]:
+    """The last quality gate's steps (name, status, command, detail), as far as it says."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    steps = []
+    for name in ("lint", "test"):
+        step = report.get(name) if isinstance(report, dict) else None
+        if not isinstance(step, dict):
+            continue
+        command = step.get("command") or ""
+        if isinstance(command, list):
+            command = " ".join(str(part) for part in command)
+        code = step.get("exit_code")
+        steps.append(
+            {
+                "name": name,
+                "status": str(step.get("status", "")),
+                "command": str(command),
+                "detail": f"exit code {code}" if code is not None else str(step.get("reason", "")),
+            }
+        )
+    return steps
