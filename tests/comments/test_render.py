@@ -219,3 +219,51 @@ def test_a_quote_is_short_and_pings_nobody() -> None:
     assert excerpt("why:\n  @team/leads  said so " + "y" * 300, limit=20) == (
         "why: @\u200bteam/leads sai\u2026"
     )
+
+
+def test_a_request_for_a_person_shows_criteria_partial_plan_work_and_the_report() -> None:
+    data = {
+        "reason": "the task could not be decomposed: no tool can publish",
+        "summary": {
+            "reason": "the task could not be decomposed: no tool can publish",
+            "criteria": ["? The release is on PyPI — no evidence in the record"],
+            "recommendations": ["Review the unfinished work pushed to https://pr/3"],
+        },
+        "tried": [],
+        "partial_plan": {
+            "feasible_subtasks": [{"id": "task_1", "description": "update the changelog"}],
+            "infeasible_subtasks": ["publish to PyPI"],
+            "alternative_approaches": ["a maintainer runs the release"],
+        },
+        "report": "# Run report: Release\n\n**Outcome:** needs a person",
+    }
+    links = {"branch": "agent/3-release", "change_request_url": "https://pr/3"}
+    event = ProgressEvent(ProgressKind.HUMAN_INTERVENTION, data)
+    body = milestone_body(event, "en", prefix="/agent", links=links)
+    assert body is not None
+    assert "**Success criteria and their evidence:**\n- ? The release is on PyPI" in body
+    assert (
+        "**What of the plan could be done:**\n- feasible: update the changelog\n"
+        "- not feasible: publish to PyPI\n- alternative: a maintainer runs the release"
+    ) in body
+    assert "The work so far: Branch: `agent/3-release` · Change request: https://pr/3" in body
+    assert body.rstrip().endswith(
+        "<details><summary>Run report</summary>\n\n# Run report: Release\n\n"
+        "**Outcome:** needs a person\n</details>"
+    )
+    ja = milestone_body(event, "ja", prefix="/agent", links=links)
+    assert ja is not None and "実行可能: update the changelog" in ja and "実行レポート" in ja
+
+
+def test_the_done_comment_lists_each_criterion_with_its_evidence() -> None:
+    summary = {
+        "goal_achieved": True,
+        "tasks_completed": 2,
+        "tasks_failed": 0,
+        "criteria": ["✔ README has an Installation section — quality gate test: passed"],
+    }
+    event = ProgressEvent(ProgressKind.COMPLETION, {"summary": summary, "report": "r"})
+    body = milestone_body(event, "en", prefix="/agent", links={})
+    assert body is not None and body.startswith("### ✅ Done\n")
+    assert "not fully achieved" not in body
+    assert "- ✔ README has an Installation section — quality gate test: passed" in body
