@@ -82,7 +82,8 @@ class GateRounds:
             outcome = await self.run_action(
                 fix, feedback=feedback, choices=choices, ready_tool=READY_TOOL if ready else ""
             )
-            done = isinstance(outcome, ActionRecord) and outcome.tool == READY_TOOL
+            # a call the policy wants approved ends the round (the gate shows what is left)
+            done = not isinstance(outcome, ActionRecord) or outcome.tool == READY_TOOL
             if ready is None or done:
                 return
 
