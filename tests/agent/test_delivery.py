@@ -204,3 +204,32 @@ async def test_a_claim_the_record_contradicts_is_reflected_on_and_revised_until_
     assert "evidence: the record disagrees: the quality gate failed" in timeline
     assert "reflection on completion: failure (revision needed)" in timeline
     assert timeline.rstrip().count("evidence: agrees") == 1
+
+
+async def test_a_fix_call_that_needs_approval_ends_its_round(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    files = {"README.md": "# Widgets\n", "Makefile": MAKEFILE}
+    bare = bare_remote(tmp_path / "origin", files)
+    planning = planning_settings(
+        security={"require_approval": ["replace_in_file"]}, revision={"max_revisions": 0}
+    )
+    harness = await make_harness(
+        tmp_path, stack, files=files, clone_url=f"file://{bare}", planning=planning
+    )
+    write = docs.action(
+        "task_1", "write_file", arguments={"path": "notes.txt", "content": "TODO\n"}
+    )
+    guarded = docs.execution(
+        "quality_gate",
+        "replace_in_file",
+        {"path": "notes.txt", "old_text": "TODO", "new_text": "DONE"},
+    )
+    llm = ScriptedLLM([docs.plan([write]), guarded, guarded, guarded, docs.completion()])
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.NEEDS_HUMAN
+    assert [r.phase for r in llm.requests].count("execution") == 3  # one call a round
+    timeline = format_timeline(history_path(harness.settings.data_dir, harness.task.id))
+    assert "quality gate run 4: failed" in timeline
