@@ -8,6 +8,8 @@ planning history.
 
 from __future__ import annotations
 
+import time
+
 from bot.agent.plan import PlannedAction
 from bot.agent.ports import Recorder, RunAction
 from bot.agent.state import ActionRecord
@@ -88,6 +90,7 @@ class GateRounds:
                 return
 
     async def _gate(self, built: BuiltTools, commands: QualityCommands, run: int) -> QualityReport:
+        started = time.monotonic()
         report = await run_quality_gate(
             built.workspace.path, built.sandbox, commands, timeout=self.gate_timeout
         )
@@ -97,5 +100,6 @@ class GateRounds:
             passed=report.passed,
             result=report.result.value,
             feedback=report.feedback,
+            duration=round(time.monotonic() - started, 3),
         )
         return report
