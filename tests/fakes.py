@@ -44,6 +44,7 @@ WRITES = frozenset(
         "create_branch",
         "commit_files",
         "open_change_request",
+        "update_change_request",
     }
 )
 
@@ -396,6 +397,14 @@ class FakeForge:
         )
         self.issues[(repo.full_name, number)] = FakeIssue(ref=ref)  # comments, labels
         return change
+
+    async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
+        await self._enter("update_change_request", repo.full_name, number)
+        fake = self._repo(repo)
+        if number not in fake.change_request_bodies:
+            raise NotFound(f"change request {number} not found", status=404)
+        title, _old = fake.change_request_bodies[number]
+        fake.change_request_bodies[number] = (title, body)
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:
         await self._enter("clone_auth", repo.full_name)

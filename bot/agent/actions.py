@@ -38,6 +38,7 @@ MAX_OUTPUT_CHARS = 20_000
 MAX_LOGGED_CHARS = 2_000  # of a failed action's output, in errors.log
 SUMMARY_OVER_CHARS = 6_000
 SUMMARY_TOKENS = 300
+READY_OUTPUT = "ready: nothing more to change in this step"
 DATA_KEYS = ("web_url", "number", "sha", "paths", "path", "branch")
 
 
@@ -157,8 +158,15 @@ class ActionRunner:
         return name, dict(call["arguments"])
 
     async def run_one(
-        self, action: PlannedAction, *, feedback: str = "", choices: list[Tool] | None = None
+        self,
+        action: PlannedAction,
+        *,
+        feedback: str = "",
+        choices: list[Tool] | None = None,
+        ready_tool: str = "",
     ) -> ActionRecord | PendingApproval:
+        """Run ``action``. ``ready_tool``: a tool among ``choices`` the model names to say
+        it has nothing more to do here (a quality fix round): recorded, never called."""
         state, recorder = self.state, self.recorder
         existing = state.records.get(action.key)
         if existing is not None and existing.finished:
@@ -174,6 +182,9 @@ class ActionRunner:
             record = ActionRecord(action.key, action.task_id, action.tool, revision=self._rev())
             return await self._finish(record, ok=False, output=call)
         name, arguments = call
+        if ready_tool and name == ready_tool:
+            record = ActionRecord(action.key, action.task_id, name, revision=self._rev())
+            return await self._finish(record, ok=True, output=READY_OUTPUT)
         tool = self.tools.get(name)
         record = ActionRecord(
             action.key,

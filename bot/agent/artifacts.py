@@ -18,7 +18,7 @@ from bot.agent.state import ActionRecord, AgentState
 from bot.events import IssueRef
 from bot.llm.prices import dollars
 from bot.storage.base import Task
-from bot.storage.runs import RunDirectory
+from bot.storage.runs import RunDirectory, render_report
 from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
 
@@ -76,11 +76,10 @@ class Artifacts:
         if changed:
             self.runlog.keep_files(built.workspace.path, changed)
 
-    def write_report(self, outcome: str, lines: list[str]) -> None:
-        """task.json and report.md in the run directory (quality.json is written earlier)."""
-        run_dir = self.directory
-        if run_dir is None:
-            return
+    def write_report(self, outcome: str, lines: list[str]) -> str:
+        """task.json and report.md in the run directory (quality.json is written earlier);
+        returns the report as the issue shows it (no issue text, no artifact list), which
+        needs no run directory."""
         issue = self.issue
         task = {
             "id": self.task.id,
@@ -92,19 +91,35 @@ class Artifacts:
             **usage_lines(self.state.usage or {}),
             "description": issue.body,
         }
-        run_dir.write_task(task)
-        quality_file = run_dir.path / "quality.json"
-        quality = (
-            json.loads(quality_file.read_text(encoding="utf-8")) if quality_file.exists() else None
-        )
-        run_dir.write_report(
-            task=task,
-            changes=changed_paths(self.state.records.values()),
+        run_dir = self.directory
+        quality = self.state.delivery.get("quality")
+        if run_dir is not None:
+            quality_file = run_dir.path / "quality.json"
+            if quality_file.exists():
+                quality = json.loads(quality_file.read_text(encoding="utf-8"))
+        summary = "\n".join(f"- {line}" for line in setup_lines(self.state) + lines)
+        changes = changed_paths(self.state.records.values())
+        if run_dir is not None:
+            run_dir.write_task(task)
+            run_dir.write_report(
+                task=task,
+                changes=changes,
+                diff_stat="",
+                quality=quality,
+                conversation_summary=summary,
+                outcome=outcome,
+            )
+        shown = {k: v for k, v in task.items() if k not in ("description", "requested_by")}
+        text = render_report(
+            task=shown,
+            changes=changes,
             diff_stat="",
             quality=quality,
-            conversation_summary="\n".join(f"- {line}" for line in setup_lines(self.state) + lines),
+            conversation_summary=summary,
             outcome=outcome,
+            artifacts=[],
         )
+        return self.runlog.redact(text)
 
 
 def usage_lines(usage: dict[str, Any]) -> dict[str, str]:

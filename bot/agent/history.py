@@ -33,6 +33,7 @@ ENTRY_TYPES = frozenset(
         "paused",
         "quality",
         "setup",
+        "evidence",
     }
 )
 
@@ -119,13 +120,16 @@ def describe_entry(entry: dict[str, Any]) -> str:
             f"{entry.get('completion_tokens', 0)} answer tokens ({entry.get('calls', 0)} calls)"
         )
     if kind == "quality":
-        verdict = "passed" if entry.get("passed") else "failed"
-        return f"quality gate run {entry.get('run', '')}: {verdict}"
+        verdict = entry.get("result") or ("passed" if entry.get("passed") else "failed")
+        return f"quality gate run {entry.get('run', '')}: {str(verdict).replace('_', ' ')}"
     if kind == "completion":
         return f"completion: {entry.get('status', '')}"
     if kind == "setup":
         steps, took = entry.get("steps") or [], entry.get("duration", 0)
         return f"set-up {entry.get('status', '')}: {len(steps)} commands in {took} s"
+    if kind == "evidence":
+        problems = "; ".join(map(str, entry.get("problems") or []))
+        return "evidence: " + (f"the record disagrees: {problems}" if problems else "agrees")
     detail = entry.get("reason") or entry.get("decision") or entry.get("body") or ""
     return f"{kind}: {str(detail)[:120]}".rstrip(": ")
 
@@ -175,7 +179,11 @@ def _attempt_line(entry: dict[str, Any]) -> str | None:
         )
     if kind == "command" and entry.get("name") in ("stop", "pause"):
         return f"{entry['name']} by {entry.get('author', '')}"
-    if kind == "quality" and not entry.get("passed"):
+    if (
+        kind == "quality"
+        and (entry.get("result") or "failed") == "failed"
+        and not entry.get("passed")
+    ):
         return f"quality gate failed: {_short(entry.get('feedback', ''))}"
     return None
 

@@ -35,7 +35,7 @@ from bot.agent.cache import PlanCache
 from bot.agent.context import Outcome, PauseReason, ProgressKind, TaskContext
 from bot.agent.delivery import Delivery
 from bot.agent.exits import Exit, NeedsPerson
-from bot.agent.finalise import Finisher, announce
+from bot.agent.finalise import Finisher, announce, disagreement
 from bot.agent.plan import PlanDocument, PlannedAction
 from bot.agent.plan_rules import next_batch
 from bot.agent.planning_stage import PlanningFailed, PlanningStage
@@ -104,7 +104,6 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
     revision = settings.planning.revision
     reviser = Reviser(state, recorder, revision, planning.engine)
     review = BatchReview(state, recorder, caller, settings.planning, ctx.tools, reviser.revise)
-    finisher = Finisher(state, recorder, caller, artifacts, command_prefix=settings.commands.prefix)
     delivery = Delivery(
         state,
         recorder,
@@ -119,6 +118,15 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
         draft=settings.workspace.draft_change_requests,
         gate_timeout=settings.sandbox.timeout,
     )
+    finisher = Finisher(
+        state,
+        recorder,
+        caller,
+        artifacts,
+        command_prefix=settings.commands.prefix,
+        save_work=delivery.save_work,
+    )
+    waits.save_work = delivery.save_work
     preparation = Preparation(state, recorder, ctx.built, runlog, finisher.intervene)
     return Run(session, planning, waits, runner, reviser, review, finisher, delivery, preparation)
 
@@ -198,12 +206,33 @@ async def deliver(run: Run) -> None:
     try:
         links = await run.delivery.deliver()
     except DeliveryFailed as exc:
-        raise Exit(await run.finisher.intervene(exc.reason, hints=exc.hints)) from exc
-    shown = {k: v for k, v in links.items() if k != "report_path"}
-    outcome = await run.finisher.complete(shown)
-    if outcome.state is TaskState.DONE:
+        outcome = await run.finisher.intervene(exc.reason, hints=exc.hints, save=False)
+        raise Exit(outcome) from exc
+    assessment = await run.finisher.assess(links)
+    if assessment.achieved:
+        outcome = await run.finisher.complete(links, assessment)
         await run.planning.remember()
-    raise Exit(outcome)
+        raise Exit(outcome)
+    verdict = assessment.verdict
+    if assessment.claimed:  # the model says done; the record disagrees: reflect, revise
+        why = assessment.why_not()
+        await run.session.milestone(
+            ProgressKind.REFLECTION,
+            action="completion",
+            status="failure",
+            evaluation=why,
+            issues=list(verdict.problems),
+        )
+        evaluation = {"status": "failure", "evaluation": why, "issues": list(verdict.problems),
+                      "plan_revision_needed": True}  # fmt: skip
+        run.session.record("reflection", action="completion", evaluation=evaluation)
+        run.delivery.reopen()
+        await run.reviser.revise(RevisionSuggestion(why), issues=list(verdict.problems))
+        return
+    reason = "the goal was not achieved"
+    if verdict.problems:
+        reason += "; " + disagreement(verdict)
+    raise Exit(await run.finisher.intervene(reason, verdict=verdict))
 
 
 async def done(run: Run) -> None:

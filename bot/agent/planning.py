@@ -30,6 +30,7 @@ from bot.agent.plan_rules import validate_plan
 from bot.config import ComplexityThreshold, PlanningSettings
 from bot.llm.tokens import count_tokens
 
+COARSEST_LEVEL = "minimal"
 LEVEL_FOR_COMPLEXITY = {"simple": "minimal", "moderate": "moderate", "complex": "detailed"}
 
 
@@ -61,6 +62,7 @@ class PlanningAnswer:
     questions: tuple[str, ...] = ()
     partial_plan: dict[str, Any] | None = None
     comment: str = ""
+    best_guess: dict[str, Any] | None = None  # an unclear goal's plan under assumptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ class RevisionRequest:
     issues: Sequence[str] = ()
     done: str = ""
     feedback: str = ""
+    fallbacks: Sequence[str] = ()  # the plan's fallback_strategy of each failed action
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +89,18 @@ def _answer_from(data: dict[str, Any] | None, error: str | None) -> PlanningAnsw
     if not isinstance(problem, Mapping):
         return PlanningAnswer(data, comment=str(data.get("comment", "")))
     partial = problem.get("partial_plan")
+    kind = str(problem.get("type", "decomposition_failed"))
+    guess = (
+        data if kind == "unclear_goal" and isinstance(data.get("action_plan"), Mapping) else None
+    )
     return PlanningAnswer(
         None,
-        str(problem.get("type", "decomposition_failed")),
+        kind,
         str(problem.get("message", "")),
         tuple(str(q) for q in problem.get("clarification_needed") or ()),
         dict(partial) if isinstance(partial, Mapping) else None,
         str(data.get("comment", "")),
+        best_guess={k: v for k, v in guess.items() if k != "error"} if guess else None,
     )
 
 
@@ -116,17 +124,21 @@ class PlanningEngine:
         *,
         replan_reason: str = "",
         answers: Sequence[str] = (),
+        coarser: str = "",
     ) -> PlanningAnswer:
-        """Ask for the planning document (goal, decomposition and action plan at once)."""
+        """Ask for the planning document (goal, decomposition and action plan at once).
+        ``coarser``: why a finer decomposition failed; the plan is asked for again at the
+        coarsest level (docs/planning.md#error-handling)."""
         _complexity, level = planning_level(self.planning, context.task_text)
         answer = await self.caller.ask(
             "planning",
             "planning",
             strategy=self.planning.strategy,
-            level=level,
+            level=COARSEST_LEVEL if coarser else level,
             max_subtasks=self.planning.max_subtasks,
             replan_reason=replan_reason,
             answers=list(answers),
+            coarser=coarser,
             **context.prompt_vars(),
         )
         return _answer_from(answer.data, answer.error)
@@ -205,6 +217,7 @@ class PlanningEngine:
                 limit=self.planning.revision.max_revisions,
                 reason=request.reason,
                 issues=list(request.issues),
+                fallbacks=list(request.fallbacks),
                 feedback=request.feedback,
                 done=request.done,
                 remaining=remaining,

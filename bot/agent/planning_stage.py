@@ -1,10 +1,11 @@
 """The planning stage of a run: context, cache, one planning call, validation, re-plan once.
 
 A rejected plan is re-planned once with the reasons in the prompt; a second
-rejection, or a ``decomposition_failed`` answer (docs/planning.md#error-handling), ends in human
-intervention with the partial plan. An ``unclear_goal`` answer (#waiting) posts
-the questions and waits for the author's answer (``Exit``); the others end the run
-with ``NeedsPerson``.
+rejection, or a ``decomposition_failed`` answer (docs/planning.md#error-handling), is tried
+once more at the coarsest level, with what failed and the partial plan in the prompt;
+when that fails too, the run ends in human intervention with the partial plan. An
+``unclear_goal`` answer (#waiting) posts the questions and waits for the author's answer
+(``Exit``); the others end the run with ``NeedsPerson``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.agent.answers import waiting_for_answers
+from bot.agent.approval_text import plain
 from bot.agent.cache import PlanCache
 from bot.agent.context import ProgressKind, TaskContext
 from bot.agent.context_builder import PlanningContext, build_context, tool_lines
@@ -20,6 +22,7 @@ from bot.agent.exits import Exit, NeedsPerson
 from bot.agent.history import previous_attempt
 from bot.agent.llm_calls import PhaseCaller
 from bot.agent.plan import PlanDocument, PlanFormatError
+from bot.agent.plan_approval import plan_digest, plan_id
 from bot.agent.planning import PlanningAnswer, PlanningEngine, planning_level
 from bot.agent.ports import Recorder
 from bot.agent.state import AgentState, Phase, Stage, Waiting, WaitKind
@@ -38,12 +41,14 @@ class PlanningFailed(Exception):
         *,
         questions: Sequence[str] = (),
         partial_plan: dict[str, Any] | None = None,
+        best_guess: PlanDocument | None = None,
     ) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
         self.questions = tuple(questions)
         self.partial_plan = partial_plan
+        self.best_guess = best_guess  # an unclear goal's valid plan under assumptions
 
 
 def _partial(answer: PlanningAnswer) -> dict[str, Any] | None:
@@ -53,6 +58,36 @@ def _partial(answer: PlanningAnswer) -> dict[str, Any] | None:
         return None
     decomposition = answer.document.get("task_decomposition") or {}
     return {"feasible_subtasks": decomposition.get("subtasks") or [], "infeasible_subtasks": []}
+
+
+def best_guess_text(plan: PlanDocument, digest: str) -> str:
+    """The best-guess plan as the clarification shows it: goal, assumptions, actions."""
+    goal = plan.goal
+    lines = [f"Goal: {plain(goal.main_objective)}"]
+    if goal.context:
+        lines.append(f"Assumptions: {plain(goal.context)}")
+    lines += [f"- {plain(a.key)}: {plain(a.tool)} - {plain(a.purpose)}" for a in plan.actions]
+    lines += ["", f"Plan `{plan_id(digest)}`: an approval counts for this plan only."]
+    return "\n".join(lines)
+
+
+def coarser_reason(failed: PlanningFailed) -> str:
+    """What the coarser attempt is told of the finer one: why it failed, and its partial
+    plan (feasible, infeasible, alternatives) when there is one."""
+    parts = [failed.message or "the task could not be decomposed"]
+    partial = failed.partial_plan or {}
+    for key, label in (
+        ("feasible_subtasks", "feasible"),
+        ("infeasible_subtasks", "not feasible"),
+        ("alternative_approaches", "alternatives"),
+    ):
+        items = [
+            str(i.get("description") or i.get("id")) if isinstance(i, dict) else str(i)
+            for i in partial.get(key) or []
+        ]
+        if items:
+            parts.append(f"{label}: " + "; ".join(items))
+    return ". ".join(parts)
 
 
 class PlanningStage:
@@ -119,18 +154,40 @@ class PlanningStage:
         return plan
 
     async def _ask(self, context: PlanningContext, engine: PlanningEngine) -> PlanDocument:
+        coarser = ""  # why the finer decomposition failed, once it has
+        while True:
+            try:
+                return await self._attempt(context, engine, coarser)
+            except PlanningFailed as failed:
+                if failed.kind != "decomposition_failed" or coarser:
+                    raise
+                coarser = coarser_reason(failed)
+                # one attempt at the coarser level: a rejection ends it
+                self.state.planning_attempts = PLANNING_ATTEMPTS - 1
+                self.recorder.record("plan_rejected", coarser=True, problems=[failed.message])
+                await self.recorder.checkpoint()
+
+    async def _attempt(
+        self, context: PlanningContext, engine: PlanningEngine, coarser: str
+    ) -> PlanDocument:
         recorder, state = self.recorder, self.state
         while True:
             await recorder.show(Phase.GOAL_UNDERSTANDING)
             answer = await engine.understand_goal(
-                context, replan_reason=state.replan_reason, answers=state.answers
+                context, replan_reason=state.replan_reason, answers=state.answers, coarser=coarser
             )
             if answer.error_type in ("unclear_goal", "decomposition_failed"):
+                guess = None
+                if answer.best_guess is not None:
+                    guess, rejected = engine.accept(answer.best_guess)
+                    if rejected:
+                        recorder.record("plan_rejected", best_guess=True, problems=rejected)
                 raise PlanningFailed(
                     answer.error_type,
                     answer.message,
                     questions=answer.questions,
                     partial_plan=_partial(answer),
+                    best_guess=guess,
                 )
             problems: list[str] = []
             plan = None
@@ -199,9 +256,25 @@ class PlanningStage:
         return self.ctx.task.request.mode is TaskMode.PLAN_ONLY
 
     async def _clarify(self, failed: PlanningFailed) -> None:
-        recorder = self.recorder
+        """Post the questions and wait for answers; with a best-guess plan, show it too:
+        ``/agent approve`` runs it as it is, answers make a new plan (``Waits``)."""
+        recorder, state = self.recorder, self.state
         questions = list(failed.questions) or [failed.message or "What exactly should be done?"]
-        self.state.waiting = Waiting(WaitKind.ANSWERS, since=self.clock(), questions=questions)
+        waiting = Waiting(WaitKind.ANSWERS, since=self.clock(), questions=questions)
+        guess = failed.best_guess
+        shown = ""
+        if guess is not None:
+            recorder.set_plan(guess)
+            document = guess.to_document()
+            waiting.plan_hash = plan_digest(document)
+            shown = best_guess_text(guess, waiting.plan_hash)
+            recorder.record("plan", plan=document, cached=False, best_guess=True)
+            await recorder.emit(
+                ProgressKind.PLAN, plan=document, statuses=recorder.statuses(), best_guess=True
+            )
+            newer = await self.ctx.store.messages_after(self.ctx.task.id, state.message_seq)
+            waiting.after_seq = max([state.message_seq, *(m.seq for m in newer)])
+        state.waiting = waiting
         recorder.to(Stage.WAIT)
         recorder.record("clarification", reason=failed.message, questions=questions)
         await recorder.milestone(
@@ -209,6 +282,7 @@ class PlanningStage:
             questions=questions,
             message=failed.message,
             waiting="clarification",
+            best_guess=shown,
         )
         await recorder.checkpoint()
         raise Exit(waiting_for_answers())

@@ -62,7 +62,13 @@ class RequestApproval(Protocol):
 
 class RunAction(Protocol):
     async def __call__(
-        self, action: PlannedAction, *, feedback: str = "", choices: list[Tool] | None = None
+        self,
+        action: PlannedAction,
+        *,
+        feedback: str = "",
+        choices: list[Tool] | None = None,
+        ready_tool: str = "",
     ) -> object:
-        """Run one action (``choices``: the tools the model may pick from)."""
+        """Run one action (``choices``: the tools the model may pick from; ``ready_tool``:
+        one of them the model names to say it is done, recorded and not called)."""
         ...

@@ -146,6 +146,7 @@ class ReflectionEngine:
             tool=record.tool,
             purpose=action.purpose if action else "",
             expected=action.expected_outcome if action else "",
+            fallback=action.fallback_strategy if action else "",
             status="succeeded" if record.ok else "failed",
             output=as_data(output),
             remaining=self.remaining,

@@ -16,12 +16,23 @@ from collections.abc import Callable, Sequence
 
 from bot.agent.context import ProgressKind
 from bot.agent.exits import NeedsPerson
+from bot.agent.plan import PlanDocument
 from bot.agent.planning import PlanningEngine, RevisionRequest, RevisionResult
 from bot.agent.ports import Recorder
 from bot.agent.reflection import RevisionSuggestion
 from bot.agent.results import done_text, remaining_text
-from bot.agent.state import AgentState, Phase, Stage
+from bot.agent.state import ActionRecord, ActionStatus, AgentState, Phase, Stage
 from bot.config import RevisionSettings
+
+
+def failed_fallbacks(plan: PlanDocument, records: Sequence[ActionRecord]) -> list[str]:
+    """The plan's ``fallback_strategy`` of each action that failed, for the revision."""
+    out = []
+    for record in records:
+        action = plan.action(record.key)
+        if record.status is ActionStatus.FAILED and action and action.fallback_strategy:
+            out.append(f"[{record.key}] {action.fallback_strategy}")
+    return out
 
 
 class Reviser:
@@ -59,7 +70,11 @@ class Reviser:
             self.recorder.record("plan_rejected", revision=number, problems=list(result.problems))
         records = list(self.state.records.values())
         request = RevisionRequest(
-            reason=suggestion.reason, issues=issues, done=done_text(records), feedback=feedback
+            reason=suggestion.reason,
+            issues=issues,
+            done=done_text(records),
+            feedback=feedback,
+            fallbacks=failed_fallbacks(plan, records),
         )
         return await engine.revise_plan(
             plan, request, number=number, done=done, remaining=self.remaining_text()

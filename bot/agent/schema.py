@@ -168,6 +168,7 @@ def _completion() -> dict[str, Any]:
         reason=_STR,
         current_state=_STR,
         recommendations=_list(),
+        criteria=_list(_obj("criterion evidence", criterion=_STR, evidence=_STR)),
     )
     schema = _obj(
         "phase summary comment",

@@ -19,6 +19,7 @@ _SHOWN_STATUS = {
     ActionStatus.DONE: "done",
     ActionStatus.FAILED: "failed",
 }
+# report_path: kept in old checkpoints' links; the status comment no longer shows it
 _LINK_KEYS = ("branch", "change_request_url", "report_path")
 
 
@@ -83,6 +84,8 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         snapshot["cached_tokens"] = int(usage["cached_tokens"])
     if usage.get("cost"):  # said only when the model has a price
         snapshot["cost"] = float(usage["cost"])
+    if isinstance(delivery.get("gate"), dict):
+        snapshot["gate"] = dict(delivery["gate"])
     return snapshot
 
 

@@ -108,6 +108,12 @@ class Waiting:
     def approval(self) -> bool:
         return self.kind is not WaitKind.ANSWERS
 
+    @property
+    def approvable(self) -> bool:
+        """An approval answers it: an approval request, or questions shown with a
+        best-guess plan (``plan_hash``) that ``/agent approve`` runs."""
+        return self.approval or bool(self.plan_hash)
+
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["kind"] = self.kind.value

@@ -12,7 +12,7 @@ ignored. Other feedback is kept for the next reflection. Every way out raises ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,8 @@ class Waits:
         self.runlog = runlog
         self.clock = clock
         self.check_time = check_time
+        # Pushes the work so far when people stop the task (``Delivery.save_work``).
+        self.save_work: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     async def safe_point(self) -> Rejection | None:
         """Act on what people said; raises ``Exit`` to stop, pause or go on waiting."""
@@ -92,6 +94,8 @@ class Waits:
             recorder.record("human_feedback", author=item["author"], body=item["body"])
         if inbox.stop:
             await self.artifacts.keep_changes()
+            if self.save_work is not None:
+                await self.save_work()  # nothing hidden: the work so far is on the branch
             await recorder.checkpoint()
             raise Exit(Outcome(TaskState.STOPPED, reason=f"stopped by {inbox.stop}"))
         if inbox.pause:
@@ -117,7 +121,7 @@ class Waits:
         """Approvals and rejections sent before the pending request was posted answer
         something else (an earlier plan, a call that was never shown): ignored."""
         waiting = self.state.waiting
-        if waiting is None or not waiting.approval:
+        if waiting is None or not waiting.approvable:
             return 0
         return waiting.after_seq
 
@@ -132,6 +136,9 @@ class Waits:
         state = self.state
         waiting = state.waiting
         if waiting is not None and not waiting.approval:
+            if not feedback and decision is not None and waiting.plan_hash:
+                await self._best_guess_decided(waiting, decision)
+                return None
             if not feedback:
                 raise Exit(waiting_for_answers())
             state.answers += [answer_block(str(f["author"]), str(f["body"])) for f in feedback]
@@ -171,13 +178,39 @@ class Waits:
         """An approval sent before the pending request, or while nothing waited for one,
         was meant for an earlier plan or call: it approves nothing, and the bot says so."""
         waiting = self.state.waiting
-        pending = waiting is not None and waiting.approval
+        pending = waiting is not None and waiting.approvable
         stale = [c for c in commands if c["name"] == "approve" and (c.get("stale") or not pending)]
         if not stale:
             return
         what = (waiting.what or waiting.kind.value) if waiting is not None and pending else ""
         authors = [str(c["author"]) for c in stale]
         await self.recorder.milestone(ProgressKind.NOTICE, text=stale_text(authors, what))
+
+    async def _best_guess_decided(self, waiting: Waiting, decision: Decision) -> None:
+        """Questions shown with a best-guess plan: an approval runs exactly that plan; a
+        rejection's reason is taken as an answer, and the task plans again."""
+        recorder, state = self.recorder, self.state
+        digest = waiting.plan_hash
+        if decision.approved and names_other_plan(decision.reason, digest):
+            what = "the best-guess plan"
+            text = other_plan_text(decision.author, decision.reason, digest, what)
+            await recorder.milestone(ProgressKind.NOTICE, text=text)
+            raise Exit(waiting_for_answers())
+        state.waiting = None
+        verdict = "approved" if decision.approved else "rejected"
+        recorder.record("approval", subject="best_guess", decision=verdict,
+                        author=decision.author, reason=decision.reason)  # fmt: skip
+        if decision.approved:
+            state.approved_plan = digest
+            recorder.to(Stage.EXECUTE)
+        else:
+            reason = decision.reason or "the best-guess plan was rejected"
+            state.answers.append(answer_block(decision.author, reason))
+            state.planning_attempts = 0
+            state.replan_reason = ""
+            recorder.set_plan(None)
+            recorder.to(Stage.PLAN)
+        await recorder.checkpoint()
 
     def _plan_digest(self) -> str:
         plan = self.recorder.plan

@@ -62,7 +62,13 @@ def milestone_body(
             issues=[i for i in _strings(d.get("issues")) if i.strip() != evaluation.strip()],
         )
     if kind is ProgressKind.CLARIFICATION:
-        return render("clarification", language, questions=_strings(d.get("questions")))
+        return render(
+            "clarification",
+            language,
+            questions=_strings(d.get("questions")),
+            best_guess=str(d.get("best_guess") or ""),
+            prefix=prefix,
+        )
     if kind is ProgressKind.APPROVAL_REQUEST:
         return render(
             "approval_request",
@@ -79,12 +85,13 @@ def milestone_body(
         return render(
             "completion",
             language,
-            goal_achieved=bool(summary.get("goal_achieved", True)),
             completed=summary.get("tasks_completed", 0),
             failed=summary.get("tasks_failed", 0),
             outcomes=_strings(summary.get("key_outcomes")),
+            criteria=_strings(summary.get("criteria")),
             lessons=_strings(summary.get("lessons_learned")),
             links=render_links(links, language),
+            report=str(d.get("report") or ""),
         )
     if kind is ProgressKind.HUMAN_INTERVENTION:
         summary = d.get("summary") or {}
@@ -95,8 +102,12 @@ def milestone_body(
             reason=summary.get("reason") or d.get("reason", ""),
             tried=_strings(d.get("tried")),
             current_state=summary.get("current_state", ""),
+            criteria=_strings(summary.get("criteria")),
+            partial_plan=partial_plan_lines(d.get("partial_plan"), language),
             recommendations=_strings(summary.get("recommendations")),
             setup=setup_failure(d.get("setup")),
+            links=render_links(links, language),
+            report=str(d.get("report") or ""),
         )
     if kind is ProgressKind.NOTICE:
         return render("notice", language, text=d.get("text", ""))
@@ -117,6 +128,27 @@ def setup_failure(data: object) -> dict[str, Any] | None:
         "tail": tail,
         "fence": "`" * max(3, longest + 1),
     }
+
+
+_PARTS = (
+    ("feasible_subtasks", "partial_feasible"),
+    ("infeasible_subtasks", "partial_infeasible"),
+    ("alternative_approaches", "partial_alternative"),
+)
+
+
+def partial_plan_lines(partial: object, language: str) -> list[str]:
+    """A failed decomposition's partial plan: what is feasible, what is not, and the
+    alternatives, one line each."""
+    if not isinstance(partial, dict):
+        return []
+    lines = []
+    for key, template in _PARTS:
+        for item in partial.get(key) or []:
+            text = item.get("description") or item.get("id") if isinstance(item, dict) else item
+            if text:
+                lines.append(render(template, language, text=str(text)))
+    return lines
 
 
 def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:

@@ -122,13 +122,14 @@ def finish(
     language: str,
     max_length: int,
     secrets: tuple[str, ...] = (),
-    report_path: str = "",
+    report_url: str = "",
 ) -> str:
-    """Redact, cut to ``max_length`` with a pointer to the run report, append the marker."""
+    """Redact, cut to ``max_length`` with a pointer to the run report (a link with
+    ``server.public_url``, never a path on the bot's host), append the marker."""
     text = redact(body, known=secrets)
     tail = "\n\n" + marker.render()
     if not fits(text, marker=marker, max_length=max_length):
-        note = render("truncated", language, report_path=report_path)
+        note = render("truncated", language, report_url=report_url)
         keep = max(0, max_length - len(tail) - len(note) - 2)
         text = _cut(text, keep) + "\n\n" + note
     return text + tail

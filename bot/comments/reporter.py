@@ -31,7 +31,7 @@ from bot.comments.labels import managed, transition
 from bot.comments.language import choose_language
 from bot.comments.milestones import milestone_body
 from bot.comments.render import Marker, find_markers, finish, fits, render
-from bot.comments.status import StatusView
+from bot.comments.status import StatusView, render_links
 from bot.config import Settings, bot_names, secret_values
 from bot.forges.base import Forge, ForgeError
 from bot.runtime import Runtime
@@ -77,6 +77,13 @@ def save_full_text(settings: Settings, marker: Marker, text: str) -> str:
     return str(path)
 
 
+def run_report_url(settings: Settings, task_id: str) -> str:
+    """Where the bot serves a task's full run report to people: the task's dashboard page
+    (behind the API token's login); "" without ``server.public_url``."""
+    base = settings.server.public_url.rstrip("/")
+    return f"{base}/dashboard/tasks/{task_id}" if base else ""
+
+
 class IssueReporter:
     def __init__(self, runtime: Runtime, task: Task, forge: Forge) -> None:
         self.runtime = runtime
@@ -86,6 +93,9 @@ class IssueReporter:
         self.issue = task.request.issue
         self.language = choose_language(self.settings, f"{self.issue.title}\n{self.issue.body}")
         self.view = StatusView(state=TaskState.RUNNING)
+        report_url = run_report_url(self.settings, task.id)
+        if report_url:
+            self.view.links["report_url"] = report_url
         self.emitted: set[ProgressKind] = set()
         self._counts: dict[str, int] = {}
         self._last_edit = 0.0
@@ -172,7 +182,8 @@ class IssueReporter:
     async def _post_closing(self, outcome: Outcome) -> None:
         reason = outcome.reason or ""
         if outcome.state is TaskState.STOPPED:
-            body = render("stopped", self.language, prefix=self.prefix)
+            links = render_links(self.view.links, self.language)
+            body = render("stopped", self.language, prefix=self.prefix, links=links)
         elif outcome.state is TaskState.FAILED:
             body = render("failed", self.language, reason=reason, prefix=self.prefix)
         else:
@@ -220,9 +231,8 @@ class IssueReporter:
         # A large body (a long plan, a tool's output quoted whole) is redacted off the loop.
         clean = await offload.redact_text(body, known=self._secrets)
         max_length = self.settings.comments.max_length
-        full_text = ""
         if not fits(clean, marker=marker, max_length=max_length):
-            full_text = await asyncio.to_thread(save_full_text, self.settings, marker, clean)
+            await asyncio.to_thread(save_full_text, self.settings, marker, clean)
         finished = functools.partial(
             finish,
             clean,
@@ -230,7 +240,7 @@ class IssueReporter:
             language=self.language,
             max_length=max_length,
             secrets=self._secrets,
-            report_path=full_text or self.view.links.get("report_path", ""),
+            report_url=self.view.links.get("report_url", ""),
         )
         large = len(clean) >= offload.LARGE_TEXT
         text = await offload.run(finished) if large else finished()

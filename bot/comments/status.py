@@ -8,13 +8,15 @@ from typing import Any
 
 from bot.agent.context import ProgressEvent, ProgressKind
 from bot.comments.render import render
-from bot.comments.wording import phase_label, waiting_label
+from bot.comments.wording import gate_text, phase_label, waiting_label
 from bot.llm.prices import dollars
 from bot.storage.base import TaskState
 
 WAITING_STATES = frozenset(
     {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
 )
+# What the status comment links to. Never a path on the bot's host.
+LINK_KEYS = frozenset({"branch", "change_request_url", "report_url"})
 ICONS = {"pending": "⬜", "running": "🔄", "done": "✅", "failed": "❌", "skipped": "⏭️"}
 
 
@@ -30,6 +32,7 @@ class StatusView:
     revisions: int = 0
     waiting: dict[str, Any] = field(default_factory=dict)  # subject, what, tool, number
     links: dict[str, str] = field(default_factory=dict)
+    gate: dict[str, Any] = field(default_factory=dict)  # result, steps (LINKS ``gate``)
 
     def apply(self, event: ProgressEvent) -> None:
         data = event.data
@@ -50,7 +53,10 @@ class StatusView:
             self.cached_tokens = int(data.get("cached_tokens", self.cached_tokens))
             self.cost = float(data.get("cost", self.cost))
         elif kind is ProgressKind.LINKS:
-            self.links.update({k: str(v) for k, v in data.items() if v is not None and v != ""})
+            if isinstance(data.get("gate"), dict):
+                self.gate = dict(data["gate"])
+            shown = {k: v for k, v in data.items() if k in LINK_KEYS}
+            self.links.update({k: str(v) for k, v in shown.items() if v is not None and v != ""})
         if kind is ProgressKind.CLARIFICATION:
             self.waiting = {"subject": "clarification"}
         elif kind is ProgressKind.APPROVAL_REQUEST:
@@ -72,7 +78,10 @@ class StatusView:
         self.revisions = int(snapshot.get("revisions", self.revisions))
         waiting = snapshot.get("waiting")
         self.waiting = dict(waiting) if isinstance(waiting, dict) else {}
-        self.links.update(snapshot.get("links") or {})
+        links = snapshot.get("links") or {}
+        self.links.update({k: str(v) for k, v in links.items() if k in LINK_KEYS})
+        if isinstance(snapshot.get("gate"), dict):
+            self.gate = dict(snapshot["gate"])
 
     def subtasks(self) -> list[dict[str, Any]]:
         decomposition = self.plan.get("task_decomposition") or {}
@@ -105,6 +114,7 @@ class StatusView:
             revisions=self.revisions,
             checklist=checklist,
             links=render_links(self.links, language),
+            gate=gate_text(self.gate, language),
             plan_json=json.dumps(self.plan, ensure_ascii=False, indent=2) if self.plan else "",
         )
 
@@ -117,12 +127,5 @@ def render_links(links: dict[str, str], language: str) -> str:
         language,
         branch=links.get("branch", ""),
         change_request_url=links.get("change_request_url", ""),
-        report_path=links.get("report_path", ""),
-        quality=_quality(links.get("quality_passed"), language),
+        report_url=links.get("report_url", ""),
     )
-
-
-def _quality(passed: str | None, language: str) -> str:
-    if passed is None:
-        return ""
-    return render("quality_passed" if passed == "True" else "quality_failed", language)

@@ -50,3 +50,34 @@ def verdict_label(status: str, language: str) -> str:
     """A reflection's status (success / partial / failure)."""
     key = f"verdict_{status}"
     return render(key, language) if status and _known(key, language) else status
+
+
+def gate_text(gate: dict[str, Any], language: str) -> str:
+    """The quality gate (the LINKS event's ``gate``: result and steps with command,
+    status, counts) in the comment's language ("" when the gate did not run)."""
+    result = str(gate.get("result") or "")
+    if not result:
+        return ""
+    steps = []
+    for step in gate.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        counts = step.get("counts") or {}
+        steps.append(
+            {
+                "name": _word(f"step_{step.get('name', '')}", language),
+                "command": str(step.get("command") or ""),
+                "status": _word(f"step_{step.get('status', '')}", language),
+                "counts": ", ".join(_count(str(k), v, language) for k, v in counts.items()),
+            }
+        )
+    return render("gate", language, result=_word(f"gate_{result}", language), steps=steps)
+
+
+def _word(key: str, language: str) -> str:
+    return render(key, language) if _known(key, language) else key.split("_", 1)[-1]
+
+
+def _count(name: str, value: object, language: str) -> str:
+    key = f"count_{name}"
+    return render(key, language, n=value) if _known(key, language) else f"{value} {name}"

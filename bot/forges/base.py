@@ -175,6 +175,10 @@ class RepoContent(Protocol):
         draft: bool = True,
     ) -> ChangeRequest: ...
 
+    async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
+        """Replace the description of the change request ``number``."""
+        ...
+
 
 @runtime_checkable
 class Forge(RepoContent, Protocol):

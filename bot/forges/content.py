@@ -70,3 +70,6 @@ class DelegatedContent:
         return await self._git.open_change_request(
             repo, head=head, base=base, title=title, body=body, draft=draft
         )
+
+    async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
+        await self._git.update_change_request(repo, number, body=body)

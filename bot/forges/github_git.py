@@ -209,6 +209,10 @@ class GitData:
                 draft=bool(pull.get("draft", draft)),
             )
 
+    async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
+        what = f"pull request {number} of {repo.full_name}"
+        await self.call(repo, "PATCH", ("pulls", str(number)), what, data={"body": body})
+
     async def value(
         self,
         repo: RepoRef,

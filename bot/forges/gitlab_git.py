@@ -190,3 +190,9 @@ class GitLabGit:
             base_branch=base,
             draft=bool(created.get("draft", draft)),
         )
+
+    async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
+        def op() -> None:
+            self._project(repo).mergerequests.update(number, {"description": body})
+
+        await self._client.write(f"merge request !{number} in {repo.full_name}", op)

@@ -150,9 +150,10 @@ def _task_section(task: dict[str, Any]) -> list[str]:
 def _quality_section(quality: dict[str, Any] | None) -> list[str]:
     if quality is None:
         return ["The quality gate did not run."]
-    verdict = "passed" if quality.get("passed") else "failed"
+    verdict = quality.get("result") or ("passed" if quality.get("passed") else "failed")
+    shown = "no checks configured" if verdict == "not_configured" else verdict
     lines = [
-        f"Result: **{verdict}**",
+        f"Result: **{shown}**",
         "",
         "| Step | Status | Command | Counts |",
         "|---|---|---|---|",
@@ -162,7 +163,7 @@ def _quality_section(quality: dict[str, Any] | None) -> list[str]:
         command = " ".join(step.get("command") or []) or "-"
         counts = ", ".join(f"{k}: {v}" for k, v in (step.get("counts") or {}).items()) or "-"
         lines.append(f"| {name} | {step.get('status', '-')} | `{command}` | {counts} |")
-    if not quality.get("passed") and quality.get("feedback"):
+    if verdict == "failed" and quality.get("feedback"):
         lines += ["", _fence(str(quality["feedback"]))]
     return lines
 

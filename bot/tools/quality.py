@@ -6,6 +6,10 @@ package.json scripts, else ruff / pytest for a Python project configured for the
 ``run_quality_gate`` runs them and returns a ``QualityReport`` whose ``feedback`` is
 the short failure summary the agent gets (first problems as ``file:line``, the
 failing tests), and whose ``to_dict`` is what ``quality.json`` stores.
+
+Each step ends in a ``StepStatus``; the gate as a whole is tri-state (``GateResult``):
+passed, failed, or not configured when the project has no lint and no test command
+(which is never reported as a pass).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,50 @@ RUFF = ("ruff", "check", "--output-format", "concise", ".")
 PYTEST = ("pytest", "-q", "-p", "no:cacheprovider")
 _NPM_PLACEHOLDER = "no test specified"
 _STORED_OUTPUT_CHARS = 4000
+
+
+class StepStatus(StrEnum):
+    """How one step of the gate (lint or tests) ended."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    ERROR = "error"  # the command could not run (refused, no sandbox, workspace full)
+    NOT_CONFIGURED = "not_configured"
+    SKIPPED = "skipped"  # tests, after a lint failure
+
+
+class GateResult(StrEnum):
+    """The gate as a whole."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_CONFIGURED = "not_configured"  # no lint and no test command: nothing was checked
+
+
+_FAILING = frozenset({StepStatus.FAILED, StepStatus.TIMED_OUT, StepStatus.ERROR})
+
+
+def gate_result(lint: StepStatus, test: StepStatus) -> GateResult:
+    """Failed when a step failed (or was skipped because lint failed), not configured
+    when neither step has a command, else passed. Pure."""
+    statuses = {lint, test}
+    if statuses & _FAILING or StepStatus.SKIPPED in statuses:
+        return GateResult.FAILED
+    if statuses == {StepStatus.NOT_CONFIGURED}:
+        return GateResult.NOT_CONFIGURED
+    return GateResult.PASSED
+
+
+def stored_result(quality: Mapping[str, Any] | None) -> GateResult | None:
+    """The result of a stored report (``QualityReport.to_dict``; a report stored before
+    the result was typed has only ``passed``); None when the gate did not run."""
+    if quality is None:
+        return None
+    result = quality.get("result")
+    if isinstance(result, str) and result in GateResult.__members__.values():
+        return GateResult(result)
+    return GateResult.PASSED if quality.get("passed") else GateResult.FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +158,36 @@ def detect_commands(root: Path) -> QualityCommands:
 
 @dataclass(frozen=True, slots=True)
 class QualityReport:
-    passed: bool
+    result: GateResult
     lint: dict[str, Any]
     test: dict[str, Any]
     test_skipped: bool
     feedback: str
 
+    @property
+    def passed(self) -> bool:
+        return self.result is GateResult.PASSED
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["result"] = self.result.value
+        data["passed"] = self.passed
+        return data
+
+
+def gate_steps(quality: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each step of a stored report as people read it: name, command (words), status,
+    counts (what the tool's summary told; {} when it told nothing). Pure."""
+    steps = []
+    for name in ("lint", "test"):
+        step = quality.get(name) or {}
+        steps.append({
+            "name": name,
+            "command": shlex.join(step.get("command") or []),
+            "status": str(step.get("status", StepStatus.NOT_CONFIGURED.value)),
+            "counts": dict(step.get("counts") or {}),
+        })  # fmt: skip
+    return steps
 
 
 def _gate_env(root: Path, env: Mapping[str, str] | None) -> dict[str, str]:
@@ -136,16 +207,22 @@ async def _step(
     try:
         result = await sandbox.run(argv, cwd=root, timeout=timeout, env=env)
     except (CommandRefused, SandboxUnavailable, WorkspaceFull, ValueError) as exc:
-        return {**step, "status": "error", "exit_code": None, "output": str(exc)}
+        return {**step, "status": StepStatus.ERROR.value, "exit_code": None, "output": str(exc)}
     output = "\n".join(part for part in (result.stdout, result.stderr) if part)
-    status = "timed_out" if result.timed_out else "passed" if result.exit_code == 0 else "failed"
+    status = (
+        StepStatus.TIMED_OUT
+        if result.timed_out
+        else StepStatus.PASSED
+        if result.exit_code == 0
+        else StepStatus.FAILED
+    )
     return {
         **step,
-        "status": status,
+        "status": status.value,
         "exit_code": result.exit_code,
         "duration": round(result.duration, 3),
         "counts": summary_counts(kind, output),
-        "problems": problems(kind, output) if status != "passed" else [],
+        "problems": problems(kind, output) if status is not StepStatus.PASSED else [],
         "output": clip(output, _STORED_OUTPUT_CHARS, keep="tail", note=""),
     }
 
@@ -160,17 +237,18 @@ async def run_quality_gate(
 ) -> QualityReport:
     """Lint, then tests unless lint failed; each command limited to ``timeout`` seconds."""
     gate_env = _gate_env(root, env)
-    lint: dict[str, Any] = {"status": "not_configured"}
+    lint: dict[str, Any] = {"status": StepStatus.NOT_CONFIGURED.value}
     if commands.lint:
         lint = await _step("lint", commands.lint, root, sandbox, timeout, gate_env)
-    test_skipped = lint["status"] not in ("passed", "not_configured")
-    test: dict[str, Any] = {"status": "not_configured"}
+    lint_status = StepStatus(lint["status"])
+    test_skipped = lint_status in _FAILING
+    test: dict[str, Any] = {"status": StepStatus.NOT_CONFIGURED.value}
     if test_skipped:
-        test = {"status": "skipped", "reason": "lint failed"}
+        test = {"status": StepStatus.SKIPPED.value, "reason": "lint failed"}
     elif commands.test:
         test = await _step("test", commands.test, root, sandbox, timeout, gate_env)
-    passed = all(s["status"] in ("passed", "not_configured") for s in (lint, test))
-    return QualityReport(passed, lint, test, test_skipped, feedback(lint, test, timeout))
+    result = gate_result(lint_status, StepStatus(test["status"]))
+    return QualityReport(result, lint, test, test_skipped, feedback(lint, test, timeout))
 
 
 def _describe(step: dict[str, Any], timeout: float) -> str:
@@ -185,17 +263,21 @@ def _describe(step: dict[str, Any], timeout: float) -> str:
 def feedback(lint: dict[str, Any], test: dict[str, Any], timeout: float) -> str:
     """What the agent reads after a gate run: short, specific, actionable."""
     lines: list[str] = []
-    if lint["status"] not in ("passed", "not_configured"):
+    lint_status, test_status = StepStatus(lint["status"]), StepStatus(test["status"])
+    if lint_status in _FAILING:
         lines.append(f"Lint failed: {_describe(lint, timeout)}. Tests were skipped.")
         lines += _details(lint, "Problems")
-    elif test["status"] not in ("passed", "not_configured", "skipped"):
+    elif test_status in _FAILING:
         lines.append(f"Tests failed: {_describe(test, timeout)}.")
         lines += _details(test, "Failures")
+    elif gate_result(lint_status, test_status) is GateResult.NOT_CONFIGURED:
+        return "No checks configured: the project has no lint or test command I recognise."
     else:
         missing = [
-            k for k, s in (("lint", lint), ("test", test)) if s["status"] == "not_configured"
-        ]
-        note = f" (no {' or '.join(missing)} command found)" if missing else ""
+            k for k, s in (("lint", lint_status), ("test", test_status))
+            if s is StepStatus.NOT_CONFIGURED
+        ]  # fmt: skip
+        note = f" (no {missing[0]} command found)" if missing else ""
         return f"Quality gate passed{note}."
     lines.append("Fix these, then run the quality gate again.")
     return "\n".join(lines)

@@ -2,7 +2,9 @@
 
 ``problems`` picks the lines that point somewhere (``file:line[:col]: message``, ruff's
 ``--> file:line:col`` under its message, pytest's ``FAILED test_id - reason``, jest's
-``FAIL`` / ``●`` lines); ``summary_counts`` reads the totals tools print at the end.
+``FAIL`` / ``●`` lines); ``summary_counts`` reads the totals tools print at the end
+(pytest, jest and vitest, mocha, ``node --test``; ruff's ``Found N errors`` and
+``All checks passed!``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ _LOCATION = re.compile(
 _TEST_LINE = re.compile(r"^\s*(?:FAILED|ERROR|FAIL|✕|×|●)\s+\S")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|warnings?|xfailed|xpassed)\b")
 _FOUND = re.compile(r"Found (\d+) errors?")
+_RUFF_CLEAN = re.compile(r"^All checks passed!", re.MULTILINE)
+_MOCHA = re.compile(r"^\s*(\d+) (passing|failing|pending)\b", re.MULTILINE)
+_MOCHA_WORDS = {"passing": "passed", "failing": "failed", "pending": "skipped"}
+_NODE_TEST = re.compile(r"^(?:ℹ|#)\s*(pass|fail|skipped|todo|cancelled)\s+(\d+)\s*$", re.MULTILINE)
+_NODE_WORDS = {"pass": "passed", "fail": "failed", "skipped": "skipped", "todo": "skipped"}
 
 
 def _clean(output: str) -> list[str]:
@@ -60,21 +67,42 @@ def problems(kind: str, output: str) -> list[str]:
 
 
 def summary_counts(kind: str, output: str) -> dict[str, int]:
-    """Totals from the tool's summary line: pytest's ``2 passed, 1 failed``, ruff's
-    ``Found 3 errors``."""
-    counts: dict[str, int] = {}
+    """Totals from the tool's summary line: pytest's ``2 passed, 1 failed`` (jest's and
+    vitest's lines read the same), mocha's ``2 passing`` / ``1 failing``, ``node --test``'s
+    ``ℹ pass 2`` / ``ℹ fail 1``; ruff's ``Found 3 errors`` or ``All checks passed!``."""
     text = "\n".join(_clean(output))
     if kind == "lint":
         found = _FOUND.findall(text)
         if found:
-            counts["errors"] = int(found[-1])
-        return counts
+            return {"errors": int(found[-1])}
+        return {"errors": 0} if _RUFF_CLEAN.search(text) else {}
+    return _node_counts(text) or _mocha_counts(text) or _pytest_counts(text)
+
+
+def _pytest_counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
     summary = [line for line in text.splitlines() if _COUNT.search(line)]
     if summary:
         for number, word in _COUNT.findall(summary[-1]):
             key = word.rstrip("s") if word.endswith(("errors", "warnings")) else word
             counts[key] = int(number)
     return counts
+
+
+def _mocha_counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for number, word in _MOCHA.findall(text):
+        counts[_MOCHA_WORDS[word]] = int(number)
+    return counts
+
+
+def _node_counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for word, number in _NODE_TEST.findall(text):
+        if word in _NODE_WORDS:
+            key = _NODE_WORDS[word]
+            counts[key] = counts.get(key, 0) + int(number)
+    return {k: v for k, v in counts.items() if v or k != "skipped"}
 
 
 def tail_lines(output: str) -> list[str]:

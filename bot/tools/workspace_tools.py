@@ -30,7 +30,12 @@ from bot.tools import file_ops, file_search
 from bot.tools.file_ops import FileOpError, Limits
 from bot.tools.gitcmd import WorkspaceError
 from bot.tools.policy import repo_path
-from bot.tools.quality import QualityCommands, detect_commands, run_quality_gate
+from bot.tools.quality import (
+    GateResult,
+    QualityCommands,
+    detect_commands,
+    run_quality_gate,
+)
 from bot.tools.registry import Tool, ToolResult, arg_paths
 from bot.tools.sandbox import (
     CommandRefused,
@@ -243,7 +248,9 @@ def workspace_tools(
         timeout = quality_timeout or float(sandbox.settings.timeout)
         report = await run_quality_gate(root, sandbox, commands, timeout=timeout)
         output = clip(report.feedback, max_output_chars, keep="both", note=omitted_note())
-        return ToolResult(ok=report.passed, output=output, data=report.to_dict())
+        # "no checks configured" is not a failure of the call (and never reported as a pass)
+        ok = report.result is not GateResult.FAILED
+        return ToolResult(ok=ok, output=output, data=report.to_dict())
 
     specs: list[tuple[str, str, dict[str, Any], bool, Handler]] = [
         ("list_directory", "List a directory of the workspace (recursive optional).",

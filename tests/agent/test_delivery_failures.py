@@ -12,8 +12,8 @@ from bot.agent.push_failure import push_failure, push_hints
 from bot.llm.scripted import ScriptedLLM
 from bot.storage.base import TaskState
 from tests.agent import docs
-from tests.agent.conftest import Harness, make_harness
-from tests.agent.test_delivery import bare_remote
+from tests.agent.conftest import Harness, make_harness, planning_settings
+from tests.agent.test_delivery import bare_remote, git
 
 pytestmark = pytest.mark.sandbox
 
@@ -70,7 +70,9 @@ async def test_a_refused_push_asks_a_person_quoting_git_and_keeps_the_files(
     assert harness.forge.repo(harness.repo).change_requests == []
     run_dir = harness.settings.data_dir / "runs" / harness.task.id
     assert (run_dir / "artifacts" / WORKFLOW).read_text() == CI
-    assert any(f"`{run_dir / 'artifacts'}`" in r or str(run_dir) in r for r in recommendations)
+    kept = f"The changed files are kept in `runs/{harness.task.id}/artifacts/` in the bot's data"
+    assert any(r.startswith(kept) for r in recommendations)
+    assert not any(str(harness.settings.data_dir) in r for r in recommendations)  # no host path
     errors = (run_dir / "errors.log").read_text()
     assert f"[delivery] push of {harness.built.branch} failed: git push failed" in errors
     assert TOKEN not in errors
@@ -107,6 +109,48 @@ async def test_a_stopped_task_keeps_its_uncommitted_changes(
     artifacts = harness.settings.data_dir / "runs" / harness.task.id / "artifacts"
     assert (artifacts / "notes.txt").read_text() == "a\n"
     assert not (artifacts / "more.txt").exists()
+    # nothing hidden: the work so far is on the bot's branch, in a draft marked unfinished
+    branch = harness.built.branch
+    assert git("show", f"{branch}:notes.txt", cwd=bare) == "a"
+    [change] = harness.forge.repo(harness.repo).change_requests
+    title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert change.draft and title.startswith("[unfinished] ")
+    assert body.startswith("> **Unfinished.**") and "not run (unfinished work)" in body
+    [links] = harness.of(ProgressKind.LINKS)
+    assert links == {"branch": branch, "change_request_url": change.web_url}
+
+
+async def test_a_task_that_needs_a_person_pushes_its_work_and_says_what_to_check(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    bare = bare_remote(tmp_path / "origin", FILES)
+    harness = await make_harness(
+        tmp_path, stack, files=FILES, clone_url=f"file://{bare}",
+        planning=planning_settings(revision={"max_revisions": 0}),
+    )  # fmt: skip
+    first = docs.action("task_1", "write_file", arguments={"path": "notes.txt", "content": "a\n"})
+    second = docs.action("task_2", "read_file", arguments={"path": "missing.txt"},
+                         dependencies=["task_1"])  # fmt: skip
+    llm = ScriptedLLM([
+        docs.plan([first, second], dependencies={"task_2": ["task_1"]}),
+        docs.reflection("task_2", revise=True, reason="read something else"),
+    ])  # fmt: skip
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.NEEDS_HUMAN, outcome
+    branch = harness.built.branch
+    assert git("show", f"{branch}:notes.txt", cwd=bare) == "a"
+    [change] = harness.forge.repo(harness.repo).change_requests
+    title, _body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert change.draft and title.startswith("[unfinished] ")
+    [event] = harness.of(ProgressKind.HUMAN_INTERVENTION)
+    first_advice = event["summary"]["recommendations"][0]
+    assert first_advice == f"Review the unfinished work pushed to {change.web_url}"
+    assert (
+        "## Quality gate" in event["report"]
+        and str(harness.settings.data_dir) not in (event["report"])
+    )
 
 
 def test_push_hints_name_what_to_check() -> None:
@@ -122,3 +166,31 @@ def test_push_hints_name_what_to_check() -> None:
     failed = push_failure("x" * 2000, branch="b", kept_in="/runs/t/artifacts")
     assert len(failed.reason) < 700 and failed.reason.endswith(" …")
     assert failed.hints[-1] == "The changed files are kept in /runs/t/artifacts"
+
+
+async def test_work_written_through_the_forge_api_is_linked_when_a_person_is_needed(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    harness = await make_harness(
+        tmp_path, stack, planning=planning_settings(revision={"max_revisions": 0})
+    )
+    write = docs.action(
+        "task_1",
+        "github_create_or_update_file",
+        arguments={"path": "README.md", "content": "# New\n", "message": "m"},
+    )
+    read = docs.action("task_2", "github_get_file_contents", arguments={"path": "missing.md"},
+                       dependencies=["task_1"])  # fmt: skip
+    llm = ScriptedLLM([
+        docs.plan([write, read], dependencies={"task_2": ["task_1"]}),
+        docs.reflection("task_2", revise=True, reason="look elsewhere"),
+    ])  # fmt: skip
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.NEEDS_HUMAN, outcome
+    [change] = harness.forge.repo(harness.repo).change_requests
+    title, _body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert title.startswith("[unfinished] ") and change.head_branch == harness.built.branch
+    [links] = harness.of(ProgressKind.LINKS)
+    assert links == {"branch": harness.built.branch, "change_request_url": change.web_url}

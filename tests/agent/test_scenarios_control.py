@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,7 +295,9 @@ async def test_a_rejected_tool_call_fails_the_action_and_is_reflected_on(
 
     outcome = await harness.run(llm)
 
-    assert outcome.state is TaskState.NEEDS_HUMAN and outcome.reason == "the goal was not achieved"
+    assert outcome.state is TaskState.NEEDS_HUMAN
+    assert outcome.reason.startswith("the goal was not achieved; the record does not show")
+    assert "[task_2] github_create_or_update_file failed: the call was rejected" in outcome.reason
     reflection_prompt = llm.requests[2].messages[-1].content
     assert "the call was rejected by carol: not now" in reflection_prompt
     assert harness.forge.repo(harness.repo).commits == []
@@ -460,3 +463,59 @@ async def test_an_approval_sent_before_the_revision_was_shown_approves_nothing_a
     assert harness.forge.repo(harness.repo).commits == []
     await harness.command("approve", author="alice")
     assert (await harness.run(llm)).state is TaskState.DONE
+
+
+def unclear_with_a_best_guess() -> dict[str, Any]:
+    guess = script("readme_simple")[0]
+    guess["goal_understanding"]["context"] = "Assuming README.md is the file to change"
+    return {**guess, "error": script("unclear_goal")[0]["error"]}
+
+
+async def test_an_unclear_goal_comes_with_a_best_guess_plan_that_runs_on_approve(
+    harness: Harness,
+) -> None:
+    llm = ScriptedLLM([unclear_with_a_best_guess(), *script("readme_simple")[1:]])
+
+    first = await harness.run(llm)
+
+    assert first.state is TaskState.AWAITING_INPUT
+    [question] = harness.of(ProgressKind.CLARIFICATION)
+    assert question["questions"] == ["Which file should change?", "What should the new text say?"]
+    assert "Assumptions: Assuming README.md is the file to change" in question["best_guess"]
+    assert "- task_1: github_get_file_contents" in question["best_guess"]
+    [shown] = harness.of(ProgressKind.PLAN)
+    assert shown["best_guess"] is True
+    planning_prompt = llm.requests[0].messages[-1].content
+    assert "your best-guess plan" in planning_prompt
+
+    await harness.command("approve", author="carol")
+    done = await harness.run(llm)
+
+    assert done.state is TaskState.DONE, done
+    assert [r.phase for r in llm.requests].count("planning") == 1  # the guess ran as shown
+    assert harness.forge.repo(harness.repo).commits
+
+
+async def test_answers_replace_the_best_guess_plan(harness: Harness) -> None:
+    llm = ScriptedLLM([unclear_with_a_best_guess(), *script("readme_simple")])
+    await harness.run(llm)
+
+    await harness.feedback("Use README.md and say pip install widgets.")
+    done = await harness.run(llm)
+
+    assert done.state is TaskState.DONE, done
+    replan = llm.requests[1].messages[-1].content
+    assert llm.requests[1].phase == "planning" and "Answers to your questions" in replan
+    assert len(harness.of(ProgressKind.PLAN)) == 2
+
+
+async def test_a_rejected_best_guess_is_planned_again_with_the_reason(harness: Harness) -> None:
+    llm = ScriptedLLM([unclear_with_a_best_guess(), *script("readme_simple")])
+    await harness.run(llm)
+
+    await harness.command("reject", "not the README, the docs folder", author="carol")
+    done = await harness.run(llm)
+
+    assert done.state is TaskState.DONE, done
+    replan = llm.requests[1].messages[-1].content
+    assert "not the README, the docs folder" in replan

@@ -46,7 +46,7 @@ async def test_a_plan_rejected_twice_ends_with_the_partial_plan_for_a_person(
     harness.settings = harness.settings.model_copy(
         update={"planning": planning_settings(max_subtasks=3)}
     )
-    llm = ScriptedLLM([cyclic, too_many, docs.intervention("Split the issue")])
+    llm = ScriptedLLM([cyclic, too_many, too_many, docs.intervention("Split the issue")])
 
     outcome = await harness.run(llm)
 
@@ -54,6 +54,11 @@ async def test_a_plan_rejected_twice_ends_with_the_partial_plan_for_a_person(
     assert "could not be decomposed" in outcome.reason
     assert "4 subtasks is more than max_subtasks (3)" in outcome.reason
     assert "dependency cycle: task_1 -> task_2 -> task_1" in llm.requests[1].messages[-1].content
+    # tried once more at the coarsest level before asking
+    coarser = llm.requests[2].messages[-1].content
+    assert "A finer decomposition of this task failed: the plan was rejected twice" in coarser
+    assert "Detail: as few subtasks as possible" in coarser
+    assert [r.phase for r in llm.requests] == ["planning"] * 3 + ["completion"]
     [help_event] = harness.of(ProgressKind.HUMAN_INTERVENTION)
     feasible = help_event["partial_plan"]["feasible_subtasks"]
     assert [s["id"] for s in feasible] == ["task_1", "task_2", "task_3", "task_4"]
@@ -74,14 +79,33 @@ async def test_decomposition_failed_answer_asks_a_person(harness: Harness) -> No
         },
         "comment": "partly possible",
     }
-    llm = ScriptedLLM([failed, docs.intervention("Publish the release by hand")])
+    llm = ScriptedLLM([failed, failed, docs.intervention("Publish the release by hand")])
 
     outcome = await harness.run(llm)
 
     assert outcome.state is TaskState.NEEDS_HUMAN
+    coarser = llm.requests[1].messages[-1].content
+    assert "A finer decomposition of this task failed: no tool can publish a release" in coarser
+    assert "feasible: update the changelog. not feasible: publish to PyPI" in coarser
+    assert "alternatives: a maintainer runs the release" in coarser
     [help_event] = harness.of(ProgressKind.HUMAN_INTERVENTION)
     assert help_event["partial_plan"]["infeasible_subtasks"] == ["publish to PyPI"]
     assert help_event["summary"]["recommendations"] == ["Publish the release by hand"]
+
+
+async def test_a_failed_decomposition_that_works_at_a_coarser_level_runs(harness: Harness) -> None:
+    failed = {
+        "phase": "planning",
+        "error": {"type": "decomposition_failed", "message": "too many unknowns"},
+        "comment": "no",
+    }
+    llm = ScriptedLLM([failed, *script("readme_simple")])
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.DONE, outcome
+    assert "too many unknowns" in llm.requests[1].messages[-1].content
+    assert ProgressKind.HUMAN_INTERVENTION not in harness.kinds()
 
 
 async def test_a_policy_forbidden_tool_is_rejected(
@@ -89,7 +113,7 @@ async def test_a_policy_forbidden_tool_is_rejected(
 ) -> None:
     planning = planning_settings(security={"forbidden_tools": ["github_create_or_update_file"]})
     harness = await make_harness(tmp_path, stack, planning=planning)
-    llm = ScriptedLLM([*script("readme_simple")[:1]] * 2 + [docs.intervention()])
+    llm = ScriptedLLM([*script("readme_simple")[:1]] * 3 + [docs.intervention()])
 
     outcome = await harness.run(llm)
 

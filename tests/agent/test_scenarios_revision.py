@@ -277,3 +277,29 @@ async def test_a_call_to_a_tool_the_action_does_not_use_fails_the_action(harness
     [failed] = harness.actions("failed")
     assert "the model called github_add_issue_comment" in failed["result"]
     assert harness.forge.calls_of("create_comment") == []
+
+
+async def test_a_failed_actions_fallback_reaches_reflection_and_revision(harness: Harness) -> None:
+    read = docs.action("task_1", "github_get_file_contents", arguments={"path": "docs/install.md"})
+    read["fallback_strategy"] = "Read README.md instead"
+    write = docs.action("task_2", "github_create_or_update_file", dependencies=["task_1"])
+    plan = docs.plan([read, write], dependencies={"task_2": ["task_1"]})
+    revised = docs.action("task_3", "github_get_file_contents", arguments={"path": "README.md"})
+    llm = ScriptedLLM(
+        [
+            plan,
+            docs.reflection("task_1", revise=True, reason="the guide is missing"),
+            docs.revision([revised], reason="read the README"),
+        ]
+    )
+
+    await harness.run(llm)
+
+    reflection_prompt = llm.requests[1].messages[-1].content
+    assert "The plan's fallback for this action if it fails: Read README.md instead" in (
+        reflection_prompt
+    )
+    assert llm.requests[2].phase == "reflection"  # the revision call
+    revision_prompt = llm.requests[2].messages[-1].content
+    assert "The plan's fallbacks for the actions that failed" in revision_prompt
+    assert "- [task_1] Read README.md instead" in revision_prompt

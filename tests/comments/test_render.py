@@ -43,10 +43,10 @@ def test_long_comments_are_cut_with_a_pointer_to_the_report() -> None:
         marker=Marker("t", "status"),
         language="en",
         max_length=65_536,
-        report_path="runs/t/report.md",
+        report_url="https://bot.example/dashboard/tasks/t",
     )
     assert len(body) <= 65_536
-    assert "runs/t/report.md" in body
+    assert "the full text is in the run report: https://bot.example/dashboard/tasks/t" in body
     assert body.count("```") % 2 == 0
     assert find_markers(body) == [Marker("t", "status")]
 
@@ -112,18 +112,48 @@ def test_status_view_checklist_progress_tokens_links() -> None:
     view.apply(
         ProgressEvent(
             ProgressKind.LINKS,
-            {"branch": "agent/7-x", "change_request_url": "https://pr/1", "quality_passed": False},
+            {
+                "branch": "agent/7-x",
+                "change_request_url": "https://pr/1",
+                "report_path": "/srv/bot/data/runs/t/report.md",
+                "gate": {
+                    "result": "failed",
+                    "steps": [
+                        {"name": "lint", "command": "ruff check .", "status": "passed",
+                         "counts": {"errors": 0}},
+                        {"name": "test", "command": "pytest -q", "status": "failed",
+                         "counts": {"failed": 1, "passed": 3}},
+                    ],
+                },
+            },
         )
-    )
+    )  # fmt: skip
     text = view.render("en")
     assert "- [x] ✅ Read the README" in text
     assert "- [ ] 🔄 Write the install section" in text
     assert "**1/2**" in text and "4,321" in text
     assert "`agent/7-x`" in text and "https://pr/1" in text
-    assert "Quality gate: ❌ failed" in text
+    assert "**Quality gate:** ❌ failed" in text
+    assert "- lint `ruff check .`: passed (0 errors)" in text
+    assert "- tests `pytest -q`: failed (1 failed, 3 passed)" in text
+    assert "/srv/bot" not in text  # never a path on the bot's host
     assert "<details><summary>Plan (JSON)</summary>" in text
     ja = view.render("ja")
     assert "進捗" in ja and "作業中" in ja
+    assert (
+        "**品質ゲート:** ❌ 不合格" in ja and "- テスト `pytest -q`: 失敗（失敗 1, 成功 3）" in ja
+    )
+
+
+def test_a_gate_with_no_checks_configured_is_not_shown_as_passed() -> None:
+    view = StatusView(state=TaskState.DONE)
+    steps = [{"name": n, "command": "", "status": "not_configured", "counts": {}}
+             for n in ("lint", "test")]  # fmt: skip
+    view.apply(ProgressEvent(ProgressKind.LINKS, {"gate": {"result": "not_configured",
+                                                           "steps": steps}}))  # fmt: skip
+    text = view.render("en")
+    assert "**Quality gate:** ⚪ no checks configured" in text and "passed" not in text
+    assert "- lint: not configured" in text
 
 
 def test_waiting_shows_in_the_status() -> None:
@@ -248,3 +278,51 @@ def test_a_failed_set_up_shows_its_command_and_output_tail_in_english_and_japane
 
 def events_without_setup() -> ProgressEvent:
     return ProgressEvent(ProgressKind.HUMAN_INTERVENTION, {"summary": {"reason": "limit"}})
+
+
+def test_a_request_for_a_person_shows_criteria_partial_plan_work_and_the_report() -> None:
+    data = {
+        "reason": "the task could not be decomposed: no tool can publish",
+        "summary": {
+            "reason": "the task could not be decomposed: no tool can publish",
+            "criteria": ["? The release is on PyPI — no evidence in the record"],
+            "recommendations": ["Review the unfinished work pushed to https://pr/3"],
+        },
+        "tried": [],
+        "partial_plan": {
+            "feasible_subtasks": [{"id": "task_1", "description": "update the changelog"}],
+            "infeasible_subtasks": ["publish to PyPI"],
+            "alternative_approaches": ["a maintainer runs the release"],
+        },
+        "report": "# Run report: Release\n\n**Outcome:** needs a person",
+    }
+    links = {"branch": "agent/3-release", "change_request_url": "https://pr/3"}
+    event = ProgressEvent(ProgressKind.HUMAN_INTERVENTION, data)
+    body = milestone_body(event, "en", prefix="/agent", links=links)
+    assert body is not None
+    assert "**Success criteria and their evidence:**\n- ? The release is on PyPI" in body
+    assert (
+        "**What of the plan could be done:**\n- feasible: update the changelog\n"
+        "- not feasible: publish to PyPI\n- alternative: a maintainer runs the release"
+    ) in body
+    assert "The work so far: Branch: `agent/3-release` · Change request: https://pr/3" in body
+    assert body.rstrip().endswith(
+        "<details><summary>Run report</summary>\n\n# Run report: Release\n\n"
+        "**Outcome:** needs a person\n</details>"
+    )
+    ja = milestone_body(event, "ja", prefix="/agent", links=links)
+    assert ja is not None and "実行可能: update the changelog" in ja and "実行レポート" in ja
+
+
+def test_the_done_comment_lists_each_criterion_with_its_evidence() -> None:
+    summary = {
+        "goal_achieved": True,
+        "tasks_completed": 2,
+        "tasks_failed": 0,
+        "criteria": ["✔ README has an Installation section — quality gate test: passed"],
+    }
+    event = ProgressEvent(ProgressKind.COMPLETION, {"summary": summary, "report": "r"})
+    body = milestone_body(event, "en", prefix="/agent", links={})
+    assert body is not None and body.startswith("### ✅ Done\n")
+    assert "not fully achieved" not in body
+    assert "- ✔ README has an Installation section — quality gate test: passed" in body

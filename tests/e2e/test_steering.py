@@ -65,7 +65,12 @@ async def test_stop_mid_task_stops_at_the_next_safe_point(tmp_path: Path, remote
         assert status.startswith("### Coding agent — ⏹️ Stopped\n")
         assert "Progress: **2/2**" in status  # the action in flight finished, nothing more
         assert of_kind(issue, "completion") == []
-        assert not remote.has_branch(BRANCH)  # a stopped task delivers nothing
+        # nothing hidden: the work so far is pushed to a draft marked unfinished
+        assert remote.has_branch(BRANCH)
+        [change] = bot.github.repos[GH_REPO].change_requests
+        title, _body = bot.github.repos[GH_REPO].change_request_bodies[change.number]
+        assert change.draft and title.startswith("[unfinished] ")
+        assert f"The work so far: Branch: `{BRANCH}` · Change request: {change.web_url}" in stopped
         assert len(llm.requests) == 2
 
 

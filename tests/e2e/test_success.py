@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.config import RevisionSettings
 from bot.events import IssueRef
 from bot.storage.base import TaskState
 from tests.agent import docs
@@ -114,8 +115,9 @@ async def test_labelled_issue_ends_in_a_pushed_branch_and_a_pull_request(
         assert status.startswith("### Coding agent — ✅ Done\n")
         assert f"Progress: **2/2** · Tokens: {tokens:,}" in status
         assert "- [x] ✅ Read README.md\n- [x] ✅ Add an Installation section" in status
-        links = f"Branch: `{BRANCH}` · Change request: {change.web_url} · Run report: `{report}`"
-        assert links + " · Quality gate: ✅ passed" in status
+        links = f"Branch: `{BRANCH}` · Change request: {change.web_url}"
+        assert links + "\n" in status and str(report) not in status
+        assert "**Quality gate:** ✅ passed\n- lint `make lint`: passed" in status
         assert '<details><summary>Plan (JSON)</summary>\n\n```json\n{\n  "goal_understanding"' in (
             status
         )
@@ -124,6 +126,8 @@ async def test_labelled_issue_ends_in_a_pushed_branch_and_a_pull_request(
         [done] = of_kind(issue, "completion")
         assert done.startswith("### ✅ Done\nSubtasks completed: **2**, failed: **0**.")
         assert "**Key outcomes:**\n- README.md updated" in done and links in done
+        assert "**Success criteria and their evidence:**\n- " in done
+        assert "<details><summary>Run report</summary>" in done and str(report) not in done
         assert report.is_file() and "goal achieved" in report.read_text()
         assert_no_duplicates(issue)
 
@@ -225,3 +229,111 @@ async def test_a_live_worker_reacts_within_a_second_and_finishes(
         [task] = await bot.tasks()
         assert task.state is TaskState.DONE
         assert "coding agent done" in issue.labels
+
+
+def false_claim_script() -> list[object]:
+    """Both actions fail (invalid arguments); the model then claims success anyway."""
+    plan = docs.plan(
+        [
+            docs.action("task_1", "read_file", arguments={"path": 42}, expected="text"),
+            docs.action("task_2", "write_file", arguments={"path": "README.md"}),
+        ],
+        subtasks=[
+            subtask("task_1", "Read README.md", "read_file"),
+            subtask("task_2", "Add an Installation section", "write_file"),
+        ],
+    )
+    bad_read = docs.execution("task_1", "read_file", {"path": 42})
+    bad_write = docs.execution("task_2", "write_file", {"path": "README.md"})
+    claim = docs.completion(achieved=True, done=2)
+    return [
+        plan,
+        bad_read,
+        docs.reflection("task_1"),
+        bad_write,
+        docs.reflection("task_2"),
+        claim,
+    ]
+
+
+async def test_a_model_that_claims_success_while_its_actions_failed_is_never_done(
+    tmp_path: Path, remote: Remote
+) -> None:
+    no_revisions = {"revision": RevisionSettings(max_revisions=0)}
+    async with Harness(
+        tmp_path, script=false_claim_script(), overrides={"planning": no_revisions}
+    ) as bot:
+        issue = github_repo(bot, remote, labels=("coding agent",))
+        await bot.send_github("issues", gh_labeled())
+
+        await settle(bot)
+
+        [task] = await bot.tasks()
+        assert task.state is TaskState.NEEDS_HUMAN
+        assert "coding agent done" not in issue.labels
+        assert "coding agent help needed" in issue.labels
+        assert ("add_labels", (1, ("coding agent done",))) not in bot.github.calls
+        assert not of_kind(issue, "completion")
+        assert "✅ Done" not in "\n".join(bodies(issue))
+        [help_needed] = of_kind(issue, "human_intervention")
+        assert "the record does not show the goal achieved" in help_needed
+        assert "[task_1] read_file failed" in help_needed
+        assert "[task_2] write_file failed" in help_needed
+        assert "<details><summary>Run report</summary>" in help_needed
+        assert str(bot.settings.data_dir) not in "\n".join(bodies(issue))  # no host path
+
+
+async def test_with_a_public_url_comments_link_the_run_report(
+    tmp_path: Path, remote: Remote
+) -> None:
+    public = {"public_url": "https://bot.example.com/"}
+    async with Harness(tmp_path, script=readme_script(), overrides={"server": public}) as bot:
+        issue = github_repo(bot, remote, labels=("coding agent",))
+        await bot.send_github("issues", gh_labeled())
+
+        await settle(bot)
+
+        [task] = await bot.tasks()
+        link = f"[Run report](https://bot.example.com/dashboard/tasks/{task.id})"
+        assert link in status_comment(issue)
+        [done] = of_kind(issue, "completion")
+        assert link in done and str(bot.settings.data_dir) not in done
+
+
+async def test_a_wrong_fix_fails_the_gate_through_the_fix_rounds_and_asks_for_help(
+    tmp_path: Path, remote: Remote
+) -> None:
+    wrong = "# Greetings\n\nMy first repository.\n"  # `make lint` wants Hello-World in it
+    plan = docs.plan(
+        [docs.action("task_1", "write_file", arguments={"path": "README.md", "content": wrong})],
+        subtasks=[subtask("task_1", "Rewrite README.md", "write_file")],
+    )
+    arguments = {"path": "README.md", "content": wrong + "More.\n"}
+    still_wrong = docs.execution("quality_gate", "write_file", arguments)
+    ready = docs.execution("quality_gate", "run_quality_gate", {})
+    script = [plan, still_wrong, ready, ready, ready, docs.completion(achieved=True, done=1)]
+    no_revisions = {"revision": RevisionSettings(max_revisions=0)}
+    async with Harness(tmp_path, script=script, overrides={"planning": no_revisions}) as bot:
+        issue = github_repo(bot, remote, labels=("coding agent",))
+        await bot.send_github("issues", gh_labeled())
+
+        await settle(bot)
+
+        [task] = await bot.tasks()
+        assert task.state is TaskState.NEEDS_HUMAN
+        assert "coding agent help needed" in issue.labels
+        # the work is on the branch, in the change request with the gate's steps
+        assert remote.show(BRANCH, "README.md").decode() == wrong + "More.\n"
+        [change] = bot.github.repos[GH_REPO].change_requests
+        _title, body = bot.github.repos[GH_REPO].change_request_bodies[change.number]
+        assert "**Quality gate:** failed" in body and "- lint `make lint`: failed" in body
+        status = status_comment(issue)
+        assert "**Quality gate:** ❌ failed\n- lint `make lint`: failed" in status
+        [help_needed] = of_kind(issue, "human_intervention")
+        assert "the quality gate failed: Lint failed" in help_needed
+        assert f"The work so far: Branch: `{BRANCH}` · Change request: {change.web_url}" in (
+            help_needed
+        )
+        assert "<details><summary>Run report</summary>" in help_needed
+        assert "## Quality gate\n\nResult: **failed**" in help_needed
+        assert str(bot.settings.data_dir) not in "\n".join(bodies(issue))

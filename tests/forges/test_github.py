@@ -775,6 +775,14 @@ async def test_open_change_request(forge: GitHubForge, mock: respx.MockRouter) -
     assert (change.head_branch, change.base_branch, change.draft) == ("new-topic", "master", True)
 
 
+async def test_update_change_request_replaces_its_body(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    route = mock.patch(f"{REPO_PATH}/pulls/1347").respond(200, json=rest("pull-request"))
+    await forge.update_change_request(REPO, 1347, body="The gate passed")
+    assert sent_json(route) == {"body": "The gate passed"}
+
+
 async def test_clone_auth_keeps_the_token_out_of_the_url(
     app_forge: GitHubForge, mock: respx.MockRouter
 ) -> None:

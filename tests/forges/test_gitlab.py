@@ -561,6 +561,13 @@ async def test_second_merge_request_for_a_branch_is_a_conflict(
         await forge.open_change_request(REPO, head="agent/issue-7", base="main", title="t", body="")
 
 
+async def test_update_merge_request_replaces_its_description(api: Any, forge: GitLabForge) -> None:
+    wanted = matchers.json_params_matcher({"description": "The gate passed"})
+    api.put(f"{P}/merge_requests/3", json=load("merge_request"), status=200, match=[wanted])
+
+    await forge.update_change_request(REPO, 3, body="The gate passed")
+
+
 def test_draft_title_is_not_doubled() -> None:
     assert draft_title("Fix it") == "Draft: Fix it"
     assert draft_title("Draft: Fix it") == "Draft: Fix it"

@@ -15,9 +15,13 @@ from bot.tools.bwrap import DEFAULT_PATH
 from bot.tools.quality import (
     PYTEST,
     RUFF,
+    GateResult,
     QualityCommands,
+    StepStatus,
     detect_commands,
+    gate_result,
     run_quality_gate,
+    stored_result,
 )
 from bot.tools.quality_feedback import problems, summary_counts
 from bot.tools.sandbox import Sandbox
@@ -276,9 +280,41 @@ async def test_a_refused_command_fails_the_gate_without_running(tmp_path: Path) 
     assert "could not run: refused: piping a download" in report.feedback
 
 
-async def test_no_commands_means_a_pass_that_says_so(tmp_path: Path) -> None:
+async def test_no_commands_is_reported_as_not_configured_never_as_passed(tmp_path: Path) -> None:
     report = await run_quality_gate(
         tmp_path, Sandbox(SandboxSettings()), QualityCommands(None, None), timeout=5
     )
-    assert report.passed
-    assert report.feedback == "Quality gate passed (no lint or test command found)."
+    assert report.result is GateResult.NOT_CONFIGURED and not report.passed
+    assert report.feedback.startswith("No checks configured")
+    data = report.to_dict()
+    assert data["result"] == "not_configured" and data["passed"] is False
+    assert stored_result(data) is GateResult.NOT_CONFIGURED
+
+
+def test_the_gate_result_is_tri_state() -> None:
+    P, F, N, S = StepStatus.PASSED, StepStatus.FAILED, StepStatus.NOT_CONFIGURED, StepStatus.SKIPPED
+    assert gate_result(P, P) is GateResult.PASSED
+    assert gate_result(P, N) is GateResult.PASSED  # lint alone checked something
+    assert gate_result(N, N) is GateResult.NOT_CONFIGURED
+    assert gate_result(F, S) is GateResult.FAILED
+    assert gate_result(N, StepStatus.TIMED_OUT) is GateResult.FAILED
+    assert gate_result(StepStatus.ERROR, N) is GateResult.FAILED
+
+
+def test_a_report_stored_before_the_result_was_typed_is_read() -> None:
+    assert stored_result({"passed": True}) is GateResult.PASSED
+    assert stored_result({"passed": False}) is GateResult.FAILED
+    assert stored_result(None) is None
+
+
+def test_node_mocha_vitest_and_ruff_summaries_are_counted() -> None:
+    node = "✔ adds (0.5ms)\nℹ tests 3\nℹ suites 0\nℹ pass 2\nℹ fail 1\nℹ cancelled 0\nℹ skipped 0\n"
+    assert summary_counts("test", node) == {"passed": 2, "failed": 1}
+    tap = "# tests 2\n# pass 2\n# fail 0\n"
+    assert summary_counts("test", tap) == {"passed": 2, "failed": 0}
+    mocha = "  3 passing (12ms)\n  1 pending\n  2 failing\n\n  1) adds:\n"
+    assert summary_counts("test", mocha) == {"passed": 3, "skipped": 1, "failed": 2}
+    vitest = " Test Files  1 failed (1)\n      Tests  1 failed | 4 passed (5)\n"
+    assert summary_counts("test", vitest) == {"failed": 1, "passed": 4}
+    assert summary_counts("lint", "All checks passed!\n") == {"errors": 0}
+    assert summary_counts("lint", "nothing to read") == {}
