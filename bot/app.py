@@ -277,7 +277,7 @@ async def readyz(request: Request) -> Response:
 async def health_ai(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     report = await runtime.llm_health()
-    return JSONResponse(report.to_dict(), status_code=200 if report.reachable else 503)
+    return JSONResponse(report.to_dict(), status_code=200 if report.ready else 503)
 
 
 async def metrics_endpoint(request: Request) -> Response:

@@ -109,7 +109,21 @@ async def _llm_check(runtime: Runtime) -> Check:
         return Check(
             "llm", False, f"model {report.model} is not served by {report.base_url}", fix=fix
         )
-    return Check("llm", True, f"{report.provider} at {report.base_url}, model {report.model}")
+    server = report.server or report.provider
+    if report.answered is False:
+        return Check(
+            "llm",
+            False,
+            f"{server} at {report.base_url} lists {report.model} but a structured request "
+            f"in the {report.dialect} dialect failed: {report.error}",
+            fix=fix,
+        )
+    detail = f"{server} at {report.base_url}, model {report.model}"
+    if report.answered:
+        detail += f", dialect {report.dialect}, a structured answer in {report.latency_ms:g} ms"
+    if report.probed:
+        detail += f" (probed: {'; '.join(report.probed)})"
+    return Check("llm", True, detail)
 
 
 def _sandbox_check(settings: Settings) -> Check:

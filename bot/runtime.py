@@ -22,6 +22,7 @@ from bot.config import ConfigError, Settings, disabled_forges, load_settings
 from bot.events import ForgeKind
 from bot.forges.base import Forge
 from bot.llm.base import LLM, HealthReport
+from bot.llm.http_chat import HttpChatLLM
 from bot.storage.base import Store
 
 log = logging.getLogger("bot.runtime")
@@ -68,11 +69,12 @@ class Runtime:
             from bot.forges.gitlab import GitLabForge
 
             forges[ForgeKind.GITLAB] = GitLabForge.from_settings(settings.gitlab)
+        store = open_store(settings)
         return cls(
             settings,
-            store=open_store(settings),
+            store=store,
             forges=forges,
-            llm=make_llm(settings.llm, http=http),
+            llm=make_llm(settings.llm, http=http, dialects=store),
             http=http,
         )
 
@@ -123,6 +125,8 @@ class Runtime:
             if live and getattr(fresh, section) != getattr(self.settings, section):
                 lines.append(f"{section}: reloaded")
         self.settings = fresh.model_copy(update=kept)
+        if isinstance(self.llm, HttpChatLLM):
+            self.llm.forget_dialect()  # the server may have changed too: probe it again
         return lines or ["configuration unchanged"]
 
     async def llm_health(self) -> HealthReport:

@@ -12,7 +12,10 @@ from pydantic import SecretStr
 
 from bot.config import WebhookSecretSource
 from bot.llm.base import HealthReport
+from bot.llm.openai import OpenAICompatibleLLM
 from tests.harness import GITHUB_SECRET, GITLAB_SECRET, Harness, fixture, github_signature
+from tests.llm.model_server import Reply, Sent, model_server
+from tests.llm.payloads import chat_completion, model_list_owned
 
 
 @pytest.fixture
@@ -191,6 +194,42 @@ async def test_health_ai_reports_setup_steps_when_down(bot: Harness) -> None:
     response = await bot.client.get("/health/ai")
     assert response.status_code == 503
     assert response.json()["setup_steps"] == ["ollama serve"]
+
+
+async def test_health_ai_makes_a_structured_request_and_is_503_when_it_fails(
+    bot: Harness,
+) -> None:
+    """The model list alone predicts nothing: a server that lists the model but cannot
+    answer is not healthy, and the answer says which server, dialect and how long."""
+    sick = {"on": False}
+
+    def answer(sent: Sent) -> Reply:
+        if sent.method == "GET":
+            return Reply(200, model_list_owned("llamacpp", "qwen2.5-coder"))
+        if sick["on"]:
+            return Reply(503, {"error": {"code": 503, "message": "Loading model"}})
+        return Reply(200, chat_completion('{"ok": true}'))
+
+    with model_server(answer) as server:
+        llm = OpenAICompatibleLLM(base_url=server.url + "/v1", model="qwen2.5-coder")
+        bot.runtime.llm = llm
+        try:
+            healthy = await bot.client.get("/health/ai")
+            sick["on"] = True
+            bot.runtime._health = None  # past the health cache
+            llm._answered = None  # and past the minute a structured answer stands for
+            failing = await bot.client.get("/health/ai")
+        finally:
+            await llm.aclose()
+    assert healthy.status_code == 200
+    report = healthy.json()
+    assert (report["ready"], report["answered"]) == (True, True)
+    assert (report["server"], report["dialect"]) == ("llama.cpp server", "json_schema")
+    assert isinstance(report["latency_ms"], float)
+    assert failing.status_code == 503
+    down = failing.json()
+    assert (down["reachable"], down["ready"], down["answered"]) == (True, False, False)
+    assert "Loading model" in down["error"]
 
 
 async def test_store_failure_is_503_and_asks_for_redelivery(bot: Harness) -> None:

@@ -100,6 +100,15 @@ def test_planning_environment_overrides() -> None:
     assert s.planning.revision.max_revisions == 2
 
 
+def test_structured_output_is_auto_unless_pinned_and_checked() -> None:
+    s = load_settings({}, REPO_CONFIG)
+    assert (s.llm.structured_output, s.llm.max_pause_interval) == ("auto", 1800)
+    pinned = load_settings({"LLM_STRUCTURED_OUTPUT": "json_object"}, REPO_CONFIG)
+    assert pinned.llm.structured_output == "json_object"
+    with pytest.raises(ConfigError, match=r"llm\.structured_output"):
+        load_settings({"LLM_STRUCTURED_OUTPUT": "grammar"}, REPO_CONFIG)
+
+
 def test_bad_environment_value_names_the_key() -> None:
     with pytest.raises(ConfigError, match=r"planning\.max_subtasks"):
         load_settings({"PLANNING_MAX_SUBTASKS": "many"}, REPO_CONFIG)

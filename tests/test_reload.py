@@ -13,10 +13,14 @@ import httpx
 
 from bot.config import load_settings
 from bot.events import ForgeKind
+from bot.llm.base import LLMRequest, Message
+from bot.llm.openai import OpenAICompatibleLLM
 from bot.llm.scripted import ScriptedLLM
 from bot.runtime import Runtime
 from bot.storage.sqlite import SqliteStore
 from tests.fakes import FakeForge
+from tests.llm.model_server import Reply, Sent, model_server
+from tests.llm.payloads import chat_completion, model_list_owned
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,3 +95,28 @@ def test_sighup_reloads_a_running_server(tmp_path: Path) -> None:
         proc.terminate()
         output, _ = proc.communicate(timeout=20)
     assert "reload: labels: reloaded" in output
+
+
+async def test_a_reload_makes_the_model_endpoint_be_probed_again(tmp_path: Path) -> None:
+    def answer(sent: Sent) -> Reply:
+        if sent.method == "GET":
+            return Reply(200, model_list_owned("system", "m"))
+        return Reply(200, chat_completion('{"ok": true}'))
+
+    config = tmp_path / "config.yaml"
+    config.write_text("labels:\n  done: finished\n")
+    runtime = runtime_for(config, tmp_path)
+    request = LLMRequest("planning", (Message("user", "plan"),), schema={"type": "object"})
+    with model_server(answer) as server:
+        llm = OpenAICompatibleLLM(base_url=server.url + "/v1", model="m")
+        runtime.llm = llm
+        try:
+            await llm.complete(request)
+            await llm.complete(request)
+            probes = len([s for s in server.requests if s.path.endswith("/chat/completions")])
+            runtime.reload({"BOT_DATA_DIR": str(tmp_path / "d")})
+            await llm.complete(request)
+        finally:
+            await llm.aclose()
+    posts = [s.body["messages"][-1]["content"] for s in server.requests if s.method == "POST"]
+    assert probes == 3 and posts == ["Are you there?", "plan", "plan", "Are you there?", "plan"]

@@ -289,7 +289,10 @@ class AgentLoop:
             return await run.finisher.intervene(exc.reason, ask_model=False, hints=[hint])
         except LLMBadRequest as exc:
             reason = f"the model endpoint refused the request: {exc}"
-            hint = "Check the llm settings (model name, context size) with `bot doctor`"
+            hint = (
+                "Check the llm settings (model name, context size) with `bot doctor`; if the "
+                "server refuses structured output, pin llm.structured_output"
+            )
             return await run.finisher.intervene(reason, ask_model=False, hints=[hint])
         except LLMError as exc:
             reason = f"the model call failed: {exc}"
@@ -316,9 +319,9 @@ class AgentLoop:
     async def _llm_down(self, session: Session, error: str) -> Outcome:
         """Pause until the model answers again; people are told once per outage."""
         reason = PauseReason.LLM_UNAVAILABLE
+        settings = session.ctx.settings.llm
         if session.state.paused is not reason:
             session.state.paused = reason
-            settings = session.ctx.settings.llm
             session.record("paused", reason=reason.value, error=error)
             await session.milestone(
                 ProgressKind.PAUSED,
@@ -326,9 +329,21 @@ class AgentLoop:
                 endpoint=f"{settings.provider} {settings.base_url}",
                 error=error,
             )
+        wait = outage_wait(
+            session.state.outage_pauses,
+            interval=settings.health_interval,
+            cap=settings.max_pause_interval,
+        )
+        session.state.outage_pauses += 1
         await session.checkpoint()
-        wake = self._clock() + session.ctx.settings.llm.health_interval
+        wake = self._clock() + wait
         return Outcome(TaskState.PAUSED, reason=reason.value, wake_at=wake, pause=reason)
+
+
+def outage_wait(pauses: int, *, interval: float, cap: float) -> float:
+    """Seconds before a task paused by an outage tries again, when its last ``pauses`` runs
+    in a row ended the same way: ``interval``, doubling each time, at most ``cap``."""
+    return float(min(interval * 2.0 ** min(pauses, 30), max(cap, interval)))
 
 
 def stored_outcome(data: dict[str, object]) -> Outcome:

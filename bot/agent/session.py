@@ -148,6 +148,7 @@ class Session:
 
     async def _on_usage(self, template: str, usage: Usage, calls: int) -> None:
         self.state.paused = None  # the model answers: an announced outage is over
+        self.state.outage_pauses = 0
         ledger = self.budget.ledger
         self.record(
             "usage",

@@ -207,6 +207,10 @@ class AgentState:
     # A pause people were told about and that is not over yet (an announced LLM outage
     # is not announced again on every retry).
     paused: PauseReason | None = None
+    # Runs in a row that ended paused by an outage (0 once the model answers): each doubles
+    # the wait before the next try, so a model that fails right after a resume is not
+    # retried (and the issue not touched) every health interval.
+    outage_pauses: int = 0
     usage: dict[str, Any] = field(default_factory=dict)
     elapsed: float = 0.0
     failure_signatures: dict[str, int] = field(default_factory=dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.agent.context import ProgressEvent, ProgressKind
+from bot.agent.context import PauseReason, ProgressEvent, ProgressKind
 from bot.comments.render import render
 from bot.comments.status import render_links
 from bot.comments.wording import approval_subject, verdict_label
@@ -152,11 +152,15 @@ def partial_plan_lines(partial: object, language: str) -> list[str]:
 
 
 def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:
-    reason = str(data.get("reason", "user"))
-    if reason == "llm_unavailable":
+    """Why the task is paused, in words; a reason that is not a ``PauseReason`` (a
+    person's own words) is shown as it is."""
+    text = str(data.get("reason", PauseReason.PERSON.value))
+    try:
+        reason = PauseReason(text)
+    except ValueError:
+        return text
+    if reason is PauseReason.LLM_UNAVAILABLE:
         return render("paused_llm", language, endpoint=data.get("endpoint", "LLM"))
-    if reason == "approval_timeout":
+    if reason is PauseReason.APPROVAL_TIMEOUT:
         return render("paused_approval", language, prefix=prefix)
-    if reason == "user":
-        return render("paused_user", language, prefix=prefix, by=str(data.get("by") or ""))
-    return reason
+    return render("paused_user", language, prefix=prefix, by=str(data.get("by") or ""))

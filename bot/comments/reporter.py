@@ -8,6 +8,11 @@ on the issue for markers, so a restarted worker edits what it already posted
 instead of posting again. ``begin(snapshot)`` takes the status view (plan, progress,
 tokens, waiting, links) the worker read from the task's checkpoint, so a resumed
 task's status comment never falls back to an empty checklist.
+
+A task resumed after an outage pause runs quietly: the issue keeps its pause
+comment, status and ``paused`` label until the run shows something new (the model
+answered, an action ran, a milestone), so a model that fails again right away
+costs no forge write at all.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import weakref
 from typing import Any
 
 from bot import offload
-from bot.agent.context import Outcome, ProgressEvent, ProgressKind
+from bot.agent.context import Outcome, PauseReason, ProgressEvent, ProgressKind
 from bot.comments.labels import managed, transition
 from bot.comments.language import choose_language
 from bot.comments.milestones import milestone_body
@@ -45,6 +50,16 @@ _ENDINGS: dict[TaskState, ProgressKind | None] = {
 # Repositories whose labels exist, per forge object (weakly: a forge that is gone, or a
 # new one at the same address, starts afresh).
 _ensured_labels: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _nothing_new(event: ProgressEvent) -> bool:
+    """Whether an event of a run resumed after an outage leaves the issue as it is: the
+    phase it resumes in, or the same outage again (another pause, e.g. ``/agent pause``,
+    is news)."""
+    if event.kind is ProgressKind.PHASE:
+        return True
+    reason = event.data.get("reason")
+    return event.kind is ProgressKind.PAUSED and reason == PauseReason.LLM_UNAVAILABLE.value
 
 
 def save_full_text(settings: Settings, marker: Marker, text: str) -> str:
@@ -86,6 +101,8 @@ class IssueReporter:
         self._last_edit = 0.0
         self._flush: asyncio.Task[None] | None = None
         self._secrets = secret_values(runtime.settings)
+        # resumed after an outage pause: leave the issue as it is until something changes
+        self._quiet = task.error == PauseReason.LLM_UNAVAILABLE.value
 
     @property
     def prefix(self) -> str:
@@ -95,6 +112,10 @@ class IssueReporter:
         """Labels to processing, recover comment ids and the status view, post or refresh
         the status comment."""
         await self.recover(snapshot)
+        if not self._quiet:
+            await self._show_running()
+
+    async def _show_running(self) -> None:
         await self._ensure_labels()
         await self._set_labels(TaskState.RUNNING)
         await self._write_status()
@@ -109,6 +130,11 @@ class IssueReporter:
         """The coordinator's ``emit``: fold into the status; post milestones."""
         self.view.apply(event)
         self.emitted.add(event.kind)
+        if self._quiet:
+            if _nothing_new(event):
+                return
+            self._quiet = False  # the run moves on: show it
+            await self._show_running()
         body = milestone_body(event, self.language, prefix=self.prefix, links=self.view.links)
         if body is not None:
             seq = int(event.data.get("seq", self._next_seq(event.kind.value)))
@@ -118,8 +144,13 @@ class IssueReporter:
         self._schedule_status()
 
     async def end(self, outcome: Outcome) -> None:
-        """Final status edit, the closing comment if the coordinator did not post one, labels."""
+        """Final status edit, the closing comment if the coordinator did not post one, labels.
+        A quiet run that ends paused by the same outage changes nothing on the issue."""
         await self.aclose()
+        if self._quiet:
+            if outcome.state is TaskState.PAUSED and outcome.pause is PauseReason.LLM_UNAVAILABLE:
+                return
+            await self._ensure_labels()
         self.view.state = outcome.state
         if outcome.state in (TaskState.DONE, TaskState.QUEUED, TaskState.RUNNING):
             self.view.waiting = {}

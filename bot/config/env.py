@@ -43,6 +43,7 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "LLM_PROVIDER": (("llm",), "provider"),
     "LLM_BASE_URL": (("llm",), "base_url"),
     "LLM_MODEL": (("llm",), "model"),
+    "LLM_STRUCTURED_OUTPUT": (("llm",), "structured_output"),
 }
 
 # Secret environment variables: variable -> (section, key).

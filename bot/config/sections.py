@@ -237,6 +237,12 @@ class LLMSettings(_Section):
     max_tokens_per_task: int = Field(200_000, ge=1000)
     temperature: float = Field(0.2, ge=0, le=2)
     health_interval: float = Field(30.0, gt=0)
+    # the longest wait before a task paused by an outage tries again (the wait doubles from
+    # health_interval each time the model fails the same way right after a resume)
+    max_pause_interval: float = Field(1800.0, gt=0)
+    # auto: probe the endpoint once (JSON schema, the server's own schema form, JSON mode,
+    # instructions) and keep what works; or pin one mode
+    structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
     # Model name -> price; wins over the published prices built in (bot/llm/prices.py).
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     # The execution phase's call as the endpoint's own function call (OpenAI tools,

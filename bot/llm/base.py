@@ -104,9 +104,25 @@ class HealthReport:
     model_available: bool | None = None
     error: str | None = None
     setup_steps: tuple[str, ...] = field(default=())
+    server: str = ""  # the kind of server recognised behind base_url, e.g. "Ollama"
+    dialect: str | None = None  # the structured-output dialect the bot uses there
+    answered: bool | None = None  # a small structured request answered (None: not tried)
+    latency_ms: float | None = None  # how long that request took
+    probed: tuple[str, ...] = ()  # what each dialect got when the endpoint was probed
+
+    @property
+    def ready(self) -> bool:
+        """Whether a task's next model call can be expected to work."""
+        return self.reachable and self.model_available is not False and self.answered is not False
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "ready": self.ready,
+            "server": self.server,
+            "dialect": self.dialect,
+            "answered": self.answered,
+            "latency_ms": self.latency_ms,
+            "probed": list(self.probed),
             "reachable": self.reachable,
             "provider": self.provider,
             "base_url": self.base_url,

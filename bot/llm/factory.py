@@ -8,6 +8,7 @@ from bot.config import ConfigError, LLMSettings
 from bot.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from bot.llm.anthropic import AnthropicLLM
 from bot.llm.base import LLM
+from bot.llm.dialect import DialectStore
 from bot.llm.openai import OpenAICompatibleLLM
 from bot.llm.scripted import ScriptedLLM
 
@@ -20,8 +21,14 @@ def anthropic_base_url(base_url: str) -> str:
     return ANTHROPIC_BASE_URL if base_url in ("", _DEFAULT_BASE_URL) else base_url
 
 
-def make_llm(settings: LLMSettings, *, http: httpx.AsyncClient | None = None) -> LLM:
-    """The provider ``settings.provider`` names; ``http`` is shared when given (not closed)."""
+def make_llm(
+    settings: LLMSettings,
+    *,
+    http: httpx.AsyncClient | None = None,
+    dialects: DialectStore | None = None,
+) -> LLM:
+    """The provider ``settings.provider`` names; ``http`` is shared when given (not closed);
+    ``dialects`` keeps the structured-output dialect found per endpoint and model."""
     if settings.provider == "scripted":
         if settings.script_path is None:
             raise ConfigError("llm.script_path: required when llm.provider is scripted")
@@ -39,6 +46,8 @@ def make_llm(settings: LLMSettings, *, http: httpx.AsyncClient | None = None) ->
             prompt_cache=settings.prompt_cache,
         )
     return OpenAICompatibleLLM(
+        structured_output=settings.structured_output,
+        dialects=dialects,
         base_url=settings.base_url,
         model=settings.model,
         api_key=api_key,

@@ -1,22 +1,38 @@
 """Health reports for LLM endpoints, with concrete steps to fix what is wrong.
 
 Everything here is pure: providers list the endpoint's models (see
-``transport.fetch_model_ids``) and hand the outcome to ``health_report``.
+``transport.fetch_model_ids``), make one small structured request in the dialect
+they use (``StructuredCheck``) and hand the outcome to ``health_report``.
 ``setup_steps`` decides what a person should do next, e.g. install and start
-Ollama, pull the model, set ``LLM_API_KEY`` or pick one of the served models.
+Ollama (or the server the address points at: vLLM, llama.cpp, LM Studio, LiteLLM),
+pull the model, set ``LLM_API_KEY``, pick one of the served models or pin
+``llm.structured_output``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from bot.llm import server_kind
 from bot.llm.base import HealthReport
+from bot.llm.server_kind import ServerKind
 
 OLLAMA_PORT = 11434
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "host.docker.internal"})
 _MAX_LISTED = 10
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredCheck:
+    """One small structured request in the dialect the bot uses: did it answer?"""
+
+    ok: bool
+    dialect: str
+    latency_ms: float
+    error: str | None = None
 
 
 def _host_port(base_url: str) -> tuple[str, int | None]:
@@ -61,7 +77,28 @@ def _ollama_steps(model: str) -> tuple[str, ...]:
     )
 
 
+def _server_steps(kind: ServerKind, base_url: str, model: str) -> tuple[str, ...] | None:
+    """How to start the server the address points at (its name or default port)."""
+    if kind is ServerKind.VLLM:
+        return (f"Start vLLM: vllm serve {model} (it listens on port 8000, under /v1)",)
+    if kind is ServerKind.LLAMACPP:
+        return ("Start the llama.cpp server: llama-server -m <model.gguf> --port 8080",)
+    if kind is ServerKind.LM_STUDIO:
+        return ("Start LM Studio's local server: lms server start (port 1234, under /v1)",)
+    if kind is ServerKind.LITELLM:
+        return ("Start the LiteLLM proxy: litellm --config <config.yaml> (port 4000)",)
+    return None
+
+
 def _unreachable_steps(provider: str, base_url: str, model: str) -> tuple[str, ...]:
+    kind = server_kind.from_address(base_url)
+    own = (
+        _server_steps(kind, base_url, model)
+        if provider == "openai" and is_local(base_url)
+        else None
+    )
+    if own is not None:
+        return (*own, f"Check LLM_BASE_URL (currently {base_url})")
     if provider == "openai" and is_ollama(base_url):
         return (*_ollama_steps(model), f"Check LLM_BASE_URL (currently {base_url})")
     if provider == "openai" and is_local(base_url):
@@ -81,6 +118,11 @@ def _unreachable_steps(provider: str, base_url: str, model: str) -> tuple[str, .
 def _refused_steps(provider: str, base_url: str, status: int) -> tuple[str, ...]:
     if status in (401, 403):
         variable = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+        kind = server_kind.from_url(base_url)
+        if kind is ServerKind.OPENROUTER:
+            return ("Set LLM_API_KEY to an OpenRouter API key (https://openrouter.ai/keys)",)
+        if kind is ServerKind.UNKNOWN and server_kind.from_address(base_url) is ServerKind.LITELLM:
+            return (f"Set LLM_API_KEY to a LiteLLM proxy key for {base_url}",)
         return (f"Set LLM_API_KEY (or {variable}) to a valid API key for {base_url}",)
     if status == 404:
         if provider == "anthropic":
@@ -128,6 +170,15 @@ def setup_steps(
     return ()
 
 
+def _refusing_steps(server: str, base_url: str, check: StructuredCheck) -> tuple[str, ...]:
+    who = server or "the server"
+    return (
+        f"{who} at {base_url} lists the model but did not answer a structured request "
+        f"in the {check.dialect} dialect: check the server's logs",
+        "If it refuses JSON schemas, pin llm.structured_output to json_object or none",
+    )
+
+
 def health_report(
     provider: str,
     base_url: str,
@@ -136,8 +187,12 @@ def health_report(
     status: int | None,
     models: Sequence[str],
     error: str | None,
+    check: StructuredCheck | None = None,
+    server: str = "",
+    probed: tuple[str, ...] = (),
 ) -> HealthReport:
-    """Build the report from a model listing; ``status`` None means unreachable."""
+    """Build the report from a model listing and the structured request, if one was
+    made; ``status`` None means unreachable."""
     reachable = status is not None
     listed = status is not None and status < 400 and error is None
     available = model_available(model, models) if listed else None
@@ -151,6 +206,9 @@ def health_report(
         steps = setup_steps(
             provider, base_url, model, reachable=reachable, models=models, status=status
         )
+    if check is not None and not check.ok:
+        error = check.error
+        steps = _refusing_steps(server, base_url, check)
     return HealthReport(
         reachable=reachable,
         provider=provider,
@@ -160,4 +218,9 @@ def health_report(
         model_available=available,
         error=error,
         setup_steps=steps,
+        server=server,
+        dialect=check.dialect if check is not None else None,
+        answered=check.ok if check is not None else None,
+        latency_ms=round(check.latency_ms, 1) if check is not None else None,
+        probed=probed,
     )

@@ -5,14 +5,15 @@ close), sending under the retry policy of ``transport.send``, a refusal becoming
 ``LLMBadRequest`` unless the provider learns from it and asks again (a refused native
 tools request asks again for the JSON document, ``native.py``), an answer of the wrong
 shape becoming ``LLMError``, the usage the endpoint reported (else a local count), and
-the health check. A provider names its paths, headers and answer shape, builds its
-request body, reads the text, a native call and the usage out of its answer and says
-what a refusal teaches it.
+the health check (the model list, then one small structured request). A provider names
+its paths, headers and answer shape, builds its request body, reads the text, a native
+call and the usage out of its answer and says what a refusal teaches it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -25,14 +26,32 @@ from bot.llm.base import (
     LLMError,
     LLMRequest,
     LLMResponse,
+    Message,
     NativeTools,
     OutputMode,
     Usage,
 )
-from bot.llm.health import health_report
+from bot.llm.health import StructuredCheck, health_report, model_available
 from bot.llm.native import NativeToolsPolicy
+from bot.llm.server_kind import LABELS, recognise
 from bot.llm.tokens import count_messages, count_tokens
-from bot.llm.transport import Call, Sleep, error_message, fetch_model_ids, send
+from bot.llm.transport import Call, ModelListing, Sleep, error_message, fetch_model_ids, send
+from bot.redact import redact
+
+# How long a structured request that answered stands for the next health checks:
+# ``/health/ai`` is public, and on a hosted API every check is a paid request.
+CHECK_TTL = 60.0
+# The one small structured request of a health check and of a dialect probe.
+PROBE = LLMRequest(
+    phase="probe",
+    messages=(
+        Message("system", 'Answer with the JSON object {"ok": true} and nothing else.'),
+        Message("user", "Are you there?"),
+    ),
+    schema={"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    max_tokens=32,
+    temperature=0.0,
+)
 
 
 class HttpChatLLM(ABC):
@@ -64,6 +83,7 @@ class HttpChatLLM(ABC):
         self._max_retries = max_retries
         self._sleep = sleep
         self.native = NativeToolsPolicy(native_tools)
+        self._answered: tuple[float, StructuredCheck] | None = None  # (when, the last success)
 
     # --- what each provider says ------------------------------------------------------------
 
@@ -104,6 +124,10 @@ class HttpChatLLM(ABC):
     # --- the same for every provider --------------------------------------------------------
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        return await self._complete(request, self._max_retries)
+
+    async def _complete(self, request: LLMRequest, max_retries: int) -> LLMResponse:
+        """One completion, retrying transient failures up to ``max_retries`` times."""
         url = self.base_url + self.chat_path
         while True:
             mode: OutputMode = self.mode if request.schema is not None else "text"
@@ -115,7 +139,7 @@ class HttpChatLLM(ABC):
                 call,
                 timeout=self._timeout,
                 sleep=self._sleep,
-                max_retries=self._max_retries,
+                max_retries=max_retries,
             )
             if response.is_success:
                 return self._answer(response, request, mode, native)
@@ -157,9 +181,38 @@ class HttpChatLLM(ABC):
         answer = text + (function_call.arguments if function_call is not None else "")
         return Usage(count_messages(request.messages), count_tokens(answer))
 
+    @property
+    def dialect_name(self) -> str:
+        """The structured-output dialect the next request with a schema will use."""
+        return self.mode
+
+    @property
+    def server_label(self) -> str:
+        return LABELS[recognise(self.base_url)]
+
+    @property
+    def probe_log(self) -> tuple[str, ...]:
+        """What each dialect got when the endpoint was last probed (none: not probed)."""
+        return ()
+
+    def _saw_models(self, listing: ModelListing) -> None:
+        """What the model list said (a provider may learn the server kind from it)."""
+        return None
+
+    def forget_dialect(self) -> None:
+        """Find the structured-output dialect again before the next request (after a
+        configuration reload or an outage); providers that probe extend this."""
+        self._answered = None
+
     async def health(self) -> HealthReport:
+        """The model list, then (when the model is served) one small structured request
+        in the dialect the bot uses, once, without retries: what a task's call would do."""
         url = self.base_url + self.models_path
         listing = await fetch_model_ids(self._http, url, self._headers())
+        self._saw_models(listing)
+        check = None
+        if listing.error is None and model_available(self.model, listing.models):
+            check = await self._structured_check()
         return health_report(
             self.name,
             self.base_url,
@@ -167,7 +220,26 @@ class HttpChatLLM(ABC):
             status=listing.status,
             models=listing.models,
             error=listing.error,
+            check=check,
+            server=self.server_label,
+            probed=self.probe_log,
         )
+
+    async def _structured_check(self) -> StructuredCheck:
+        """One small structured request (a success stands for ``CHECK_TTL`` seconds)."""
+        started = time.monotonic()
+        if self._answered is not None and started - self._answered[0] < CHECK_TTL:
+            return self._answered[1]
+        try:
+            await self._complete(PROBE, 0)
+        except LLMError as exc:  # the server's own words, without the key it may echo
+            elapsed = (time.monotonic() - started) * 1000
+            said = redact(str(exc), known=[self._api_key] if self._api_key else [])
+            self._answered = None
+            return StructuredCheck(False, self.dialect_name, elapsed, said)
+        check = StructuredCheck(True, self.dialect_name, (time.monotonic() - started) * 1000)
+        self._answered = (started, check)
+        return check
 
     async def aclose(self) -> None:
         if self._owns_http:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -174,6 +174,8 @@ class ModelListing:
     status: int | None
     models: tuple[str, ...] = ()
     error: str | None = None
+    owners: tuple[str, ...] = ()  # the models' ``owned_by``: which server is speaking
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 async def fetch_model_ids(
@@ -186,18 +188,24 @@ async def fetch_model_ids(
         return ModelListing(None, error=f"unusable URL {url!r}: {exc}")
     except httpx.TransportError as exc:
         return ModelListing(None, error=describe_failure(exc, url))
+    headers = dict(response.headers)
     if response.status_code >= 400:
         return ModelListing(
-            response.status_code, error=f"HTTP {response.status_code}: {error_message(response)}"
+            response.status_code,
+            error=f"HTTP {response.status_code}: {error_message(response)}",
+            headers=headers,
         )
     try:
         data = response.json().get("data")
         models = tuple(str(item["id"]) for item in data)
+        owners = tuple(str(item.get("owned_by") or "") for item in data)
     except (ValueError, AttributeError, TypeError, KeyError):
         return ModelListing(
-            response.status_code, error=f"{url} did not answer with a model list (data[].id)"
+            response.status_code,
+            error=f"{url} did not answer with a model list (data[].id)",
+            headers=headers,
         )
-    return ModelListing(response.status_code, models)
+    return ModelListing(response.status_code, models, owners=owners, headers=headers)
 
 
 def with_json_instructions(

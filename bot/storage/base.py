@@ -150,6 +150,18 @@ class Store(Protocol):
         """Set the mark ``key`` to ``owner``, dated now."""
         ...
 
+    # --- the LLM endpoint's structured-output dialect -------------------------------------------
+
+    async def get_llm_dialect(self, endpoint: str, model: str) -> tuple[str, str, float] | None:
+        """(dialect, server kind, found at) kept for ``endpoint`` and ``model``, if any."""
+        ...
+
+    async def put_llm_dialect(
+        self, endpoint: str, model: str, *, dialect: str, server: str
+    ) -> None:
+        """Keep the dialect that works at ``endpoint`` for ``model`` (replacing any)."""
+        ...
+
     # --- tasks ---------------------------------------------------------------------------------
 
     async def create_task(

@@ -49,3 +49,29 @@ def prune_marks(before: float) -> Script[int]:
         "DELETE FROM marks WHERE created_at < %(before)s RETURNING key", {"before": before}
     )
     return len(rows)
+
+
+# --- the LLM endpoint's structured-output dialect (kept apart from the pruned marks) ------
+
+
+def get_llm_dialect(endpoint: str, model: str) -> Script[tuple[str, str, float] | None]:
+    rows = yield Query(
+        """SELECT dialect, server, found_at FROM llm_dialects
+        WHERE endpoint = %(endpoint)s AND model = %(model)s""",
+        {"endpoint": endpoint, "model": model},
+    )
+    if not rows:
+        return None
+    return str(rows[0]["dialect"]), str(rows[0]["server"]), float(rows[0]["found_at"])
+
+
+def put_llm_dialect(
+    endpoint: str, model: str, dialect: str, server: str, now: float
+) -> Script[None]:
+    yield Query(
+        """INSERT INTO llm_dialects (endpoint, model, dialect, server, found_at)
+        VALUES (%(endpoint)s, %(model)s, %(dialect)s, %(server)s, %(now)s)
+        ON CONFLICT (endpoint, model) DO UPDATE SET dialect = excluded.dialect,
+            server = excluded.server, found_at = excluded.found_at""",
+        {"endpoint": endpoint, "model": model, "dialect": dialect, "server": server, "now": now},
+    )

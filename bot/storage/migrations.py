@@ -55,5 +55,7 @@ def upgrade(dialect: Dialect, found: int) -> list[str]:
         )
     if found < 3:  # a new table: created as it is missing, nothing to move
         statements += [s for s in schema_statements(dialect) if "marks" in s]
+    if found < 4:  # a new table, likewise
+        statements += [s for s in schema_statements(dialect) if "llm_dialects" in s]
     assert found >= SCHEMA_VERSION or statements, f"no upgrade from schema version {found}"
     return statements

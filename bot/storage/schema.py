@@ -33,7 +33,8 @@ from bot.storage.base import (
 #    row without payload.
 # 3: marks (key, owner, date): a comment handled once by its forge id, one denial per
 #    person and issue in a window, redeliveries asked for.
-SCHEMA_VERSION = 3
+# 4: llm_dialects (endpoint, model -> the structured-output dialect that works there).
+SCHEMA_VERSION = 4
 
 WAITING_STATES: frozenset[TaskState] = frozenset(
     {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
@@ -159,7 +160,15 @@ CREATE TABLE IF NOT EXISTS marks (
     owner TEXT NOT NULL,
     created_at {real} NOT NULL
 );
-CREATE INDEX IF NOT EXISTS marks_by_time ON marks (created_at)
+CREATE INDEX IF NOT EXISTS marks_by_time ON marks (created_at);
+CREATE TABLE IF NOT EXISTS llm_dialects (
+    endpoint TEXT NOT NULL,
+    model TEXT NOT NULL,
+    dialect TEXT NOT NULL,
+    server TEXT NOT NULL,
+    found_at {real} NOT NULL,
+    PRIMARY KEY (endpoint, model)
+)
 """
 
 

@@ -88,6 +88,17 @@ class SqlStore(ABC):
     async def put_mark(self, key: str, owner: str) -> None:
         await self._run(mark_scripts.put_mark(key, owner, self._clock()), write=True)
 
+    # --- the LLM endpoint's dialect -------------------------------------------------------------
+
+    async def get_llm_dialect(self, endpoint: str, model: str) -> tuple[str, str, float] | None:
+        return await self._run(mark_scripts.get_llm_dialect(endpoint, model), write=False)
+
+    async def put_llm_dialect(
+        self, endpoint: str, model: str, *, dialect: str, server: str
+    ) -> None:
+        script = mark_scripts.put_llm_dialect(endpoint, model, dialect, server, self._clock())
+        await self._run(script, write=True)
+
     # --- tasks ---------------------------------------------------------------------------------
 
     async def create_task(

@@ -1,8 +1,8 @@
 """The worker's periodic maintenance: re-queue tasks whose lease expired, wake waiting
-tasks whose time has come (probing the LLM first for tasks paused because it was
-down), ask the forge again for webhook deliveries missed while the bot was down
-(``redelivery.py``), and prune handled webhook events and the dedup window after 14
-days."""
+tasks whose time has come (probing the LLM first, with the small structured request a
+task would make, for tasks paused because it was down), ask the forge again for webhook
+deliveries missed while the bot was down (``redelivery.py``), and prune handled webhook
+events and the dedup window after 14 days."""
 
 from __future__ import annotations
 
@@ -44,8 +44,15 @@ class Maintenance:
         except Exception as exc:  # a probe must never take the bot down
             log.warning("LLM health probe failed: %s", exc)
             return
-        if report.reachable and report.model_available is not False:
-            log.info("LLM endpoint %s answers (model %s)", report.base_url, report.model)
+        if report.ready:
+            log.info(
+                "LLM endpoint %s answers (%s, model %s, dialect %s, %s ms)",
+                report.base_url,
+                report.server or report.provider,
+                report.model,
+                report.dialect or "-",
+                report.latency_ms if report.latency_ms is not None else "-",
+            )
             return
         steps = "; ".join(report.setup_steps)
         problem = report.error or f"model {report.model} is not served"
@@ -67,7 +74,7 @@ class Maintenance:
         for task in due:
             if waits_for_llm(task):
                 if llm_ok is None:
-                    llm_ok = (await self.runtime.llm_health()).reachable
+                    llm_ok = (await self.runtime.llm_health()).ready
                 if not llm_ok:
                     await self._pause_again(task)
                     continue

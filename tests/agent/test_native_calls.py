@@ -59,7 +59,7 @@ def test_broken_arguments_are_repaired_and_empty_ones_are_an_empty_object() -> N
 async def test_a_native_call_is_the_execution_document() -> None:
     answer = tool_call_completion("t0_docs_search", '{"query": "tools"}', cached=512)
     with ModelServer(Queue((200, answer))).running() as server:
-        llm = OpenAICompatibleLLM(base_url=server.url, model="m")
+        llm = OpenAICompatibleLLM(base_url=server.url, model="m", probe=False)
         offer = native_offer("task_1", [tool("docs.search")])
         result = await ask_phase(llm, "execution", MESSAGES, max_tokens=300, native=offer)
         await llm.aclose()
@@ -77,7 +77,7 @@ async def test_an_unusable_native_call_is_re_asked_with_the_errors() -> None:
         (200, tool_call_completion("search", '{"query": "tools"}')),
     )
     with ModelServer(answers).running() as server:
-        llm = OpenAICompatibleLLM(base_url=server.url, model="m")
+        llm = OpenAICompatibleLLM(base_url=server.url, model="m", probe=False)
         offer = native_offer("task_1", [tool("search")])
         result = await ask_phase(llm, "execution", MESSAGES, max_tokens=300, native=offer)
         await llm.aclose()
@@ -103,7 +103,7 @@ async def test_a_text_answer_to_a_native_offer_is_read_then_re_asked_without_fun
         (200, chat_completion("I would search the docs.")), (200, chat_completion(json.dumps(doc)))
     )
     with ModelServer(answers).running() as server:
-        llm = OpenAICompatibleLLM(base_url=server.url, model="m")
+        llm = OpenAICompatibleLLM(base_url=server.url, model="m", probe=False)
         offer = native_offer("task_1", [tool("search")])
         result = await ask_phase(llm, "execution", MESSAGES, max_tokens=300, native=offer)
         await llm.aclose()

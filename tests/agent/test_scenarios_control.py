@@ -75,9 +75,10 @@ async def test_llm_outage_pauses_once_and_resumes_without_repeating_writes(
     first = await harness.run(llm)
     second = await harness.run(llm)
 
-    for outcome in (first, second):
+    interval = harness.settings.llm.health_interval
+    for outcome, wait in ((first, interval), (second, 2 * interval)):  # failed again: backs off
         assert outcome.state is TaskState.PAUSED and outcome.reason == "llm_unavailable"
-        assert outcome.wake_at == harness.clock.now + harness.settings.llm.health_interval
+        assert outcome.wake_at == harness.clock.now + wait
     [paused] = harness.of(ProgressKind.PAUSED)  # announced once, not on every retry
     assert paused["reason"] == "llm_unavailable"
 

@@ -1,10 +1,10 @@
 import jinja2
 import pytest
 
-from bot.agent.context import ProgressEvent, ProgressKind
+from bot.agent.context import PauseReason, ProgressEvent, ProgressKind
 from bot.comments.labels import label_for, managed, transition
 from bot.comments.language import detect_language
-from bot.comments.milestones import milestone_body
+from bot.comments.milestones import milestone_body, pause_reason
 from bot.comments.render import (
     Marker,
     excerpt,
@@ -218,6 +218,22 @@ def test_a_quote_is_short_and_pings_nobody() -> None:
     )
     assert excerpt("why:\n  @team/leads  said so " + "y" * 300, limit=20) == (
         "why: @\u200bteam/leads sai\u2026"
+    )
+
+
+@pytest.mark.parametrize("language", ["en", "ja"])
+def test_each_pause_reason_has_its_own_words_and_a_persons_words_are_kept(
+    language: str,
+) -> None:
+    said = {
+        reason: pause_reason({"reason": reason.value, "endpoint": "E"}, language, prefix="/x")
+        for reason in PauseReason
+    }
+    assert len(set(said.values())) == len(PauseReason)  # three different texts
+    assert "E" in said[PauseReason.LLM_UNAVAILABLE]
+    assert "/x" in said[PauseReason.APPROVAL_TIMEOUT] and "/x" in said[PauseReason.PERSON]
+    assert pause_reason({"reason": "maintenance window"}, language, prefix="/x") == (
+        "maintenance window"
     )
 
 

@@ -73,7 +73,9 @@ async def test_the_execution_call_comes_natively_or_as_the_document(
 ) -> None:
     with ModelServer(Endpoint(tools=tools)).running() as server:
         async with Harness(tmp_path) as bot:
-            llm = OpenAICompatibleLLM(base_url=server.url + "/v1", model="qwen2.5-coder")
+            llm = OpenAICompatibleLLM(
+                base_url=server.url + "/v1", model="qwen2.5-coder", probe=False
+            )
             bot.runtime.llm = llm
             issue = github_repo(bot, remote)
             await bot.send_github("issues", gh_labeled())

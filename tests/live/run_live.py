@@ -105,7 +105,10 @@ async def drive(base_url: str, tmp: Path) -> int:
         "function_call" in e for e in entries) else "not asked")  # fmt: skip
     said = kinds(issue)
     print(f"model server: llama-cpp-python (llama_cpp.server), model {ALIAS}")
-    print(f"dialect found: structured output {llm.quirks.mode}, native tool calls {native}")
+    print(
+        f"dialect found: structured output {llm.dialect} ({llm.server_label}; "
+        f"probed: {'; '.join(llm.probe_log) or '-'}), native tool calls {native}"
+    )
     print(f"task: {task.state.value}, labels {issue.labels}, comments {said}")
     by_phase = ", ".join(f"{k} {v}" for k, v in Counter(e["phase"] for e in entries).items())
     print(f"calls: {usage.get('calls', 0)} ({by_phase})")

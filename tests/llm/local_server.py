@@ -1,9 +1,10 @@
 """A model endpoint on loopback for tests that go through the real HTTP client and
-sockets: a stdlib HTTP server in a thread that answers each POST with what its ``answer``
-function returns for the request, and records every request.
+sockets: a stdlib HTTP server in a thread that answers each request with what its
+``answer`` function returns for it, and records every request.
 
-``answer(path, body) -> (status, json)``; ``Queue`` answers a fixed list in order. The
-bodies are the providers' documented shapes (``tests/llm/payloads.py``).
+``answer(path, body) -> (status, json)`` (``body`` None for a GET, e.g. the model list);
+``Queue`` answers a fixed list in order; ``model_server.py`` answers by a function of the
+whole request. The bodies are the providers' documented shapes (``tests/llm/payloads.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    method: str = "POST"
 
 
 class ModelServer:
@@ -35,6 +37,9 @@ class ModelServer:
     def bodies(self) -> list[Any]:
         return [r.body for r in self.requests]
 
+    def of(self, path: str) -> list[Recorded]:
+        return [r for r in self.requests if r.path == path]
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -43,7 +48,7 @@ class ModelServer:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null")
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                server.requests.append(Recorded(self.path, headers, body))
+                server.requests.append(Recorded(self.path, headers, body, self.command))
                 try:
                     code, reply = server.answer(self.path, body)
                 except Exception as exc:  # a failing script shows as a 599, not a hang
@@ -54,6 +59,8 @@ class ModelServer:
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            do_GET = do_POST  # a GET has no body: ``answer`` gets None
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None

@@ -62,6 +62,33 @@ def model_list(*ids: str) -> Any:
     }
 
 
+def model_list_owned(owner: str, *ids: str) -> Any:
+    """GET /v1/models as a given server answers it: ``owned_by`` is "vllm" on vLLM,
+    "llamacpp" on llama.cpp's server, "organization_owner" on LM Studio, "library" on
+    Ollama."""
+    body = model_list(*ids)
+    for item in body["data"]:
+        item["owned_by"] = owner
+    return body
+
+
+def ollama_chat(content: str, *, model: str = "qwen2.5-coder") -> Any:
+    """Ollama's native POST /api/chat answer with "stream": false (docs/api.md)."""
+    return {
+        "model": model,
+        "created_at": "2024-12-06T19:17:39.129578Z",
+        "message": {"role": "assistant", "content": content},
+        "done_reason": "stop",
+        "done": True,
+        "total_duration": 4648158584,
+        "load_duration": 1536271708,
+        "prompt_eval_count": 26,
+        "prompt_eval_duration": 1125000000,
+        "eval_count": 12,
+        "eval_duration": 1985000000,
+    }
+
+
 def anthropic_message(content: list[dict[str, Any]], *, stop_reason: str = "tool_use") -> Any:
     """The Messages API response object."""
     return {

@@ -144,7 +144,10 @@ async def test_non_message_answer_is_an_error(sleep: Sleep) -> None:
 
 
 async def test_health_lists_models_with_the_api_headers(sleep: Sleep) -> None:
-    replay = Replay(ok(anthropic_models("claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805")))
+    replay = Replay(
+        ok(anthropic_models("claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805")),
+        ok(anthropic_message([tool_use("probe", {"ok": True})])),
+    )
     report = await make(replay, sleep).health()
     sent = replay.requests[0]
     assert str(sent.url) == "https://api.anthropic.com/v1/models?limit=1000"
@@ -153,6 +156,9 @@ async def test_health_lists_models_with_the_api_headers(sleep: Sleep) -> None:
     assert report.provider == "anthropic"
     assert report.reachable and report.model_available  # alias of a dated snapshot
     assert report.setup_steps == ()
+    # one small structured request (the forced tool) predicts that tasks will work
+    assert replay.body(1)["tool_choice"] == {"type": "tool", "name": "probe"}
+    assert (report.answered, report.dialect, report.server) == (True, "json_schema", "Anthropic")
 
 
 async def test_health_missing_model_lists_the_choices(sleep: Sleep) -> None:

@@ -8,6 +8,7 @@ from pydantic import SecretStr
 from bot.config import ConfigError, LLMSettings
 from bot.llm.anthropic import AnthropicLLM
 from bot.llm.base import LLMRequest, Message
+from bot.llm.dialect import Dialect
 from bot.llm.factory import make_llm
 from bot.llm.openai import OpenAICompatibleLLM
 from tests.llm.payloads import Replay, chat_completion, ok
@@ -32,6 +33,25 @@ async def test_openai_provider_uses_the_shared_client_and_key() -> None:
     await llm.aclose()
     assert not http.is_closed
     await http.aclose()
+
+
+async def test_openai_provider_gets_the_pinned_mode_and_the_dialect_store() -> None:
+    class Kept:
+        async def get_llm_dialect(self, endpoint: str, model: str) -> None:
+            return None
+
+        async def put_llm_dialect(
+            self, endpoint: str, model: str, *, dialect: str, server: str
+        ) -> None:
+            return None
+
+    kept = Kept()
+    settings = LLMSettings(provider="openai", structured_output="none")
+    llm = make_llm(settings, dialects=kept)
+    assert isinstance(llm, OpenAICompatibleLLM)
+    assert llm.structured_output == "none" and llm.dialect is Dialect.INSTRUCTIONS
+    assert llm._dialects is kept
+    await llm.aclose()
 
 
 async def test_anthropic_defaults_to_the_anthropic_api() -> None:

@@ -30,8 +30,27 @@ def test_unreachable_ollama_install_start_pull() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("base_url", "first"),
+    [
+        ("http://localhost:8000/v1", "Start vLLM: vllm serve qwen2.5-coder"),
+        ("http://127.0.0.1:8080/v1", "Start the llama.cpp server: llama-server -m <model.gguf>"),
+        ("http://127.0.0.1:1234/v1", "Start LM Studio's local server: lms server start"),
+        ("http://localhost:4000", "Start the LiteLLM proxy: litellm --config <config.yaml>"),
+        ("http://vllm.internal:9000/v1", None),  # not local: check the network instead
+    ],
+)
+def test_unreachable_server_named_by_its_default_port(base_url: str, first: str | None) -> None:
+    result = steps(base_url, reachable=False, status=None)
+    if first is None:
+        assert result[0].startswith("Check that vllm.internal is reachable")
+    else:
+        assert result[0].startswith(first)
+        assert result[-1] == f"Check LLM_BASE_URL (currently {base_url})"
+
+
 def test_unreachable_other_local_server() -> None:
-    result = steps("http://localhost:8000/v1", reachable=False, status=None)
+    result = steps("http://localhost:9000/v1", reachable=False, status=None)
     assert result[0].startswith("Start the OpenAI-compatible server that should listen on")
     assert "vllm serve qwen2.5-coder" in result[0]
     assert "Install Ollama: https://ollama.com/download" in result
@@ -123,6 +142,12 @@ def test_health_report_fields() -> None:
         "openai", OLLAMA, "qwen2.5-coder", status=200, models=("llama3.2",), error=None
     )
     assert report.to_dict() == {
+        "ready": False,
+        "server": "",
+        "dialect": None,
+        "answered": None,
+        "latency_ms": None,
+        "probed": [],
         "reachable": True,
         "provider": "openai",
         "base_url": OLLAMA,
@@ -138,3 +163,15 @@ def test_health_report_fields() -> None:
     down = health_report("openai", OLLAMA, "m", status=None, models=(), error="refused")
     assert (down.reachable, down.model_available, down.error) == (False, None, "refused")
     assert down.setup_steps[0] == "Install Ollama: https://ollama.com/download"
+
+
+def test_a_refused_key_names_the_service_it_is_for() -> None:
+    assert steps("https://openrouter.ai/api/v1", status=401) == (
+        "Set LLM_API_KEY to an OpenRouter API key (https://openrouter.ai/keys)",
+    )
+    assert steps("http://127.0.0.1:4000", status=401) == (
+        "Set LLM_API_KEY to a LiteLLM proxy key for http://127.0.0.1:4000",
+    )
+    assert steps("https://api.openai.com/v1", status=401) == (
+        "Set LLM_API_KEY (or OPENAI_API_KEY) to a valid API key for https://api.openai.com/v1",
+    )

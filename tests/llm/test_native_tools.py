@@ -65,7 +65,11 @@ def request(*functions: FunctionSpec, system: bool = True) -> LLMRequest:
 
 def openai(server: ModelServer, sleep: Sleep, native: NativeTools = "auto") -> OpenAICompatibleLLM:
     return OpenAICompatibleLLM(
-        base_url=server.url + "/v1", model="gpt-4.1", sleep=sleep, native_tools=native
+        base_url=server.url + "/v1",
+        model="gpt-4.1",
+        sleep=sleep,
+        native_tools=native,
+        probe=False,  # about native calls; tests/llm/test_dialect.py probes
     )
 
 

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from bot.llm.base import LLMBadRequest, LLMError, LLMRequest, LLMUnavailable, Message
+from bot.llm.dialect import Dialect
 from bot.llm.openai import OpenAICompatibleLLM, Quirks, adjust
 from bot.llm.tokens import count_messages, count_tokens
 from tests.llm.payloads import (
@@ -44,6 +45,7 @@ def make(replay: Replay, sleep: Sleep, **kwargs: Any) -> OpenAICompatibleLLM:
         api_key="sk-test",
         http=replay.client(),
         sleep=sleep,
+        probe=False,  # these tests are about requests; tests/llm/test_dialect.py probes
         **kwargs,
     )
 
@@ -268,14 +270,15 @@ async def test_unusable_url_is_a_bad_request(sleep: Sleep, waits: list[float]) -
 
 def test_adjust_is_monotonic() -> None:
     text = json.dumps(FORMAT_REJECTED)
-    assert adjust(Quirks(), "json_schema", 400, text) == Quirks(mode="json_object")
-    assert adjust(Quirks(), "json_object", 400, text) == Quirks(mode="text")
+    schema, obj, text_only = Dialect.JSON_SCHEMA, Dialect.JSON_OBJECT, Dialect.INSTRUCTIONS
+    assert adjust(Quirks(), schema, 400, text) == Quirks(dialect=obj)
+    assert adjust(Quirks(), obj, 400, text) == Quirks(dialect=text_only)
     # another call already fell back further: never climb back up
-    assert adjust(Quirks(mode="text"), "json_schema", 400, text) == Quirks(mode="text")
-    assert adjust(Quirks(mode="text"), "text", 400, text) is None
+    assert adjust(Quirks(dialect=text_only), schema, 400, text) == Quirks(dialect=text_only)
+    assert adjust(Quirks(dialect=text_only), text_only, 400, text) is None
     # a 500 reaches adjust only when it rejects the request's content (see transport)
-    assert adjust(Quirks(), "json_schema", 500, text) == Quirks(mode="json_object")
-    assert adjust(Quirks(), "json_schema", 401, text) is None
+    assert adjust(Quirks(), schema, 500, text) == Quirks(dialect=obj)
+    assert adjust(Quirks(), schema, 401, text) is None
 
 
 # What a FastAPI-based server (vLLM's, LiteLLM's) answers to a request field it rejects:
@@ -327,12 +330,16 @@ async def test_a_gateway_error_is_an_outage_whatever_its_text(
 
 
 async def test_health_lists_models_and_finds_ollama_tags(sleep: Sleep) -> None:
-    replay = Replay(ok(model_list("llama3.2:latest", "qwen2.5-coder:latest")))
+    replay = Replay(
+        ok(model_list("llama3.2:latest", "qwen2.5-coder:latest")),
+        ok(chat_completion('{"ok": true}')),
+    )
     llm = OpenAICompatibleLLM(
         base_url="http://127.0.0.1:11434/v1",
         model="qwen2.5-coder",
         http=replay.client(),
         sleep=sleep,
+        probe=False,
     )
     report = await llm.health()
     assert str(replay.requests[0].url) == "http://127.0.0.1:11434/v1/models"
@@ -340,12 +347,34 @@ async def test_health_lists_models_and_finds_ollama_tags(sleep: Sleep) -> None:
     assert report.reachable and report.model_available
     assert report.models == ("llama3.2:latest", "qwen2.5-coder:latest")
     assert (report.error, report.setup_steps) == (None, ())
+    # and one small structured request in the dialect the bot uses
+    assert str(replay.requests[1].url) == "http://127.0.0.1:11434/v1/chat/completions"
+    assert replay.body(1)["response_format"]["type"] == "json_schema"
+    assert (report.answered, report.dialect, report.server) == (True, "json_schema", "Ollama")
+    assert report.latency_ms is not None and report.ready
+
+
+async def test_a_structured_answer_stands_for_a_minute_of_health_checks(sleep: Sleep) -> None:
+    """/health/ai is public: on a hosted API each structured request is paid for."""
+    replay = Replay(
+        ok(model_list("gpt-4.1")),
+        ok(chat_completion('{"ok": true}')),
+        ok(model_list("gpt-4.1")),
+    )
+    llm = make(replay, sleep)
+    first, second = await llm.health(), await llm.health()
+    assert first.answered and second.answered and second.dialect == "json_schema"
+    paths = [r.url.path for r in replay.requests]
+    assert paths == ["/v1/models", "/v1/chat/completions", "/v1/models"]
 
 
 async def test_health_missing_model_says_pull_it(sleep: Sleep) -> None:
     replay = Replay(ok(model_list("llama3.2:latest")))
     llm = OpenAICompatibleLLM(
-        base_url="http://localhost:11434/v1", model="qwen2.5-coder", http=replay.client()
+        base_url="http://localhost:11434/v1",
+        model="qwen2.5-coder",
+        http=replay.client(),
+        probe=False,
     )
     report = await llm.health()
     assert report.reachable and report.model_available is False

@@ -124,3 +124,24 @@ async def test_a_mark_is_claimed_once_and_again_after_its_window(
         clock.advance(10)
         assert await store.prune(older_than=clock() - 5) == 2
         assert await store.claim("denied:i:alice", owner="5", window=600)
+
+
+# Version 3 (marks, no llm_dialects), made from a fresh database.
+V3_FROM_V4 = """
+DROP TABLE llm_dialects;
+UPDATE meta SET value = '3' WHERE key = 'schema_version';
+"""
+
+
+async def test_a_version_3_database_gains_the_llm_dialects_table(
+    backend: Backend, clock: Clock
+) -> None:
+    async with opened(backend.make(clock)) as store:
+        assert await store.claim("comment:github:o/r:1", owner="7")
+    backend.execute(V3_FROM_V4)
+    async with opened(backend.make(clock)) as store:
+        assert not await store.claim("comment:github:o/r:1", owner="8")  # kept
+        await store.put_llm_dialect("http://x/v1", "m", dialect="json_object", server="unknown")
+    async with opened(backend.make(clock)) as store:
+        kept = await store.get_llm_dialect("http://x/v1", "m")
+        assert kept is not None and kept[:2] == ("json_object", "unknown")

@@ -172,3 +172,20 @@ async def test_open_is_idempotent_and_keeps_the_data(backend: Backend, clock: Cl
         assert await reopened.get_task(task.id) == task
     finally:
         await reopened.close()
+
+
+async def test_the_llm_dialect_is_kept_per_endpoint_and_model(
+    store: SqlStore, clock: Clock
+) -> None:
+    endpoint = "http://127.0.0.1:8000/v1"
+    assert await store.get_llm_dialect(endpoint, "qwen") is None
+    await store.put_llm_dialect(endpoint, "qwen", dialect="json_schema", server="vllm")
+    clock.advance(5)
+    await store.put_llm_dialect(endpoint, "qwen", dialect="guided_json", server="vllm")
+    await store.put_llm_dialect(endpoint, "llama", dialect="json_object", server="vllm")
+    assert await store.get_llm_dialect(endpoint, "qwen") == ("guided_json", "vllm", clock())
+    assert (await store.get_llm_dialect(endpoint, "llama") or ("",))[0] == "json_object"
+    assert await store.get_llm_dialect("http://other/v1", "qwen") is None
+    clock.advance(30 * 86400)
+    await store.prune(older_than=clock() - 14 * 86400)  # not a mark: never pruned
+    assert await store.get_llm_dialect(endpoint, "qwen") is not None
