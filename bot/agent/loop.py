@@ -23,6 +23,7 @@ cannot go on raises ``NeedsPerson``, and the loop asks the ``Finisher`` for a pe
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -47,8 +48,11 @@ from bot.agent.revision import Reviser
 from bot.agent.session import Session
 from bot.agent.state import ActionRecord, AgentState, Phase, Stage
 from bot.agent.waiting import Rejection, Waits
+from bot.forges.base import ForgeError
 from bot.llm.base import LLMBadRequest, LLMError, LLMUnavailable
 from bot.storage.base import TaskState
+
+log = logging.getLogger("bot.agent")
 
 __all__ = ["HANDLERS", "AgentLoop", "Exit", "PlanningFailed"]
 
@@ -256,6 +260,15 @@ HANDLERS: dict[Stage, Callable[[Run], Awaitable[None]]] = {
 # --- the loop --------------------------------------------------------------------------------
 
 
+async def save_work_after_crash(run: Run) -> None:
+    try:
+        await run.delivery.save_work()
+    except Exception:  # the crash is what the worker reports; this is the best effort
+        log.exception(
+            "task %s: the work could not be pushed after a crash", run.session.ctx.task.id
+        )
+
+
 class AgentLoop:
     def __init__(
         self,
@@ -297,6 +310,13 @@ class AgentLoop:
         except LLMError as exc:
             reason = f"the model call failed: {exc}"
             return await run.finisher.intervene(reason, ask_model=False)
+        except ForgeError:
+            raise  # transient: the worker retries the task, which finds its work in place
+        except Exception:
+            # A crash ends the task as failed (the worker says so): its work so far is
+            # pushed first, so nothing is lost with the workspace (docs/planning.md#completion).
+            await save_work_after_crash(run)
+            raise
 
     async def plan_only(self, ctx: TaskContext) -> PlanDocument:
         """Plan the task and return the plan; writes nothing (``bot run --dry-run``).

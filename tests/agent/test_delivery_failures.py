@@ -194,3 +194,37 @@ async def test_work_written_through_the_forge_api_is_linked_when_a_person_is_nee
     assert title.startswith("[unfinished] ") and change.head_branch == harness.built.branch
     [links] = harness.of(ProgressKind.LINKS)
     assert links == {"branch": harness.built.branch, "change_request_url": change.web_url}
+
+
+async def test_a_crash_pushes_the_work_so_far_before_the_task_fails(
+    tmp_path: Path, stack: contextlib.AsyncExitStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bug of the bot's (here: in choosing the next batch, after the first write) fails
+    # the task, and the worker then deletes its workspace: the work must be on the branch.
+    import bot.agent.loop as agent_loop
+
+    bare = bare_remote(tmp_path / "origin", FILES)
+    harness = await make_harness(tmp_path, stack, files=FILES, clone_url=f"file://{bare}")
+    first = docs.action("task_1", "write_file", arguments={"path": "notes.txt", "content": "a\n"})
+    second = docs.action("task_2", "read_file", arguments={"path": "notes.txt"},
+                         dependencies=["task_1"])  # fmt: skip
+    llm = ScriptedLLM([docs.plan([first, second], dependencies={"task_2": ["task_1"]})])
+    real_next_batch = agent_loop.next_batch
+    batches = []
+
+    def next_batch(*args: object, **kwargs: object) -> object:
+        batches.append(1)
+        if len(batches) > 1:
+            raise RuntimeError("a bug of the bot's")
+        return real_next_batch(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(agent_loop, "next_batch", next_batch)
+
+    with pytest.raises(RuntimeError, match="a bug of the bot's"):
+        await harness.run(llm)
+
+    branch = harness.built.branch
+    assert git("show", f"{branch}:notes.txt", cwd=bare) == "a"
+    [change] = harness.forge.repo(harness.repo).change_requests
+    title, _body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
+    assert change.draft and title.startswith("[unfinished] ")
