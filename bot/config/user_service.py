@@ -96,9 +96,12 @@ class UserConfigService:
             async with asyncio.timeout(api.timeout):  # the whole answer, not each read
                 found = await self._fetch(api, person_url(api.url, forge=forge, user=user))
         except (httpx.HTTPError, UserConfigError, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+            if isinstance(exc, TimeoutError | httpx.TimeoutException):
+                reason = f"TimeoutError: no answer within {api.timeout:g} s"
             log.warning(
                 "user_config_api: no settings for %s:%s (%s); using the defaults",
-                forge, user, exc or type(exc).__name__,
+                forge, user, reason,
             )  # fmt: skip
             return {}
         if api.cache_ttl > 0:
