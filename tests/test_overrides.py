@@ -168,6 +168,18 @@ def test_a_person_may_loosen_within_the_server_what_the_repository_left_free() -
     ]
 
 
+def test_a_money_budget_may_be_set_where_there_is_none_and_only_lowered() -> None:
+    result = merge(repo={"budget": {"max_cost": 2.5}}, user={"budget": {"max_cost": 1.0}})
+    assert result.planning.budget.max_cost == 1.0 and result.refused == ()
+
+    capped = merge(repo={"budget": {"max_cost": 2.5}}, user={"budget": {"max_cost": None}})
+    assert capped.planning.budget.max_cost == 2.5
+    assert refusals(capped) == {"planning.budget.max_cost": Refused.ABOVE_LIMIT}
+    assert refusals(merge(user={"budget": {"max_cost": 3.0}}, server=capped.planning)) == {
+        "planning.budget.max_cost": Refused.ABOVE_LIMIT
+    }
+
+
 def test_the_specification_example_answer_merges() -> None:
     # seeds/004 9.3: the user_config_api answer's planning part
     example = {

@@ -35,7 +35,7 @@ class Bound(StrEnum):
     """How far a layer may move a key from the value in force."""
 
     FREE = "free"  # any valid value
-    AT_MOST = "at_most"  # a number not above the value in force
+    AT_MOST = "at_most"  # a number not above the value in force (None: no limit)
     ONLY_TRUE = "only_true"  # may switch on, never off
     ONLY_FALSE = "only_false"  # may switch off, never on
 
@@ -64,6 +64,7 @@ RULES: Mapping[str, Bound] = {
     "execution.max_parallel": Bound.AT_MOST,
     "execution.early_termination.enabled": Bound.ONLY_TRUE,
     "execution.early_termination.max_consecutive_failures": Bound.AT_MOST,
+    "budget.max_cost": Bound.AT_MOST,  # None: no limit
 }
 SERVER_ONLY = ("security", "user_config_api")
 _SECTIONS = frozenset(
@@ -208,8 +209,8 @@ def _classify(key: str) -> Refused | None:
 
 
 def _out_of_bounds(bound: Bound, value: Any, current: Any) -> Refused | None:
-    if bound is Bound.AT_MOST and value > current:
-        return Refused.ABOVE_LIMIT
+    if bound is Bound.AT_MOST and current is not None and (value is None or value > current):
+        return Refused.ABOVE_LIMIT  # None is no limit: above any number
     if bound is Bound.ONLY_TRUE and current and not value:
         return Refused.ONLY_TOWARDS_TRUE
     if bound is Bound.ONLY_FALSE and not current and value:
