@@ -45,6 +45,16 @@ async def test_the_persons_planning_part_of_the_answer_is_returned(
     assert server.asked == ["github/alice"]
 
 
+async def test_the_token_from_the_environment_is_sent_as_a_bearer_token(
+    server: UserConfigServer,
+) -> None:
+    server.answers["alice"] = document({"strategy": "simple"})
+    service = UserConfigService()
+    await service.planning_for(api(server, token="s3cret-token"), forge="github", user="alice")
+    await service.planning_for(api(server, cache_ttl=0), forge="github", user="bob")
+    assert server.authorization == ["Bearer s3cret-token", ""]
+
+
 async def test_answers_are_cached_per_person_until_the_ttl_ends(server: UserConfigServer) -> None:
     server.answers["alice"] = document({"strategy": "simple"})
     server.answers["bob"] = document({"strategy": "hierarchical"})

@@ -38,6 +38,7 @@ class UserConfigServer:
     answers: dict[str, Answer] = field(default_factory=dict)  # person -> answer (else 404)
     asked: list[str] = field(default_factory=list)  # "forge/person" in arrival order
     answered: list[str] = field(default_factory=list)  # in the order answers were sent
+    authorization: list[str] = field(default_factory=list)  # each request's header ("": none)
 
     def count(self, person: str) -> int:
         return sum(1 for entry in self.asked if entry.endswith(f"/{person}"))
@@ -55,6 +56,7 @@ def _handler(state: UserConfigServer) -> type[BaseHTTPRequestHandler]:
                 return
             person = unquote(parts[2])
             state.asked.append(f"{parts[1]}/{person}")
+            state.authorization.append(self.headers.get("Authorization", ""))
             answer = state.answers.get(person)
             if answer is None:
                 self.send_error(404)

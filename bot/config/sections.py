@@ -99,6 +99,8 @@ class UserConfigApiSettings(_Section):
     url: str = ""
     timeout: float = Field(5.0, gt=0, le=60)
     cache_ttl: int = Field(300, ge=0, le=86400)
+    # Sent as a bearer token; only from BOT_USER_CONFIG_TOKEN, never from config.yaml.
+    token: SecretStr | None = None
 
     @model_validator(mode="after")
     def _url_names_the_person(self) -> UserConfigApiSettings:

@@ -110,9 +110,12 @@ class UserConfigService:
 
     async def _fetch(self, api: UserConfigApiSettings, url: str) -> Mapping[str, Any]:
         self.requests += 1
+        headers = {"Accept": "application/json"}
+        if api.token is not None:
+            headers["Authorization"] = f"Bearer {api.token.get_secret_value()}"
         async with (
             httpx.AsyncClient(timeout=api.timeout, transport=self._transport) as client,
-            client.stream("GET", url, headers={"Accept": "application/json"}) as response,
+            client.stream("GET", url, headers=headers) as response,
         ):
             if response.status_code == 404:
                 return {}
