@@ -91,6 +91,11 @@ class Applied:
     previous: Any
 
 
+def _shown(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     layer: Layer
@@ -114,7 +119,7 @@ class Refusal:
 
     def describe(self) -> str:
         """One English line naming the key (logs, the run report, the API)."""
-        asked = f"{self.key}: {self.value!r} from the {self.layer.value} settings"
+        asked = f"{self.key}: {_shown(self.value)} from the {self.layer.value} settings"
         where = self.limit_from.value if self.limit_from else "server"
         reasons = {
             Refused.ABOVE_LIMIT: f"may be at most {self.limit!r} (the {where}'s value)",
@@ -142,9 +147,6 @@ class EffectivePlanning:
     refused: tuple[Refusal, ...] = ()
     origin: Mapping[str, Layer] = field(default_factory=dict)
 
-    def refused_by(self, layer: Layer) -> tuple[Refusal, ...]:
-        return tuple(r for r in self.refused if r.layer is layer)
-
     def values(self) -> dict[str, Any]:
         """Every key a repository or person may set, with its effective value."""
         data = self.planning.model_dump(mode="json")
@@ -165,11 +167,14 @@ class EffectivePlanning:
         """Markdown lines for the run report: each value and where it came from, then
         what was refused."""
         lines = [
-            f"- `{key}` = `{json.dumps(value)}` ({self.origin.get(key[9:], Layer.SERVER).value})"
+            f"- `{key}` = `{json.dumps(value)}` ({self._origin_of(key).value})"
             for key, value in self.values().items()
         ]
         lines += [f"- refused: {refusal.describe()}" for refusal in self.refused]
         return lines
+
+    def _origin_of(self, key: str) -> Layer:
+        return self.origin.get(key.removeprefix("planning."), Layer.SERVER)
 
     def apply_to(self, settings: Settings) -> Settings:
         """``settings`` with this planning section."""
