@@ -91,6 +91,26 @@ async def test_repository_planning_keys_apply_within_bounds_and_refusals_are_nam
         assert recorded["planning"]["values"]["planning.strategy"] == "hierarchical"
 
 
+async def test_the_refusal_comment_is_posted_once_over_a_tasks_runs(tmp_path: Path) -> None:
+    files = {**ORIGIN_FILES, ".agent.yaml": b"planning:\n  max_subtasks: 1000\n"}
+    remote = origin(tmp_path, files)
+    async with Harness(tmp_path, script=[one_write(), docs.completion(done=1)]) as bot:
+        ref = bot.github.add_repo(GH_REPO, files, clone_url=remote.url, writers=(OWNER,))
+        bot.github.add_issue(ref, 1, title="Write the notes", author=OWNER)
+        issue = bot.github.issue(ref, 1)
+        await bot.send_github("issue_comment", gh_comment("/agent plan"))
+        await settle(bot)
+        [task] = await bot.tasks()
+        assert task.state is TaskState.AWAITING_APPROVAL
+        await bot.send_github("issue_comment", gh_comment("/agent approve"))
+        await settle(bot)
+
+        [task] = await bot.tasks()
+        assert task.state is TaskState.DONE, task
+        [refused] = of_kind(issue, "settings_refused")  # the second run edited, not reposted
+        assert "`planning.max_subtasks` = `1000`" in refused and "at most `100`" in refused
+
+
 async def test_a_planning_key_switching_planning_off_stops_the_task(tmp_path: Path) -> None:
     files = {**ORIGIN_FILES, ".agent.yaml": b"planning:\n  enabled: false\n"}
     remote = origin(tmp_path, files)
@@ -209,3 +229,20 @@ async def test_the_api_answers_the_merged_settings_of_a_repository_and_a_person(
             )
             assert broken.status_code == 200
             assert "planing: unknown key" in broken.json()["repo_config_error"]
+
+
+async def test_the_api_falls_back_to_the_server_settings_when_the_service_fails(
+    tmp_path: Path,
+) -> None:
+    with user_config_server() as service:
+        service.answers["alice"] = document({"strategy": "simple"})
+        service.answers["alice"].status = 503
+        async with Harness(tmp_path, overrides=with_user_config(service, **WITH_API)) as bot:
+            response = await bot.client.get(
+                "/api/settings/effective", params={"user": "alice"}, headers=AUTH
+            )
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["overrides_applied"] == [] and body["refused"] == []
+            assert body["settings"]["planning"]["strategy"] == "chain_of_thought"
+            assert service.asked == ["github/alice"]
