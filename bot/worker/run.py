@@ -23,7 +23,7 @@ from bot.agent.state import consumed_message_seq
 from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
 from bot.config import Settings, secret_values
-from bot.config.overrides import EffectivePlanning
+from bot.config.overrides import EffectivePlanning, Layer
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.runtime import Runtime
@@ -198,7 +198,7 @@ class TaskRunner:
         await self._say_refused(task, planning, reporter)
         settings = planning.apply_to(self.settings)
         if not settings.planning.enabled:
-            return planning_disabled()
+            return planning_disabled(planning.origin.get("enabled", Layer.SERVER))
         branch = None
         if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
             branch = issue.head_branch

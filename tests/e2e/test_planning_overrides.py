@@ -121,7 +121,10 @@ async def test_a_planning_key_switching_planning_off_stops_the_task(tmp_path: Pa
         await settle(bot)
 
         [task] = await bot.tasks()
-        assert task.state is TaskState.FAILED and "planning is switched off" in (task.error or "")
+        assert task.state is TaskState.FAILED
+        assert task.error == (
+            "planning is switched off by the repository's .agent.yaml (planning.enabled: false)"
+        )
         assert bot.llm.requests == []
 
 
