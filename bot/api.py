@@ -24,10 +24,11 @@ from bot.agent.history import HistoryError, describe_entry, history_path, read_e
 from bot.agent.snapshot import checklist, status_snapshot
 from bot.config import Settings, masked
 from bot.events import ForgeKind
+from bot.forges.base import AccessDenied, ForgeError, NotFound
 from bot.paths import PathRefused, resolve_inside
 from bot.runtime import Runtime
 from bot.storage.base import Task, TaskState
-from bot.worker import operator
+from bot.worker import operator, task_settings
 
 MAX_PAGE = 200
 TIMELINE_ENTRIES = 500
@@ -96,6 +97,22 @@ UNKNOWN: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description
 CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"model": Problem, "description": "the task cannot do that now"}
 }
+
+
+class EffectiveSettings(BaseModel):
+    repo: str | None
+    user: str | None
+    forge: ForgeKind
+    overrides_applied: list[dict[str, Any]] = Field(
+        description="planning keys changed: key, value, previous, source"
+    )
+    refused: list[dict[str, Any]] = Field(
+        description="planning keys refused: key, value, reason, limit, message"
+    )
+    repo_config_error: str | None = Field(
+        description="why the repository's .agent.yaml would stop a task (null: valid or none)"
+    )
+    settings: dict[str, Any] = Field(description="every setting, secrets masked")
 
 
 class SwitchState(BaseModel):
@@ -246,15 +263,44 @@ def create_api(runtime: Runtime, token: str) -> FastAPI:
         """Whether the emergency stop is set."""
         return switch_state(await operator.read_switch(runtime.store))
 
-    @api.get("/settings/effective", dependencies=guard)
+    @api.get(
+        "/settings/effective",
+        dependencies=guard,
+        response_model=EffectiveSettings,
+        responses={
+            404: {"model": Problem, "description": "no such repository, or its forge is off"},
+            502: {"model": Problem, "description": "the forge did not answer"},
+        },
+    )
     async def effective_settings(
         repo: Annotated[str | None, Query(max_length=300)] = None,
         user: Annotated[str | None, Query(max_length=100)] = None,
-    ) -> dict[str, Any]:
-        """The settings a task for this repository and person would start from (secrets
-        masked). Per-repository and per-person overrides are not applied yet."""
-        data = masked(settings())
-        return {"repo": repo, "user": user, "overrides_applied": [], "settings": data}
+        forge: ForgeKind | None = None,
+    ) -> EffectiveSettings:
+        """The settings a task for this repository (its ``.agent.yaml`` on the default
+        branch) requested by this person (``user_config_api``) would start with, secrets
+        masked; ``forge`` defaults to the one configured (GitHub when both are)."""
+        kind = forge or next(iter(sorted(runtime.forges)), ForgeKind.GITHUB)
+        if repo and runtime.forge(kind) is None:
+            raise HTTPException(404, f"{kind.value} is not configured on this bot")
+        try:
+            planning, problem = await task_settings.settings_for(
+                runtime, forge=kind, repo=repo, user=user
+            )
+        except (NotFound, AccessDenied) as exc:
+            raise HTTPException(404, f"repository {repo} cannot be read: {exc}") from None
+        except ForgeError as exc:
+            raise HTTPException(502, f"the forge did not answer: {exc}") from None
+        merged = planning.as_data()
+        return EffectiveSettings(
+            repo=repo,
+            user=user,
+            forge=kind,
+            overrides_applied=merged["applied"],
+            refused=merged["refused"],
+            repo_config_error=problem,
+            settings=masked(planning.apply_to(settings())),
+        )
 
     return api
 

@@ -18,6 +18,7 @@ from bot.storage.sqlite import SqliteStore
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import load_repo_config
 from bot.worker import Worker
+from bot.worker.task_settings import task_planning
 
 
 async def run_once(runtime: Runtime, request: TaskRequest) -> Outcome:
@@ -43,11 +44,17 @@ async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
     assert forge is not None
     info = await forge.get_repo_info(request.issue.repo)
     repo_config = await load_repo_config(forge, request.issue.repo, info.default_branch)
+    planning = await task_planning(
+        runtime,
+        runtime.settings,
+        forge=request.issue.repo.forge,
+        user=request.requested_by,
+        repo_config=repo_config,
+    )
     with tempfile.TemporaryDirectory(prefix="bot-dry-run-") as scratch:
-        settings = runtime.settings.model_copy(
-            update={
-                "storage": runtime.settings.storage.model_copy(update={"data_dir": Path(scratch)})
-            }
+        settings = planning.apply_to(runtime.settings)
+        settings = settings.model_copy(
+            update={"storage": settings.storage.model_copy(update={"data_dir": Path(scratch)})}
         )
         store = SqliteStore(Path(scratch) / "dry-run.sqlite3")
         await store.open()
@@ -75,6 +82,7 @@ async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
                     emit=_ignore,
                     data_dir=Path(scratch),
                     built=built,
+                    planning=planning,
                 )
                 plan = await AgentLoop().plan_only(ctx)
         finally:

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from bot.config import ConfigError, Settings, disabled_forges, load_settings
+from bot.config.user_service import UserConfigService
 from bot.events import ForgeKind
 from bot.forges.base import Forge
 from bot.llm.base import LLM, HealthReport
@@ -53,6 +54,8 @@ class Runtime:
         self.clock = clock
         self._http = http
         self._health: tuple[float, HealthReport] | None = None
+        # People's planning overrides (planning.user_config_api), cached for the process.
+        self.user_config = UserConfigService()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:

@@ -75,6 +75,18 @@ def test_secrets_in_the_file_are_refused(tmp_path: Path) -> None:
         load_settings({}, path)
 
 
+def test_the_user_config_token_comes_only_from_the_environment(tmp_path: Path) -> None:
+    inline = "planning:\n  user_config_api:\n    token: hunter2\n"
+    with pytest.raises(ConfigError, match="BOT_USER_CONFIG_TOKEN"):
+        load_settings({}, write(tmp_path, inline))
+    s = load_settings({"BOT_USER_CONFIG_TOKEN": "ucfg-token-1"}, REPO_CONFIG)
+    token = s.planning.user_config_api.token
+    assert token is not None and token.get_secret_value() == "ucfg-token-1"
+    assert "ucfg-token-1" in secret_values(s)
+    assert masked(s)["planning"]["user_config_api"]["token"] == "***"
+    assert "ucfg-token-1" not in repr(masked(s))
+
+
 def test_broken_yaml_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_settings({}, write(tmp_path, "server: [\n"))

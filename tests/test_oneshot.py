@@ -41,6 +41,16 @@ async def test_dry_run_plans_prints_and_writes_nothing(tmp_path: Path) -> None:
         assert not (bot.settings.data_dir / "runs").exists()
 
 
+async def test_dry_run_plans_with_the_repositorys_planning_settings(tmp_path: Path) -> None:
+    async with Harness(tmp_path, script=[docs.readme_plan()]) as bot:
+        files = {"README.md": README, ".agent.yaml": "planning:\n  strategy: hierarchical\n"}
+        repo = bot.github.add_repo(REPO, files)
+        issue = bot.github.add_issue(repo, 5, title="Add installation steps to the README")
+        await plan_once(bot.runtime, TaskRequest(issue=issue, requested_by="cli"))
+        [request] = bot.llm.requests
+        assert "Method: decompose top-down" in request.messages[-1].content
+
+
 async def test_run_now_does_the_task_and_records_it(tmp_path: Path) -> None:
     script = [docs.readme_plan(), docs.write_readme(), docs.completion()]
     async with Harness(tmp_path, script=script) as bot:

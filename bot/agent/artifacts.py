@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.agent.runlog import RunLog
 from bot.agent.state import ActionRecord, AgentState
+from bot.config.overrides import EffectivePlanning
 from bot.events import IssueRef
 from bot.llm.prices import dollars
 from bot.storage.base import Task
@@ -56,6 +57,7 @@ class Artifacts:
     state: AgentState
     runlog: RunLog
     built: BuiltTools | None
+    planning: EffectivePlanning | None = None  # the task's merged planning settings
 
     @property
     def directory(self) -> RunDirectory | None:
@@ -100,7 +102,10 @@ class Artifacts:
         summary = "\n".join(f"- {line}" for line in setup_lines(self.state) + lines)
         changes = changed_paths(self.state.records.values())
         if run_dir is not None:
-            run_dir.write_task(task)
+            planning = self.planning
+            run_dir.write_task(
+                task if planning is None else {**task, "planning": planning.as_data()}
+            )
             run_dir.write_report(
                 task=task,
                 changes=changes,
@@ -108,6 +113,7 @@ class Artifacts:
                 quality=quality,
                 conversation_summary=summary,
                 outcome=outcome,
+                settings=planning.report_lines() if planning is not None else None,
             )
         shown = {k: v for k, v in task.items() if k not in ("description", "requested_by")}
         text = render_report(

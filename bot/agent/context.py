@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
+from bot.config.overrides import EffectivePlanning
 from bot.events import IssueRef
 from bot.forges.base import Forge
 from bot.llm.base import LLM
@@ -40,6 +41,7 @@ class ProgressKind(StrEnum):
     COMPLETION = "completion"  # the completion summary: its own comment
     HUMAN_INTERVENTION = "human_intervention"  # docs/planning.md#run-endings: its own comment
     NOTICE = "notice"  # a short reply (e.g. to a command): its own comment
+    SETTINGS_REFUSED = "settings_refused"  # .agent.yaml / personal planning values refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,9 @@ class TaskContext:
     # The parts behind ``tools`` (workspace clone, sandbox, the task's branch, the quality
     # gate): the coordinator delivers through them. None: no workspace, no branch.
     built: BuiltTools | None = None
+    # How ``settings.planning`` was merged from the server's, the repository's and the
+    # requester's (the run report shows it). None: the server's, unchanged.
+    planning: EffectivePlanning | None = None
 
 
 class PauseReason(StrEnum):

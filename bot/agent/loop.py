@@ -82,7 +82,7 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
     and the recorder each needs, and the one helper call another makes (a bound method)."""
     state, recorder, caller, runlog = session.state, session, session.caller, session.runlog
     settings = ctx.settings
-    artifacts = Artifacts(ctx.task, ctx.issue, state, runlog, ctx.built)
+    artifacts = Artifacts(ctx.task, ctx.issue, state, runlog, ctx.built, ctx.planning)
     planning = PlanningStage(ctx, state, recorder, caller, cache, clock=clock)
     waits = Waits(
         state,

@@ -111,6 +111,9 @@ def milestone_body(
         )
     if kind is ProgressKind.NOTICE:
         return render("notice", language, text=d.get("text", ""))
+    if kind is ProgressKind.SETTINGS_REFUSED:
+        items = [refused_item(item, language) for item in d.get("refused") or []]
+        return render("settings_refused", language, items=items) if items else None
     return None
 
 
@@ -149,6 +152,36 @@ def partial_plan_lines(partial: object, language: str) -> list[str]:
             if text:
                 lines.append(render(template, language, text=str(text)))
     return lines
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = str(value).replace("`", "'").replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def refused_item(item: dict[str, Any], language: str) -> dict[str, str]:
+    """One refused setting (``bot.config.overrides.Refusal`` as data), in words."""
+    layer = "user" if item.get("layer") == "user" else "repository"
+    reason = str(item.get("reason", "invalid"))
+    limit_from = "repository" if item.get("limit_from") == "repository" else "server"
+    why = render(
+        f"refused_{reason}" if reason in REFUSAL_REASONS else "refused_invalid",
+        language,
+        limit=_short(item.get("limit")),
+        limit_from=render(f"limit_from_{limit_from}", language),
+        detail=_short(item.get("detail", ""), 200),
+    )
+    return {
+        "key": _short(item.get("key", "")),
+        "value": _short(item.get("value")),
+        "source": render(f"refused_from_{layer}", language, user=_short(item.get("user", ""))),
+        "why": why,
+    }
+
+
+REFUSAL_REASONS = frozenset(
+    ("above_limit", "only_towards_true", "only_towards_false", "server_only", "unknown_key")
+)
 
 
 def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:

@@ -27,6 +27,10 @@ SECRET_KEYS: dict[tuple[str, str], str] = {
     ("server", "api_token"): "BOT_API_TOKEN",
 }
 
+# The one nested secret: the user-config service's bearer token (planning.user_config_api).
+USER_CONFIG_ENV = "BOT_USER_CONFIG_TOKEN"
+USER_CONFIG_PATH = ("planning", "user_config_api")
+
 # Plain environment overrides: variable -> (section path, key).
 ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "PLANNING_ENABLED": (("planning",), "enabled"),
@@ -67,7 +71,8 @@ FILE_SECRETS: tuple[tuple[str, str, str], ...] = (
 
 
 def refuse_inline_secrets(raw: dict[str, Any], where: str) -> None:
-    """Raise ``ConfigError`` if ``config.yaml`` sets any key of ``SECRET_KEYS``."""
+    """Raise ``ConfigError`` if ``config.yaml`` sets any key of ``SECRET_KEYS`` (or the
+    user-config service's token)."""
     for (section, key), source in SECRET_KEYS.items():
         block = raw.get(section)
         if isinstance(block, dict) and block.get(key) not in (None, ""):
@@ -75,6 +80,13 @@ def refuse_inline_secrets(raw: dict[str, Any], where: str) -> None:
                 f"{where}: {section}.{key}: secrets are not read from the configuration file; "
                 f"set {source}"
             )
+    planning = raw.get("planning")
+    block = planning.get("user_config_api") if isinstance(planning, dict) else None
+    if isinstance(block, dict) and block.get("token") not in (None, ""):
+        raise ConfigError(
+            f"{where}: planning.user_config_api.token: secrets are not read from the "
+            f"configuration file; set {USER_CONFIG_ENV}"
+        )
 
 
 def _webhook_secret_sources(raw: dict[str, Any], where: str) -> dict[str, Any]:
@@ -157,6 +169,9 @@ def apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
     )
     if api_key:
         _section(raw, ("llm",))["api_key"] = api_key
+    if environ.get(USER_CONFIG_ENV):
+        where = f"environment {USER_CONFIG_ENV}"
+        _section(raw, USER_CONFIG_PATH, where)["token"] = environ[USER_CONFIG_ENV]
 
 
 def _llm_provider(raw: dict[str, Any]) -> str:

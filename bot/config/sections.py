@@ -91,6 +91,26 @@ class BudgetSettings(_Section):
     max_cost: float | None = Field(None, gt=0)
 
 
+class UserConfigApiSettings(_Section):
+    """Per-person ``planning`` overrides from a user-config service (docs/planning.md)."""
+
+    enabled: bool = False
+    # GET this URL; {user} is the requesting person's login, {forge} github or gitlab.
+    url: str = ""
+    timeout: float = Field(5.0, gt=0, le=60)
+    cache_ttl: int = Field(300, ge=0, le=86400)
+    # Sent as a bearer token; only from BOT_USER_CONFIG_TOKEN, never from config.yaml.
+    token: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _url_names_the_person(self) -> UserConfigApiSettings:
+        if self.enabled and not self.url.startswith(("http://", "https://")):
+            raise ValueError("planning.user_config_api.url must be an http(s) URL when enabled")
+        if self.enabled and "{user}" not in self.url:
+            raise ValueError("planning.user_config_api.url must contain {user}")
+        return self
+
+
 class PlanningSettings(_Section):
     enabled: bool = True
     strategy: Literal["chain_of_thought", "hierarchical", "simple"] = "chain_of_thought"
@@ -104,6 +124,7 @@ class PlanningSettings(_Section):
     execution: ExecutionSettings = ExecutionSettings()
     security: SecuritySettings = SecuritySettings()
     budget: BudgetSettings = BudgetSettings()
+    user_config_api: UserConfigApiSettings = UserConfigApiSettings()
 
 
 # --- server, storage, worker --------------------------------------------------------------

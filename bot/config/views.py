@@ -40,6 +40,7 @@ def secret_values(settings: Settings) -> tuple[str, ...]:
     secrets = [s.github.private_key, s.github.webhook_secret, s.github.token, s.gitlab.token]
     secrets += [s.gitlab.webhook_secret, s.llm.api_key, s.storage.postgres_dsn, s.server.api_token]
     secrets += [source.secret for source in s.gitlab.webhook_secrets.values()]
+    secrets += [s.planning.user_config_api.token]
     values = [v.get_secret_value() for v in secrets if v is not None]
     for server in s.mcp_servers:
         values += [*server.env.values(), *server.headers.values()]
@@ -53,6 +54,8 @@ def masked(settings: Settings) -> dict[str, Any]:
         block = data.get(section)
         if isinstance(block, dict) and block.get(key):
             block[key] = "***"
+    if data["planning"]["user_config_api"].get("token"):
+        data["planning"]["user_config_api"]["token"] = _MASK
     for source in data["gitlab"]["webhook_secrets"].values():
         if source.get("secret"):
             source["secret"] = _MASK

@@ -120,11 +120,12 @@ class RunDirectory:
         quality: dict[str, Any] | None,
         conversation_summary: str,
         outcome: str,
+        settings: list[str] | None = None,
     ) -> Path:
         text = render_report(
             task=task, changes=changes, diff_stat=diff_stat, quality=quality,
             conversation_summary=conversation_summary, outcome=outcome,
-            artifacts=self.artifact_names(),
+            artifacts=self.artifact_names(), settings=settings,
         )  # fmt: skip
         return self._replace("report.md", text)
 
@@ -177,6 +178,7 @@ def render_report(
     conversation_summary: str,
     outcome: str,
     artifacts: list[str],
+    settings: list[str] | None = None,
 ) -> str:
     """report.md: pure, so it can be tested and previewed without a run directory."""
     title = task.get("title") or task.get("id") or "task"
@@ -187,6 +189,8 @@ def render_report(
     if diff_stat.strip():
         lines += ["", _fence(diff_stat)]
     lines += ["", "## Quality gate", "", *_quality_section(quality)]
+    if settings:
+        lines += ["", "## Planning settings", "", *settings]
     lines += ["", "## Conversation summary", "", conversation_summary.strip() or "(none)"]
     lines += ["", "## Artifacts", ""]
     lines += [f"- [`{name}`](artifacts/{quote(name)})" for name in artifacts] or ["None."]

@@ -1,8 +1,9 @@
 """A repository's own ``.agent.yaml`` on its default branch.
 
 A repository may name its set-up commands and its quality gate (lint and test
-commands), give the planner extra instructions, tighten the tool policy and ask for
-network in its sandbox. It can never loosen the server's policy and has no key for
+commands), give the planner extra instructions, tighten the tool policy, ask for
+network in its sandbox and set ``planning:`` keys (bounded by ``bot.config.overrides``
+when a task starts). It can never loosen the server's policy and has no key for
 server settings or secrets: unknown keys are errors. Parsing and merging are pure;
 ``load_repo_config`` is the one function that reads from the forge.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 from pydantic import (
@@ -110,6 +112,8 @@ class RepoConfig(_Strict):
     instructions: str = Field("", max_length=MAX_INSTRUCTIONS_CHARS)
     policy: RepoPolicy = RepoPolicy()
     sandbox: RepoSandbox = RepoSandbox()
+    # Checked against the server's bounds per task (bot.config.overrides.merge_planning).
+    planning: dict[str, Any] = {}
 
     @field_validator("setup", mode="before")
     @classmethod

@@ -16,13 +16,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot import metrics
-from bot.agent.context import Outcome, TaskContext
+from bot.agent.context import Outcome, ProgressEvent, ProgressKind, TaskContext
 from bot.agent.loop import AgentLoop
 from bot.agent.snapshot import status_snapshot
 from bot.agent.state import consumed_message_seq
 from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
 from bot.config import Settings, secret_values
+from bot.config.overrides import EffectivePlanning, Layer
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.runtime import Runtime
@@ -39,6 +40,7 @@ from bot.worker.outcomes import (
     planning_disabled,
     refused,
 )
+from bot.worker.task_settings import task_planning
 
 log = logging.getLogger("bot.worker")  # the worker's log, whichever of its modules writes
 
@@ -186,18 +188,29 @@ class TaskRunner:
             repo_config = await load_repo_config(forge, issue.repo, info.default_branch)
         except RepoConfigError as exc:
             return invalid_repo_config(exc)
+        planning = await task_planning(
+            self.runtime,
+            self.settings,
+            forge=issue.repo.forge,
+            user=task.request.requested_by,
+            repo_config=repo_config,
+        )
+        await self._say_refused(task, planning, reporter)
+        settings = planning.apply_to(self.settings)
+        if not settings.planning.enabled:
+            return planning_disabled(planning.origin.get("enabled", Layer.SERVER))
         branch = None
         if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
             branch = issue.head_branch
         built = await build_tools(
-            settings=self.settings,
+            settings=settings,
             forge=forge,
             issue=issue,
             task_id=task.id,
             base_branch=info.default_branch,
             repo_config=repo_config,
             stack=stack,
-            finish_comment=agent_comment(task.id, secret_values(self.settings)),
+            finish_comment=agent_comment(task.id, secret_values(settings)),
             branch=branch,
             run_dir=RunDirectory(self.settings.data_dir, task.id).path,
         )
@@ -206,7 +219,7 @@ class TaskRunner:
         return TaskContext(
             task=task,
             issue=issue,
-            settings=self.settings,
+            settings=settings,
             store=self.store,
             forge=forge,
             llm=self.runtime.llm,
@@ -215,6 +228,19 @@ class TaskRunner:
             data_dir=self.settings.data_dir,
             workspace=built.workspace.path,
             built=built,
+            planning=planning,
+        )
+
+    async def _say_refused(
+        self, task: Task, planning: EffectivePlanning, reporter: IssueReporter
+    ) -> None:
+        """One comment naming the refused planning keys (edited in place on later runs)."""
+        if not planning.refused:
+            return
+        user = task.request.requested_by
+        refused = [{**r.as_data(), "user": user} for r in planning.refused]
+        await reporter.handle(
+            ProgressEvent(ProgressKind.SETTINGS_REFUSED, {"refused": refused, "seq": 0})
         )
 
     def _clean_workspace(self, task_id: str) -> None:
