@@ -14,7 +14,7 @@ about 20 KB, 2 MB in all, some with a run of 5,000 "a", plus a 65,000-character 
 "TOKEN" * 13,000 and one of "a" * 65,000), its own `ToolRegistry` of the real workspace
 tools (`bot.tools.workspace_tools`) and the settings' secrets. Each task repeats, without
 pause, the tool calls an agent makes, through `ToolRegistry.call` (argument validation,
-the tool in an offload thread, redaction of the output):
+the tool in the offload worker process, redaction of the output):
 
   1. search_files `def \\w+\\(` (max_hits 1000): a grep over all 2 MB (80,000 lines);
   2. search_files `(a+)+$`: the pathological pattern (RE2 runs it in linear time);
@@ -23,7 +23,7 @@ the tool in an offload thread, redaction of the output):
      so the registry redacts 65,000 characters of pathological text;
   5. the redaction of "TOKEN" * 13,000 and "a" * 65,000 as the status comment's reporter
      does it with a large comment body (`bot.offload.redact_text`: `bot.redact.redact` in
-     an offload thread; on the loop itself when run against the code before that module).
+     the offload worker process; on the loop itself against the code before that module).
 
 Meanwhile this process sends signed GitHub `issue_comment` deliveries (13 KB, each one
 verified, parsed, classified and committed to the inbox before the 202) one at a time
