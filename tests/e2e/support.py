@@ -12,7 +12,7 @@ from typing import Any
 from bot.comments.render import Marker, find_markers
 from bot.llm.base import HealthReport, LLMRequest, LLMResponse, LLMUnavailable
 from bot.llm.scripted import ScriptedLLM
-from bot.storage.base import Task
+from bot.storage.base import Task, TaskState
 from tests.agent import docs
 from tests.fakes import FakeForge, FakeIssue
 from tests.harness import Harness, fixture
@@ -201,3 +201,14 @@ def two_writes() -> list[object]:
 
 # The bot branch of issue #1 ("Spelling error in the README file") of the GitHub fixtures.
 GH_BRANCH = "agent/1-spelling-error-in-the-readme-file"
+
+
+async def run_labelled_issue(bot: Harness, remote: Remote) -> Task:
+    """The fixtures' issue #1, labelled, run to its end by the harness's script, which must
+    finish it (the task the API, the dashboard and their tests read)."""
+    github_repo(bot, remote, labels=("bug", "coding agent"))
+    await bot.send_github("issues", gh_labeled())
+    await settle(bot)
+    [task] = await bot.tasks()
+    assert task.state is TaskState.DONE, task
+    return task

@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.storage.base import TaskState
-from tests.e2e.support import gh_comment, gh_labeled, github_repo, settle
+from tests.e2e.support import gh_comment, github_repo, run_labelled_issue, settle
 from tests.e2e.test_success import NEW_README, readme_script
 from tests.harness import Harness
 from tests.tools.conftest import Remote
@@ -46,11 +46,7 @@ async def test_a_finished_task_its_plan_timeline_report_and_artifacts(
     tmp_path: Path, remote: Remote
 ) -> None:
     async with Harness(tmp_path, script=readme_script(), overrides=WITH_API) as bot:
-        github_repo(bot, remote, labels=("bug", "coding agent"))
-        await bot.send_github("issues", gh_labeled())
-        await settle(bot)
-        [task] = await bot.tasks()
-        assert task.state is TaskState.DONE
+        task = await run_labelled_issue(bot, remote)
 
         page = (await bot.client.get("/api/tasks?state=done&forge=github", headers=AUTH)).json()
         assert [t["id"] for t in page["tasks"]] == [task.id] and page["total"] == 1

@@ -14,7 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from tests.e2e.support import gh_labeled, github_repo, settle
+from tests.e2e.support import run_labelled_issue
 from tests.e2e.test_api import AUTH, WITH_API
 from tests.e2e.test_success import readme_script
 from tests.harness import Harness
@@ -27,9 +27,7 @@ EXAMPLES = 30  # per operation
 
 async def test_the_api_keeps_to_its_openapi_description(tmp_path: Path, remote: Remote) -> None:
     async with Harness(tmp_path, script=readme_script(), overrides=WITH_API) as bot:
-        github_repo(bot, remote, labels=("bug", "coding agent"))
-        await bot.send_github("issues", gh_labeled())
-        await settle(bot)  # one finished task, so some generated ids can hit a real one
+        await run_labelled_issue(bot, remote)  # some generated ids can hit a real task
         description = (await bot.client.get("/api/openapi.json")).json()
         schema = schemathesis.openapi.from_dict(description)
         loop = asyncio.get_running_loop()

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from bot.storage.base import TaskState
 from bot.worker import operator
-from tests.e2e.support import gh_labeled, github_repo, settle
+from tests.e2e.support import run_labelled_issue
 from tests.e2e.test_api import TOKEN, WITH_API
 from tests.e2e.test_success import readme_script
 from tests.harness import Harness
@@ -58,11 +57,7 @@ async def test_a_person_logs_in_reads_a_task_and_pulls_the_emergency_stop(
     tmp_path: Path, remote: Remote
 ) -> None:
     async with Harness(tmp_path, script=readme_script(), overrides=WITH_API) as bot:
-        github_repo(bot, remote, labels=("bug", "coding agent"))
-        await bot.send_github("issues", gh_labeled())
-        await settle(bot)
-        [task] = await bot.tasks()
-        assert task.state is TaskState.DONE
+        task = await run_labelled_issue(bot, remote)
 
         async with served(bot) as base, playwright.async_playwright() as driver:
             browser = await driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
