@@ -7,13 +7,13 @@ model endpoint (``model_server.py``); the kept dialect goes into a real SQLite s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.llm.base import LLMBadRequest, LLMRequest, LLMUnavailable, Message
+from bot.llm.base import LLMBadRequest, LLMUnavailable
 from bot.llm.dialect import Dialect, StructuredOutput, ladder, next_dialect, output_mode
 from bot.llm.http_chat import PROBE
 from bot.llm.openai import OpenAICompatibleLLM
@@ -27,17 +27,8 @@ from tests.llm.payloads import (
     ollama_chat,
     openai_error,
 )
+from tests.llm.test_openai_provider import DOC, REQUEST, SCHEMA, Sleep
 
-Sleep = Callable[[float], Awaitable[None]]
-SCHEMA = {"type": "object", "required": ["phase"], "properties": {"phase": {"const": "planning"}}}
-DOC = '{"phase": "planning"}'
-REQUEST = LLMRequest(
-    phase="planning",
-    messages=(Message("system", "You plan."), Message("user", "Fix the bug")),
-    schema=SCHEMA,
-    max_tokens=300,
-    temperature=0.1,
-)
 OK = '{"ok": true}'
 
 
