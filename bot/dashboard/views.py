@@ -25,6 +25,7 @@ from bot.dashboard import session
 from bot.dashboard.stats import rates
 from bot.runtime import Runtime
 from bot.storage.base import TaskState
+from bot.tools.quality import stored_result
 from bot.worker import operator
 
 REFRESH = 10  # seconds
@@ -122,6 +123,7 @@ def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRo
             task=shown.model_dump(mode="json"),
             icons=ICONS,
             gate=_gate(run_dir / "quality.json"),
+            gate_result=_gate_result(run_dir / "quality.json"),
             report=_read(run_dir / "report.md", REPORT_CHARS),
         )
 
@@ -172,6 +174,15 @@ def _read(path: Path, limit: int) -> str:
     except OSError:
         return ""
     return text if len(text) <= limit else text[:limit] + "\n… (cut; the API serves it whole)"
+
+
+def _gate_result(path: Path) -> str:
+    """The last gate's verdict as people read it ("" when it did not run)."""
+    try:
+        result = stored_result(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return "" if result is None else result.value.replace("_", " ")
 
 
 def _gate(path: Path) -> list[dict[str, str]]:

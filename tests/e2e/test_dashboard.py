@@ -92,6 +92,8 @@ async def test_a_person_logs_in_reads_a_task_and_pulls_the_emergency_stop(
                 "done",
                 "done",
             ]
+            assert await page.inner_text("#gate-result") == "passed"
+            assert "make lint" in await page.inner_text("#gate")
             assert "goal achieved" in await page.inner_text("#report")
             assert "plan" in await page.inner_text("#timeline")
             await page.screenshot(path=str(tmp_path / "task.png"), full_page=True)
