@@ -164,7 +164,13 @@ class Delivery:
         built = self.built
         if built is None or self.state.delivery.get("finished"):
             return {}
-        if not await self._push_unfinished(built) and not self._forge_writes():
+        pushed = await self._push_unfinished(built)
+        if pushed and not self.state.delivery.get("pushed"):
+            # on the branch from here on: a run killed before the change request is opened
+            # opens it when it saves the work again (its workspace has nothing new to push)
+            self.state.delivery = {**self.state.delivery, "pushed": True}
+            await self.recorder.checkpoint()
+        if not (pushed or self.state.delivery.get("pushed") or self._forge_writes()):
             return {}  # nothing on the branch (or the push failed: the run log says why)
         links: dict[str, Any] = {"branch": built.branch}
         earlier = self.state.delivery.get("change_request_url")

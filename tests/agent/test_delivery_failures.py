@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from pathlib import Path
 
@@ -228,3 +229,47 @@ async def test_a_crash_pushes_the_work_so_far_before_the_task_fails(
     [change] = harness.forge.repo(harness.repo).change_requests
     title, _body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
     assert change.draft and title.startswith("[unfinished] ")
+
+
+async def test_a_run_killed_between_the_push_and_the_change_request_opens_it_next_time(
+    tmp_path: Path, stack: contextlib.AsyncExitStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The unfinished work is pushed, then the run dies before its change request is opened
+    # (a kill: here the opening is cancelled). The run that takes the task up again finds
+    # nothing new to push, and must still open the change request for what is on the branch.
+    from bot.agent.delivery import Delivery
+
+    bare = bare_remote(tmp_path / "origin", FILES)
+    harness = await make_harness(
+        tmp_path, stack, files=FILES, clone_url=f"file://{bare}",
+        planning=planning_settings(revision={"max_revisions": 0}),
+    )  # fmt: skip
+    first = docs.action("task_1", "write_file", arguments={"path": "notes.txt", "content": "a\n"})
+    second = docs.action("task_2", "read_file", arguments={"path": "missing.txt"},
+                         dependencies=["task_1"])  # fmt: skip
+    plan = docs.plan([first, second], dependencies={"task_2": ["task_1"]})
+    reflection = docs.reflection("task_2", revise=True, reason="read something else")
+    real_open = Delivery._open
+    opened: list[str] = []
+
+    async def killed_open(self: Delivery, *args: object, **kwargs: object) -> object:
+        opened.append("tried")
+        raise asyncio.CancelledError  # the process is gone before the request is made
+
+    monkeypatch.setattr(Delivery, "_open", killed_open)
+    with pytest.raises(asyncio.CancelledError):
+        await harness.run(ScriptedLLM([plan, reflection]))
+    branch = harness.built.branch
+    assert git("show", f"{branch}:notes.txt", cwd=bare) == "a" and opened == ["tried"]
+    assert harness.forge.repo(harness.repo).change_requests == []
+
+    monkeypatch.setattr(Delivery, "_open", real_open)
+    outcome = await harness.run(ScriptedLLM([reflection, reflection]))
+
+    assert outcome.state is TaskState.NEEDS_HUMAN, outcome
+    [change] = harness.forge.repo(harness.repo).change_requests
+    assert change.draft and change.head_branch == branch
+    [event] = harness.of(ProgressKind.HUMAN_INTERVENTION)
+    assert event["summary"]["recommendations"][0] == (
+        f"Review the unfinished work pushed to {change.web_url}"
+    )
