@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,9 +122,11 @@ async def test_a_stopped_task_keeps_its_uncommitted_changes(
     assert links == {"branch": branch, "change_request_url": change.web_url}
 
 
-async def test_a_task_that_needs_a_person_pushes_its_work_and_says_what_to_check(
+async def unfinished_task(
     tmp_path: Path, stack: contextlib.AsyncExitStack
-) -> None:
+) -> tuple[Harness, Path, dict[str, Any], dict[str, Any]]:
+    """A task with a real remote that writes notes.txt, fails its second step, and may not
+    revise: it ends needing a person. The harness, the bare remote, the plan, the reflection."""
     bare = bare_remote(tmp_path / "origin", FILES)
     harness = await make_harness(
         tmp_path, stack, files=FILES, clone_url=f"file://{bare}",
@@ -132,10 +135,15 @@ async def test_a_task_that_needs_a_person_pushes_its_work_and_says_what_to_check
     first = docs.action("task_1", "write_file", arguments={"path": "notes.txt", "content": "a\n"})
     second = docs.action("task_2", "read_file", arguments={"path": "missing.txt"},
                          dependencies=["task_1"])  # fmt: skip
-    llm = ScriptedLLM([
-        docs.plan([first, second], dependencies={"task_2": ["task_1"]}),
-        docs.reflection("task_2", revise=True, reason="read something else"),
-    ])  # fmt: skip
+    plan = docs.plan([first, second], dependencies={"task_2": ["task_1"]})
+    return harness, bare, plan, docs.reflection("task_2", revise=True, reason="read something else")
+
+
+async def test_a_task_that_needs_a_person_pushes_its_work_and_says_what_to_check(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    harness, bare, plan, reflection = await unfinished_task(tmp_path, stack)
+    llm = ScriptedLLM([plan, reflection])
 
     outcome = await harness.run(llm)
 
@@ -239,16 +247,7 @@ async def test_a_run_killed_between_the_push_and_the_change_request_opens_it_nex
     # nothing new to push, and must still open the change request for what is on the branch.
     from bot.agent.delivery import Delivery
 
-    bare = bare_remote(tmp_path / "origin", FILES)
-    harness = await make_harness(
-        tmp_path, stack, files=FILES, clone_url=f"file://{bare}",
-        planning=planning_settings(revision={"max_revisions": 0}),
-    )  # fmt: skip
-    first = docs.action("task_1", "write_file", arguments={"path": "notes.txt", "content": "a\n"})
-    second = docs.action("task_2", "read_file", arguments={"path": "missing.txt"},
-                         dependencies=["task_1"])  # fmt: skip
-    plan = docs.plan([first, second], dependencies={"task_2": ["task_1"]})
-    reflection = docs.reflection("task_2", revise=True, reason="read something else")
+    harness, bare, plan, reflection = await unfinished_task(tmp_path, stack)
     real_open = Delivery._open
     opened: list[str] = []
 
