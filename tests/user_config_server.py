@@ -12,9 +12,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
+
+from tests.loopback import serving
 
 
 @dataclass
@@ -83,15 +85,7 @@ def _handler(state: UserConfigServer) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def user_config_server() -> Iterator[UserConfigServer]:
     state = UserConfigServer()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    host, port = server.server_address[:2]
-    state.url = f"http://{host!s}:{port}/users/{{forge}}/{{user}}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_handler(state)) as server:
+        host, port = server.server_address[:2]
+        state.url = f"http://{host!s}:{port}/users/{{forge}}/{{user}}"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)

@@ -12,16 +12,16 @@ import base64
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from bot.forges.base import CloneAuth
 from bot.tools.workspace import Workspace
+from tests.loopback import serving
 
 BASE_FILES: dict[str, bytes] = {
     "README.md": b"# Demo\n\nA demo project.\n",
@@ -204,13 +204,6 @@ def _handler(project_root: Path, state: HttpRemote) -> type[BaseHTTPRequestHandl
 @pytest.fixture
 def http_remote(remote: Remote) -> Iterator[HttpRemote]:
     state = HttpRemote(url="", username="x-access-token", password="fake-token")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(remote.bare.parent, state))
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/{remote.bare.name}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_handler(remote.bare.parent, state)) as server:
+        state.url = f"http://127.0.0.1:{server.server_address[1]}/{remote.bare.name}"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
