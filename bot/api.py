@@ -238,7 +238,7 @@ def create_api(runtime: Runtime, token: str) -> FastAPI:
                 runtime.store, task_id, operator.TaskCommand(action), by=by
             )
         except operator.OperatorError as exc:
-            status = 404 if str(exc).startswith("no task") else 409
+            status = 404 if isinstance(exc, operator.UnknownTask) else 409
             raise HTTPException(status, str(exc)) from None
         return ActionResult(
             task_id=task.id,

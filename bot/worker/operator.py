@@ -29,6 +29,10 @@ class OperatorError(Exception):
     """The operator's request cannot be carried out; the message says why."""
 
 
+class UnknownTask(OperatorError):
+    """No task has that id (or starts with it)."""
+
+
 class TaskCommand(StrEnum):
     STOP = CommandName.STOP.value
     PAUSE = CommandName.PAUSE.value
@@ -82,7 +86,7 @@ async def find_task(store: Store, task_id: str) -> Task:
             return matches[0]
         if len(matches) > 1:
             raise OperatorError(f"{task_id!r} is the start of {len(matches)} task ids; give more")
-    raise OperatorError(f"no task {task_id!r}")
+    raise UnknownTask(f"no task {task_id!r}")
 
 
 async def command(store: Store, task_id: str, name: TaskCommand, *, by: str) -> Task:
@@ -116,7 +120,7 @@ async def retry(store: Store, task_id: str, *, by: str) -> Task:
 async def pause_all(store: Store, *, by: str) -> Switch:
     """Set the emergency stop and ask every running task to pause at its next safe point."""
     current = await read_switch(store)
-    running = [t for t in await store.list_tasks(limit=100_000) if t.state is TaskState.RUNNING]
+    running = await store.list_tasks(states=frozenset({TaskState.RUNNING}), limit=100_000)
     payload: dict[str, object] = {"name": CommandName.PAUSE.value, "args": "", "author": by}
     for task in running:
         await store.add_message(task.id, "command", payload)
