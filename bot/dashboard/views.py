@@ -22,15 +22,16 @@ from starlette.routing import BaseRoute, Route
 
 from bot.api import detail, summary
 from bot.dashboard import session
-from bot.dashboard.stats import rates
+from bot.dashboard.stats import ENDED, rates
 from bot.runtime import Runtime
 from bot.storage.base import TaskState
-from bot.tools.quality import stored_result
+from bot.tools.quality import gate_steps, stored_result
 from bot.worker import operator
 
 REFRESH = 10  # seconds
 MAX_FORM_BYTES = 4096
 SHOWN_TASKS = 50
+MAX_RATED = 10_000  # ended tasks read for the 24 h and 7 day rates (newest first)
 REPORT_CHARS = 60_000
 ICONS = {"done": "✔", "failed": "✘", "running": "…", "pending": "○"}
 _templates = jinja2.Environment(
@@ -83,7 +84,8 @@ def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRo
             return to_login()
         store = runtime.store
         now = time.time()
-        tasks = await store.list_tasks(limit=10_000)
+        tasks = await store.list_tasks(limit=SHOWN_TASKS)
+        ended = await store.list_tasks(states=ENDED, limit=MAX_RATED)
         switch = await operator.read_switch(store)
         health = (await runtime.llm_health()).to_dict()
         return page(
@@ -93,15 +95,15 @@ def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRo
             refresh=REFRESH,
             switch=switch,
             since=_when(switch.since),
-            queued=sum(1 for t in tasks if t.state is TaskState.QUEUED),
-            running=[t for t in tasks if t.state is TaskState.RUNNING],
+            queued=await store.count_tasks(states=frozenset({TaskState.QUEUED})),
+            running=await store.count_tasks(states=frozenset({TaskState.RUNNING})),
             slots=slots or runtime.settings.worker.max_workers,
             has_worker=slots > 0,
-            rates=[rates(tasks, now, "24 h", 86_400), rates(tasks, now, "7 days", 7 * 86_400)],
+            rates=[rates(ended, now, "24 h", 86_400), rates(ended, now, "7 days", 7 * 86_400)],
             llm={k: health.get(k) for k in ("reachable", "provider", "model", "error", "dialect")},
             tasks=[
                 {**summary(t).model_dump(mode="json"), "updated": _when(t.updated_at)}
-                for t in tasks[:SHOWN_TASKS]
+                for t in tasks
             ],
         )
 
@@ -115,6 +117,7 @@ def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRo
         data_dir = runtime.settings.data_dir
         shown = detail(task, await runtime.store.load_checkpoint(task.id), data_dir)
         run_dir = data_dir / "runs" / task.id
+        gate_result, gate = _gate_view(_quality(run_dir / "quality.json"))
         return page(
             "task.html",
             request,
@@ -122,8 +125,8 @@ def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRo
             refresh=REFRESH,
             task=shown.model_dump(mode="json"),
             icons=ICONS,
-            gate=_gate(run_dir / "quality.json"),
-            gate_result=_gate_result(run_dir / "quality.json"),
+            gate=gate,
+            gate_result=gate_result,
             report=_read(run_dir / "report.md", REPORT_CHARS),
         )
 
@@ -176,36 +179,28 @@ def _read(path: Path, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "\n… (cut; the API serves it whole)"
 
 
-def _gate_result(path: Path) -> str:
-    """The last gate's verdict as people read it ("" when it did not run)."""
-    try:
-        result = stored_result(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, AttributeError):
-        return ""
-    return "" if result is None else result.value.replace("_", " ")
-
-
-def _gate(path: Path) -> list[dict[str, str]]:
-    """The last quality gate's steps (name, status, command, detail), as far as it says."""
+def _quality(path: Path) -> dict[str, Any] | None:
+    """The last quality gate's stored report (None: it did not run, or is unreadable)."""
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
-    steps = []
-    for name in ("lint", "test"):
-        step = report.get(name) if isinstance(report, dict) else None
-        if not isinstance(step, dict):
-            continue
-        command = step.get("command") or ""
-        if isinstance(command, list):
-            command = " ".join(str(part) for part in command)
-        code = step.get("exit_code")
-        steps.append(
-            {
-                "name": name,
-                "status": str(step.get("status", "")),
-                "command": str(command),
-                "detail": f"exit code {code}" if code is not None else str(step.get("reason", "")),
-            }
-        )
-    return steps
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def _gate_view(quality: dict[str, Any] | None) -> tuple[str, list[dict[str, str]]]:
+    """The gate's verdict ("" when it did not run) and its steps as the status comment
+    shows them (``gate_steps``): name, status, command, counts."""
+    result = stored_result(quality)
+    if quality is None or result is None:
+        return "", []
+    steps = [
+        {
+            "name": step["name"],
+            "status": step["status"].replace("_", " "),
+            "command": step["command"],
+            "detail": ", ".join(f"{k}: {v}" for k, v in step["counts"].items()),
+        }
+        for step in gate_steps(quality)
+    ]
+    return result.value.replace("_", " "), steps
