@@ -110,6 +110,10 @@ class EgressProxy:
         self._open = 0
         self._handlers: set[asyncio.Task[None]] = set()
 
+    @property
+    def open_connections(self) -> int:
+        return self._open
+
     @contextlib.asynccontextmanager
     async def serving(self, path: Path) -> AsyncIterator[Path]:
         """Serve on the Unix socket ``path`` until the block ends; every connection
@@ -130,10 +134,7 @@ class EgressProxy:
         self._handlers.add(task)
         self._open += 1
         try:
-            if self._open > self._max:
-                await _answer(writer, 503, "too many connections through the egress proxy")
-                return
-            await self._serve(reader, writer)
+            await self._serve(reader, writer, crowded=self._open > self._max)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
             pass
         finally:
@@ -143,8 +144,13 @@ class EgressProxy:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, crowded: bool
+    ) -> None:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_SECONDS)
+        if crowded:  # answered once its head is read: an unread request resets the socket
+            await _answer(writer, 503, "too many connections through the egress proxy")
+            return
         try:
             request = parse_head(head[:-4])
         except ValueError as exc:
