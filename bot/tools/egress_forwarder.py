@@ -106,6 +106,8 @@ def serve(listener: socket.socket, path: str) -> None:
             assert isinstance(end, socket.socket)
             try:
                 going = step(pair, end, events)
+            except (BlockingIOError, InterruptedError):
+                going = True  # nothing moved this time; the selector asks again
             except OSError:
                 going = False
             if going:
