@@ -8,7 +8,7 @@ Nothing here reads files or the environment (``bot.config.load`` does).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -316,6 +316,11 @@ class SandboxSettings(_Section):
     workspace_mb: int = Field(4096, ge=16)
     max_output_chars: int = Field(20_000, ge=1000)
     expose_paths: tuple[Path, ...] = ()
+    # hosts a command with network may reach besides the package indexes the host's pip
+    # and npm configuration names: host, host:port, *.domain, or * (any public host)
+    egress_allow: tuple[
+        Annotated[str, Field(pattern=r"^(\*|(\*\.)?[A-Za-z0-9][A-Za-z0-9.-]*)(:[0-9]{1,5})?$")], ...
+    ] = ()
 
 
 class WorkspaceSettings(_Section):

@@ -5,8 +5,9 @@ tmpfs over home directories, ``/run`` and the bot's data directory; ``/dev/null`
 files such as ``/etc/shadow``), a private ``/tmp`` of a bounded size (``sandbox.tmp_mb``),
 ``/proc`` and ``/dev``, and exactly one writable directory: the workspace, whose ``.git``
 stays read-only so a command cannot plant hooks or configuration that git would later
-run outside the sandbox. All namespaces are new (``--unshare-all``: no network unless
-``--share-net``), all capabilities are dropped, the environment is cleared and rebuilt,
+run outside the sandbox. All namespaces are new (``--unshare-all``: the network namespace
+too, never the host's; a command with network reaches the package indexes through the
+egress proxy, see ``egress``), all capabilities are dropped, the environment is cleared and rebuilt,
 and resource limits are applied by ``prlimit`` inside the sandbox, just before the
 command.
 
@@ -112,7 +113,6 @@ def bwrap_argv(
     mounts: Mounts,
     *,
     cwd: Path,
-    network: bool,
     env: Mapping[str, str],
 ) -> list[str]:
     """The bubblewrap prefix; the limited command follows it."""
@@ -133,8 +133,6 @@ def bwrap_argv(
         if not Path(directory).is_relative_to(SANDBOX_TMP):
             argv += ["--remount-ro", str(directory)]
     argv += ["--unshare-all"]
-    if network:
-        argv += ["--share-net"]
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]

@@ -161,7 +161,7 @@ def _preparer(
         secrets=secret_values(settings),
         own_files=hidden,
     )
-    repository = f"{issue.repo.forge.value}-{issue.repo.full_name}"
+    repository = f"{issue.repo.forge.value}:{issue.repo.full_name}"  # hashed: one folder each
     return Preparer(
         workspace=workspace,
         configured=repo.setup,

@@ -2,11 +2,18 @@
 
 ``Sandbox.run`` refuses destructive commands (``command_guard``), puts the workspace's
 prepared environment first on PATH (``project_env``), builds the bwrap
-command line (``bwrap``: read-only host, secrets hidden, one writable workspace, no
-network unless allowed, no capabilities, a clean environment), applies resource
+command line (``bwrap``: read-only host, secrets hidden, one writable workspace, a
+network namespace of its own, no capabilities, a clean environment), applies resource
 limits with ``prlimit`` and, where it may, a per-command ``pids`` cgroup (the process
 limit that also holds for root), enforces a wall-clock timeout that kills every
 process of the command, and keeps only the head and tail of long output.
+
+A command with network still has its own network namespace: it reaches the package
+indexes through the egress proxy (``egress``), served for the length of the command
+on a Unix socket bound into the sandbox and relayed to the sandbox's loopback by
+``egress_forwarder``; the host's loopback, its other addresses, private networks and
+the metadata service stay out of reach. What the proxy refused ends the command's
+stderr.
 
 Without bubblewrap ``run`` raises ``SandboxUnavailable`` saying how to install it;
 only ``sandbox.allow_unsandboxed_DANGEROUS: true`` runs commands without it.
@@ -15,9 +22,14 @@ only ``sandbox.allow_unsandboxed_DANGEROUS: true`` runs commands without it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import functools
 import logging
 import os
 import shutil
+import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,6 +49,8 @@ from bot.tools.bwrap import (
 from bot.tools.cgroups import PidsCgroup
 from bot.tools.command_guard import refusal
 from bot.tools.disk import tree_bytes
+from bot.tools.egress import EgressProxy
+from bot.tools.egress_policy import EgressPolicy, read_policy
 from bot.tools.output import OutputLog
 from bot.tools.process import CommandResult, execute
 
@@ -104,12 +118,16 @@ class Sandbox:
         hide: Sequence[Path] = (),
         expose: Sequence[Path] = (),
         bwrap: str | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         """``hide``: more paths no command may see (see ``hidden_paths``); ``expose``:
         paths to show read-only although they lie in a hidden directory, such as a
-        toolchain installed under /root; ``bwrap``: the bubblewrap binary (default: PATH)."""
+        toolchain installed under /root; ``bwrap``: the bubblewrap binary (default: PATH);
+        ``egress``: where a command with network may connect (default: read from the
+        host's pip and npm configuration and ``sandbox.egress_allow`` on first use)."""
         self.settings = settings
         self.network = settings.network if network is None else network
+        self._egress = egress
         self._hide = tuple(Path(p).absolute() for p in hide)
         self._expose = tuple(Path(p).absolute() for p in expose)
         found = shutil.which("bwrap") if bwrap is None else bwrap
@@ -164,7 +182,12 @@ class Sandbox:
                 f"({self.settings.workspace_mb} MB): delete files before running commands"
             )
         env = {**project_env(writable), **(env or {})}
-        prefix, process_env = await self._prefix(cwd, writable, env)
+        door = await self._open_door()
+        try:
+            prefix, process_env = await self._prefix(cwd, writable, env, door)
+        except BaseException:
+            await _close_door(door)
+            raise
         cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
         self._warn_unlimited(cgroup)
         full = (cgroup.join_argv() if cgroup else []) + prefix + args
@@ -178,7 +201,7 @@ class Sandbox:
         watcher = asyncio.create_task(_watch_size(writable, bound, work))
         try:
             with step(f"sandbox command {args[0]}"):  # the watchdog sees each command apart
-                return await work
+                return _with_refusals(await work, door)
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling() or not watcher.done():  # type: ignore[union-attr]
                 raise
@@ -191,9 +214,29 @@ class Sandbox:
             watcher.cancel()
             if cgroup is not None:
                 await _remove_cgroup(cgroup)
+            await _close_door(door)
+
+    async def _open_door(self) -> _Door | None:
+        """For a sandboxed command with network: the egress proxy on a Unix socket in a
+        private folder, for the length of the command (``_close_door``)."""
+        if not self.network or self._bwrap is None:
+            return None
+        if self._egress is None:
+            allow = self.settings.egress_allow
+            self._egress = await asyncio.to_thread(read_policy, os.environ, Path.home(), allow)
+        folder = Path(tempfile.mkdtemp(prefix="agent-egress-"))
+        proxy = EgressProxy(self._egress)
+        stack = contextlib.AsyncExitStack()
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        try:
+            socket_path = await stack.enter_async_context(proxy.serving(folder / "proxy.sock"))
+        except BaseException:
+            await stack.aclose()
+            raise
+        return _Door(proxy, socket_path, stack)
 
     async def _prefix(
-        self, cwd: Path, writable: Path, env: Mapping[str, str] | None
+        self, cwd: Path, writable: Path, env: Mapping[str, str] | None, door: _Door | None
     ) -> tuple[list[str], dict[str, str]]:
         prlimit = shutil.which("prlimit")
         if prlimit is None:
@@ -206,10 +249,13 @@ class Sandbox:
             return limits, sandbox_env(env)
         await _ensure_bwrap_works(self._bwrap)
         mounts = self._mounts(writable)
-        prefix = bwrap_argv(
-            self._bwrap, mounts, cwd=cwd, network=self.network, env=sandbox_env(env)
-        )
-        return prefix + limits, {"PATH": DEFAULT_PATH}
+        forwarder: list[str] = []
+        if door is not None:  # the socket is shown; the forwarder starts the command
+            mounts = dataclasses.replace(mounts, expose=(*mounts.expose, door.socket))
+            source = await asyncio.to_thread(_forwarder_source)
+            forwarder = [_forwarder_python(), "-I", "-S", "-c", source, str(door.socket), "--"]
+        prefix = bwrap_argv(self._bwrap, mounts, cwd=cwd, env=sandbox_env(env))
+        return prefix + limits + forwarder, {"PATH": DEFAULT_PATH}
 
     def _mounts(self, writable: Path) -> Mounts:
         dirs = [Path(d) for d in SECRET_DIRS] + [Path.home()] + list(self._hide)
@@ -221,7 +267,6 @@ class Sandbox:
         )
         git = writable / ".git"
         expose = tuple(p for p in self._expose if p.exists())
-        expose += _resolver_files(hide_dirs) if self.network else ()
         return Mounts(
             writable=writable,
             tmp_bytes=self.settings.tmp_mb << 20,
@@ -281,12 +326,40 @@ def _hideable(path: Path, writable: Path) -> bool:
     return path != Path("/") and not path.is_symlink() and not path.is_relative_to(writable)
 
 
-def _resolver_files(hidden: tuple[Path, ...]) -> tuple[Path, ...]:
-    """With network: keep DNS working when /etc/resolv.conf links into a hidden /run."""
-    real = Path("/etc/resolv.conf").resolve()
-    if real.is_file() and any(real.is_relative_to(d) for d in hidden):
-        return (real,)
-    return ()
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Door:
+    """The egress proxy of one command, its socket, and what closes both."""
+
+    proxy: EgressProxy
+    socket: Path
+    stack: contextlib.AsyncExitStack
+
+
+async def _close_door(door: _Door | None) -> None:
+    if door is not None:
+        await door.stack.aclose()
+
+
+def _with_refusals(result: CommandResult, door: _Door | None) -> CommandResult:
+    """What the egress proxy refused, at the end of the command's stderr."""
+    if door is None or not door.proxy.refusals:
+        return result
+    refused = "".join(f"egress proxy: {line}\n" for line in door.proxy.refusals)
+    sep = "\n" if result.stderr and not result.stderr.endswith("\n") else ""
+    return dataclasses.replace(result, stderr=result.stderr + sep + refused)
+
+
+@functools.cache
+def _forwarder_source() -> str:
+    from bot.tools import egress_forwarder
+
+    return Path(egress_forwarder.__file__).read_text("utf-8")
+
+
+def _forwarder_python() -> str:
+    """The interpreter that runs the forwarder inside the sandbox: the system's python3
+    (the bot's own may live in a hidden folder), else the bot's."""
+    return shutil.which("python3", path=DEFAULT_PATH) or os.path.realpath(sys.executable)
 
 
 async def _ensure_bwrap_works(bwrap: str) -> None:

@@ -4,11 +4,17 @@
 (``setup_plan``: the repository's ``setup:`` or detected commands), and then either
 finds the workspace prepared by an earlier run (a marker in ``.git``, which no command
 can write), restores the environment from the cache (``setup_cache``: the installs are
-skipped), or runs the commands one by one in the sandbox WITH network, without any
+skipped; nothing is written through a link), or runs the commands one by one in the
+sandbox WITH network (through the egress proxy: the package indexes only), without any
 credential of the bot's, with the host's package-manager configuration (``setup_env``),
-within ``sandbox.setup_timeout`` for all of them. A set-up file the bot's own branch
-changed (a follow-up on its change request: model output) gets no network: set-up then
-runs offline and its result is not cached. A workspace is set up once: what the agent
+within ``sandbox.setup_timeout`` for all of them.
+
+Set-up gets network, and its result is cached, only when the working tree is the base
+branch's as it is: whatever set-up executes (the scripts it names, what they call, a
+Makefile's includes, package scripts, an in-tree build backend, code a build imports)
+then comes from the base branch. A tree that differs anywhere (the bot's own branch on
+a follow-up: model output) is set up offline and not cached; a cached environment made
+from the base branch may still be restored into it. A workspace is set up once: what the agent
 changes later is never set up. What set-up leaves in the workspace (``.venv``,
 ``node_modules``, ...) is excluded from the agent's commits (``.git/info/exclude``) and
 cached. Each command's whole output is kept in the run
@@ -33,18 +39,12 @@ from bot.tools.repo_config import Argv
 from bot.tools.sandbox import CommandRefused, Sandbox, SandboxUnavailable, WorkspaceFull
 from bot.tools.setup_cache import SetupCache
 from bot.tools.setup_env import PackageConfig
-from bot.tools.setup_plan import (
-    SetupPlan,
-    SetupSource,
-    Which,
-    cache_key,
-    plan_setup,
-    setup_inputs,
-)
+from bot.tools.setup_plan import SetupPlan, SetupSource, Which, cache_key, plan_setup
 from bot.tools.workspace import Workspace
 
 MARKER = "agent-setup.json"  # in .git: read-only for every sandboxed command
 TAIL_CHARS = 3000
+NAMED_CHANGES = 10  # the changed paths a note names
 TAIL_LINES = 40
 # Quiet, non-interactive installers; the host's configuration comes on top.
 SETUP_ENV = {
@@ -143,10 +143,11 @@ class Preparer:
         plan = await asyncio.to_thread(plan_setup, root, self.configured, which=self.which)
         if not plan.commands:
             return SetupResult(SetupStatus.NOTHING, plan.source, notes=plan.notes)
-        key = await asyncio.to_thread(cache_key, root, plan, which=self.which)
         marker = await asyncio.to_thread(_read_marker, root)
         if marker:  # set up by an earlier run; changes since are the agent's, never set up
+            key = str(marker.get("key", ""))
             return SetupResult(SetupStatus.READY, plan.source, key, paths=tuple(marker["paths"]))
+        key = await asyncio.to_thread(cache_key, root, plan, which=self.which)
         restored = await self._restore(key, root)
         if restored is not None:
             await self._finish(root, key, restored)
@@ -165,16 +166,19 @@ class Preparer:
     ) -> SetupResult:
         before = set(await self.workspace.untracked())
         package = await asyncio.to_thread(self.package)
-        inputs = await asyncio.to_thread(setup_inputs, root)
-        changed = await self.workspace.differs_from_base(inputs)
+        changed = await self.workspace.differs_from_base()
         sandbox = self.sandbox(package.expose, not changed)
         env = {**SETUP_ENV, **package.env}
         steps: list[SetupStep] = []
         notes = list(plan.notes) + [f"not passed to set-up: {why}" for why in package.left_out]
         if changed:
+            shown = ", ".join(changed[:NAMED_CHANGES])
+            more = (
+                f" and {len(changed) - NAMED_CHANGES} more" if len(changed) > NAMED_CHANGES else ""
+            )
             notes.append(
-                f"set-up ran without network: the bot's branch changed {', '.join(changed)} "
-                "(with network it would run what the agent wrote)"
+                f"set-up ran without network and is not cached: the working tree differs from "
+                f"the base branch ({shown}{more}); with network it could run what the agent wrote"
             )
         for number, argv in enumerate(plan.commands, start=1):
             left = self.timeout - (self.clock() - started)

@@ -1,28 +1,41 @@
 """Prepared environments kept per repository and cache key, so the next task on the same
 repository skips the installs. Synchronous file work: call it in a thread.
 
-    <data_dir>/setup-cache/<repository>/<key>/
+    <data_dir>/setup-cache/<name>-<hash of forge and full path>/<key>/
         manifest.json   the workspace it was made in and the paths it holds
         files/<path>    what set-up left in the workspace (.venv, node_modules, ...)
 
-The data directory is hidden from the sandbox, so no command can reach the cache. A
-restore copies (never hard-links: a command that writes a file in place would change
-the cached one for every later task) and re-points what holds the old workspace's path:
-a virtualenv's scripts, ``pyvenv.cfg``, ``.pth`` files and editable installs (a venv is
-not relocatable). Each repository keeps its ``KEEP`` most recently used environments.
+The folder of a repository is named by a hash of the forge and the full path, so no
+two repositories share one (``acme_payments/app`` and ``acme/payments_app`` included).
+The data directory is hidden from the sandbox, so no command can reach the cache.
+
+A restore copies (never hard-links: a command that writes a file in place would change
+the cached one for every later task) with ``safe_tree``: nothing is written through a
+link the clone holds, and a path the cache would write that the clone already has (a
+tracked file, folder or link) refuses the restore, so set-up runs instead. What names
+the old workspace's path is re-pointed as it is copied: a virtualenv's scripts,
+``pyvenv.cfg``, ``.pth`` files and editable installs (a venv is not relocatable).
+Storing reads the workspace the same way (links copied as links, never followed).
+Each repository keeps its ``KEEP`` most recently used environments.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from bot.tools.safe_tree import TreeRefused, copy_path, remove_path
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +44,18 @@ MAX_REWRITE_BYTES = 1 << 20
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def folder_name(repository: str) -> str:
+    """A readable, injective folder name for ``repository`` (forge and full path)."""
+    digest = hashlib.sha256(repository.encode("utf-8")).hexdigest()[:32]
+    readable = _UNSAFE.sub("_", repository).strip("_.")[:48]
+    return f"{readable}-{digest}" if readable else digest
+
+
 class SetupCache:
     def __init__(self, folder: Path, repository: str, *, keep: int = KEEP) -> None:
         """``folder``: the cache of all repositories; ``repository``: a name unique to one
-        (forge and full name)."""
-        self.folder = Path(folder) / _UNSAFE.sub("_", repository).strip("_.")
+        (its forge and full path, e.g. ``gitlab:acme/payments/app``)."""
+        self.folder = Path(folder) / folder_name(repository)
         self.keep = keep
 
     def entry(self, key: str) -> Path:
@@ -48,24 +68,33 @@ class SetupCache:
 
     def restore(self, key: str, root: Path) -> list[str] | None:
         """Copy the environment into the workspace ``root``; the paths restored, or None
-        when there is none (or it cannot be read: set-up then runs)."""
+        when there is none, it cannot be read, or the clone holds something at one of its
+        paths (set-up then runs)."""
+        root.mkdir(parents=True, exist_ok=True)
         root = root.resolve()  # where the sandbox mounts the workspace
         entry = self.entry(key)
-        paths: list[str] = []
         try:
             manifest = json.loads((entry / "manifest.json").read_text("utf-8"))
             old = str(manifest["root"])
             paths = [str(p) for p in manifest["paths"]]
-            for rel in paths:
-                _copy(entry / "files" / rel, root / rel)
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            if not isinstance(exc, FileNotFoundError) or (entry / "manifest.json").exists():
+            if not isinstance(exc, FileNotFoundError):
                 log.warning("set-up cache %s unusable: %s", entry, exc)
-            for rel in paths:  # half a copy (pruned meanwhile) must not stay behind
-                _remove(root / rel)
             return None
-        for rel in paths:
-            repoint(root / rel, old, str(root))
+        done: list[str] = []
+        rewrite = functools.partial(_replaced, old=old, new=str(root))
+        try:
+            for rel in paths:
+                venvs = _venvs(entry / "files", rel)
+                rewrites = functools.partial(_names_its_place, venvs=venvs)
+                copy_path(entry / "files", rel, root, rewrites=rewrites, rewrite=rewrite)
+                done.append(rel)
+        except (OSError, TreeRefused) as exc:
+            why = "the clone holds that path" if isinstance(exc, TreeRefused) else "unusable"
+            log.warning("set-up cache %s not restored (%s): %s", entry, why, exc)
+            for rel in done:  # half a restore must not stay behind
+                remove_path(root, rel)
+            return None
         os.utime(entry)  # most recently used
         return paths
 
@@ -75,16 +104,20 @@ class SetupCache:
         entry = self.entry(key)
         if self.has(key):
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
         staging = self.folder / f".new-{uuid.uuid4().hex}"
         try:
-            kept = [rel for rel in paths if os.path.lexists(root / rel)]
-            for rel in kept:
-                _copy(root / rel, staging / "files" / rel)
+            (staging / "files").mkdir(parents=True)
+            kept = []
+            for rel in paths:
+                try:
+                    copy_path(root, rel, staging / "files")
+                except FileNotFoundError:
+                    continue
+                kept.append(rel)
             manifest = {"root": str(root), "paths": kept, "created": time.time()}
             (staging / "manifest.json").write_text(json.dumps(manifest, indent=2), "utf-8")
             os.rename(staging, entry)
-        except OSError as exc:
+        except (OSError, TreeRefused) as exc:
             if not self.has(key):
                 log.warning("set-up cache %s not written: %s", entry, exc)
         finally:
@@ -98,51 +131,60 @@ class SetupCache:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+def _venvs(files: Path, rel: str) -> list[PurePosixPath]:
+    """The virtualenvs at or right below ``files/rel`` (in the cache: the bot's own
+    files), relative to ``rel``; a link is never one."""
+    top = files / rel
+    found = [PurePosixPath(".")] if _regular(top / "pyvenv.cfg") and _folder(top) else []
+    if _folder(top):
+        found += [PurePosixPath(child.name) for child in sorted(top.iterdir())
+                  if _folder(child) and _regular(child / "pyvenv.cfg")]  # fmt: skip
+    return found
 
 
-def _copy(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if source.is_dir() and not source.is_symlink():
-        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
-    else:
-        shutil.copy2(source, target, follow_symlinks=False)
+def _folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
-def repoint(path: Path, old: str, new: str) -> None:
-    """Re-point every virtualenv at or right below ``path`` from ``old`` to ``new``."""
-    if old == new or not path.is_dir() or path.is_symlink():
-        return
-    venvs = [path] if (path / "pyvenv.cfg").is_file() else []
-    venvs += [p for p in path.iterdir() if (p / "pyvenv.cfg").is_file() and not p.is_symlink()]
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+# The files of a venv that name its own location: its configuration, its scripts, path
+# files and editable installs (patterns on the path inside the venv).
+_VENV_FILES = (
+    ("pyvenv.cfg",),
+    ("bin", "*"),
+    ("lib", "python*", "site-packages", "*.pth"),
+    ("lib", "python*", "site-packages", "__editable__*"),
+    ("lib", "python*", "site-packages", "*.dist-info", "direct_url.json"),
+    ("lib", "python*", "site-packages", "*.dist-info", "RECORD"),
+)
+
+
+def _names_its_place(path: PurePosixPath, venvs: list[PurePosixPath]) -> bool:
     for venv in venvs:
-        for file in _venv_files(venv):
-            _rewrite(file, old.encode(), new.encode())
+        inside = path.parts if venv == PurePosixPath(".") else None
+        if venv != PurePosixPath(".") and path.parts[:1] == venv.parts:
+            inside = path.parts[1:]
+        if inside is not None and any(
+            len(inside) == len(pattern)
+            and all(
+                fnmatch.fnmatchcase(name, glob) for name, glob in zip(inside, pattern, strict=True)
+            )
+            for pattern in _VENV_FILES
+        ):
+            return True
+    return False
 
 
-def _venv_files(venv: Path) -> list[Path]:
-    """The files of a venv that name its own location: its scripts, its configuration,
-    path files and editable installs."""
-    files = [venv / "pyvenv.cfg"]
-    bin_dir = venv / "bin"
-    if bin_dir.is_dir():
-        files += sorted(bin_dir.iterdir())
-    for site in sorted(venv.glob("lib/python*/site-packages")):
-        files += sorted(site.glob("*.pth")) + sorted(site.glob("__editable__*"))
-        files += sorted(site.glob("*.dist-info/direct_url.json"))
-        files += sorted(site.glob("*.dist-info/RECORD"))
-    return [f for f in files if f.is_file() and not f.is_symlink()]
-
-
-def _rewrite(file: Path, old: bytes, new: bytes) -> None:
-    if file.stat().st_size > MAX_REWRITE_BYTES:
-        return
-    data = file.read_bytes()
-    if old in data:
-        mode = file.stat().st_mode
-        file.write_bytes(data.replace(old, new))
-        os.chmod(file, mode)
+def _replaced(_path: PurePosixPath, data: bytes, *, old: str, new: str) -> bytes:
+    if old == new or len(data) > MAX_REWRITE_BYTES:
+        return data
+    return data.replace(old.encode(), new.encode())

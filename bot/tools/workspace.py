@@ -195,18 +195,21 @@ class Workspace:
             result = await self._git("ls-files", "--others", "--directory", "-z")
         return sorted({p.rstrip("/") for p in result.stdout.split("\0") if p})
 
-    async def differs_from_base(self, paths: list[str]) -> list[str]:
-        """Which of ``paths`` the working tree holds otherwise than the base branch does
-        (what the bot's own branch, or a command, changed)."""
+    async def differs_from_base(self) -> list[str]:
+        """Every path the working tree holds otherwise than the base branch does: tracked
+        files the bot's own branch (or a command) changed, added or deleted, and files git
+        does not track (ignored ones included). The base branch's name alone when the
+        clone does not know that branch."""
         await self.ensure()
         base = f"refs/remotes/origin/{self.base_branch}"
         async with self._lock:
             found = await self._git("rev-parse", "--verify", "--quiet", base, check=False)
-            if found.code != 0 or not paths:
-                return list(paths) if found.code != 0 else []
-            result = await self._git("diff", "--name-only", "-z", "--no-renames", base, "--",
-                                     *(f":(literal){p}" for p in paths))  # fmt: skip
-        return sorted({p for p in result.stdout.split("\0") if p})
+            if found.code != 0:
+                return [f"origin/{self.base_branch}"]
+            result = await self._git("diff", "--name-only", "-z", "--no-renames", base)
+            others = await self._git("ls-files", "--others", "--directory", "-z")
+        listed = result.stdout.split("\0") + others.stdout.split("\0")
+        return sorted({p.rstrip("/") for p in listed if p})
 
     async def changed_files(self) -> list[str]:
         """Paths added, modified or deleted since the last commit (a moved file counts

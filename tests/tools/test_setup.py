@@ -297,14 +297,15 @@ async def test_set_up_sees_the_hosts_package_configuration_and_has_network(
     home = tmp_path / "home"
     _write(home, {".config/pip/pip.conf": "[global]\nindex-url = https://mirror.example/simple\n"})
     ws = _workspace(tmp_path, "task", {"README.md": b"hi\n"})
-    show = ("sh", "-c", 'echo "proxy=$HTTPS_PROXY"; cat "$PIP_CONFIG_FILE"; cat /etc/resolv.conf')
+    show = ("sh", "-c", 'echo "proxy=$HTTPS_PROXY"; cat "$PIP_CONFIG_FILE"')
     environ = {"HTTPS_PROXY": "http://proxy.example:3128", "PATH": "/usr/bin"}
     result = await _preparer(ws, tmp_path / "cache", (show,), environ=environ, home=home).prepare(
         log_dir=tmp_path / "run"
     )
     assert result.status is SetupStatus.RAN, result.failure
     log = (tmp_path / "run" / "01-sh.log").read_text()
-    assert "proxy=http://proxy.example:3128" in log
+    # the egress proxy, in the sandbox's own network namespace (it chains to the host's)
+    assert "proxy=http://127.0.0.1:" in log and "proxy.example" not in log
     assert "index-url = https://mirror.example/simple" in log
 
 
