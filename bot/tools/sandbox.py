@@ -8,6 +8,12 @@ limits with ``prlimit`` and, where it may, a per-command ``pids`` cgroup (the pr
 limit that also holds for root), enforces a wall-clock timeout that kills every
 process of the command, and keeps only the head and tail of long output.
 
+The workspace's bounds (``sandbox.workspace_mb``, ``sandbox.workspace_files``) are held
+by the kernel: the command writes through an overlay whose layer is a bounded tmpfs,
+applied to the workspace when it ends (``overlay``, ``overlay_session``,
+``upper_sync``). Where no overlay can be laid, the workspace is bound directly and
+measured once a second (``workspace_bound``); ``Sandbox.bound`` says which.
+
 Without bubblewrap ``run`` raises ``SandboxUnavailable`` saying how to install it;
 only ``sandbox.allow_unsandboxed_DANGEROUS: true`` runs commands without it.
 """
@@ -18,8 +24,10 @@ import asyncio
 import logging
 import os
 import shutil
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
 from pathlib import Path
 
 from bot.config import SandboxSettings, Settings
@@ -36,11 +44,28 @@ from bot.tools.bwrap import (
 )
 from bot.tools.cgroups import PidsCgroup
 from bot.tools.command_guard import refusal
-from bot.tools.disk import tree_bytes
-from bot.tools.output import OutputLog
+from bot.tools.disk import DiskUsageError, Usage, disk_usage
+from bot.tools.output import LogQuota, OutputLog
+from bot.tools.overlay import Helpers, WriteRoom, wrapper_argv, write_room
+from bot.tools.overlay_session import OverlayFailed, OverlaySession, run_overlaid
 from bot.tools.process import CommandResult, execute
+from bot.tools.workspace_bound import (
+    WorkspaceFull,
+    after_overlay,
+    refuse_when_full,
+    turn,
+    watch_size,
+)
 
-__all__ = ["CommandRefused", "CommandResult", "Sandbox", "SandboxUnavailable", "hidden_paths"]
+__all__ = [
+    "CommandRefused",
+    "CommandResult",
+    "Sandbox",
+    "SandboxUnavailable",
+    "WorkspaceBound",
+    "WorkspaceFull",
+    "hidden_paths",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +76,20 @@ INSTALL_HINT = (
     "without a sandbox."
 )
 _BWRAP_TASKS = 2  # bwrap itself and its init process inside the PID namespace
-SIZE_CHECK_SECONDS = 1.0  # how often a running command's workspace is measured
 _probe_errors: dict[str, str | None] = {}
+_overlay_errors: dict[str, str | None] = {}
 
 
 class SandboxUnavailable(Exception):
     """Commands cannot be sandboxed here; the message says how to fix it."""
 
 
-class WorkspaceFull(Exception):
-    """The workspace is over ``sandbox.workspace_mb``: no command runs until it shrinks."""
+class WorkspaceBound(StrEnum):
+    """How the workspace's bounds hold for a command."""
+
+    KERNEL = "kernel"  # an overlay with a bounded tmpfs: a write past them fails
+    MEASURED = "measured"  # checked once a second: a fast command passes them meanwhile
+    NONE = "none"  # no sandbox (allow_unsandboxed_DANGEROUS): measured as well
 
 
 class CommandRefused(Exception):
@@ -104,11 +133,14 @@ class Sandbox:
         hide: Sequence[Path] = (),
         expose: Sequence[Path] = (),
         bwrap: str | None = None,
+        log_quota: LogQuota | None = None,
     ) -> None:
         """``hide``: more paths no command may see (see ``hidden_paths``); ``expose``:
         paths to show read-only although they lie in a hidden directory, such as a
-        toolchain installed under /root; ``bwrap``: the bubblewrap binary (default: PATH)."""
+        toolchain installed under /root; ``bwrap``: the bubblewrap binary (default: PATH);
+        ``log_quota``: the run directory's bound, which commands' logs share."""
         self.settings = settings
+        self.log_quota = log_quota
         self.network = settings.network if network is None else network
         self._hide = tuple(Path(p).absolute() for p in hide)
         self._expose = tuple(Path(p).absolute() for p in expose)
@@ -146,55 +178,152 @@ class Sandbox:
     ) -> CommandResult:
         """Run ``argv`` in ``cwd``; only ``writable`` (default: ``cwd``) may be written.
         ``log_path``: a file (outside the sandbox) for the whole output, at most
-        ``sandbox.max_file_mb`` of it.
+        ``sandbox.max_file_mb`` of it (less when the run directory's ``log_quota`` has
+        less room).
 
-        Raises ``CommandRefused`` (guard), ``SandboxUnavailable`` (no bubblewrap) and
-        ``ValueError`` (bad argv or directories). A non-zero exit is a result, not an error.
+        Raises ``CommandRefused`` (guard), ``SandboxUnavailable`` (no bubblewrap),
+        ``WorkspaceFull`` and ``ValueError`` (bad argv or directories). A non-zero exit
+        is a result, not an error.
         """
         args = _checked_argv(argv)
         reason = refusal(args)
         if reason is not None:
             raise CommandRefused(reason)
         cwd, writable = _checked_dirs(cwd, writable)
-        bound = self.settings.workspace_mb << 20
-        held = await asyncio.to_thread(tree_bytes, writable, stop_above=bound)
-        if held > bound:
-            raise WorkspaceFull(
-                f"the workspace holds more than sandbox.workspace_mb "
-                f"({self.settings.workspace_mb} MB): delete files before running commands"
-            )
-        env = {**project_env(writable), **(env or {})}
-        prefix, process_env = await self._prefix(cwd, writable, env)
-        cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
-        self._warn_unlimited(cgroup)
-        full = (cgroup.join_argv() if cgroup else []) + prefix + args
-        limit = float(timeout if timeout is not None else self.settings.timeout)
-        started = time.monotonic()
-        log = OutputLog(log_path, self.settings.max_file_mb << 20) if log_path else None
-        work = asyncio.create_task(execute(
-            full, cwd=cwd, env=process_env, timeout=limit, cgroup=cgroup,
-            max_chars=self.settings.max_output_chars, log=log,
-        ))  # fmt: skip
-        watcher = asyncio.create_task(_watch_size(writable, bound, work))
+        async with turn(writable):  # each command is given the room left when it starts
+            used = await _measure(writable)
+            refuse_when_full(used, self.settings)
+            env = {**project_env(writable), **(env or {})}
+            log = await self._log(log_path)
+            limit = float(timeout if timeout is not None else self.settings.timeout)
+            if await self.bound() is WorkspaceBound.KERNEL:
+                room = write_room(
+                    used, max_bytes=self.settings.workspace_mb << 20,
+                    max_files=self.settings.workspace_files,
+                    write_bytes=self.settings.write_mb << 20,
+                )  # fmt: skip
+                return await self._run_overlaid(args, cwd, writable, env, limit, log, room)
+            return await self._run_measured(args, cwd, writable, env, limit, log)
+
+    async def bound(self) -> WorkspaceBound:
+        """How the workspace's bounds hold here (the overlay is tried once per bwrap)."""
+        if self._bwrap is None:
+            return WorkspaceBound.NONE
+        if self._bwrap not in _overlay_errors:
+            _overlay_errors[self._bwrap] = await self._probe_overlay()
+            if _overlay_errors[self._bwrap] is not None:
+                log.warning(
+                    "the workspace bounds are checked once a second only, not held by the "
+                    "kernel: an overlay cannot be laid in the sandbox here (%s)",
+                    _overlay_errors[self._bwrap],
+                )
+        return WorkspaceBound.MEASURED if _overlay_errors[self._bwrap] else WorkspaceBound.KERNEL
+
+    async def _probe_overlay(self) -> str | None:
+        """Lay an overlay over a scratch folder and write through it: None when it works,
+        else why not."""
+        if _helpers() is None:
+            return "mount, umount, unshare or setpriv (util-linux) is missing"
+        scratch = Path(tempfile.mkdtemp(prefix="bot-overlay-probe-"))
         try:
-            with step(f"sandbox command {args[0]}"):  # the watchdog sees each command apart
-                return await work
+            room = WriteRoom(bytes=1 << 20, inodes=64)
+            script = ["/bin/sh", "-c", "echo ok > probe"]
+            result = await self._run_overlaid(script, scratch, scratch, {}, 60.0, None, room)
+            if result.exit_code != 0 or not (scratch / "probe").is_file():
+                return f"the probe exited with {result.exit_code}: {result.stderr.strip()}"
+            return None
+        except (OverlayFailed, SandboxUnavailable) as exc:
+            return str(exc)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    async def _log(self, log_path: Path | None) -> OutputLog | None:
+        if log_path is None:
+            return None
+        limit, bound = self.settings.max_file_mb << 20, "sandbox.max_file_mb"
+        if self.log_quota is not None:
+            room = await self.log_quota.room()
+            if room < limit:
+                limit, bound = room, "storage.run_dir_mb"
+        return OutputLog(log_path, limit, bound=bound)
+
+    async def _run_overlaid(
+        self, args: list[str], cwd: Path, writable: Path, env: dict[str, str],
+        limit: float, log: OutputLog | None, room: WriteRoom,
+    ) -> CommandResult:  # fmt: skip
+        helpers = _helpers()
+        assert helpers is not None and self._bwrap is not None
+
+        async def launch(session: OverlaySession) -> CommandResult:
+            wrapper = wrapper_argv(
+                helpers, room, root=writable, cwd=cwd, ready_fd=session.ready.write,
+                ack_fd=session.ack.read, uid=os.getuid(), gid=os.getgid(),
+            )  # fmt: skip
+            overlay = (session.info.write, wrapper)
+            prefix, process_env = await self._prefix(cwd, writable, env, overlay)
+            return await self._execute(
+                args[0], prefix + args, cwd, process_env, limit, log,
+                session.child_fds, session.close_child_fds,
+            )  # fmt: skip
+
+        try:
+            result, report = await run_overlaid(launch, writable)
+        except OverlayFailed as exc:
+            raise SandboxUnavailable(f"the sandbox could not lay its overlay: {exc}") from exc
+        return after_overlay(result, report, self.settings)
+
+    async def _run_measured(
+        self, args: list[str], cwd: Path, writable: Path, env: dict[str, str],
+        limit: float, log: OutputLog | None,
+    ) -> CommandResult:  # fmt: skip
+        prefix, process_env = await self._prefix(cwd, writable, env)
+        started = time.monotonic()
+        work = asyncio.create_task(
+            self._execute(args[0], prefix + args, cwd, process_env, limit, log)
+        )
+        watcher = asyncio.create_task(watch_size(writable, self.settings, work))
+        try:
+            return await work
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling() or not watcher.done():  # type: ignore[union-attr]
                 raise
             return CommandResult(
                 exit_code=-1, stdout="", timed_out=False, duration=time.monotonic() - started,
                 stderr=f"stopped: the command grew the workspace past sandbox.workspace_mb "
-                f"({self.settings.workspace_mb} MB); delete what it wrote before going on",
+                f"({self.settings.workspace_mb} MB) or sandbox.workspace_files "
+                f"({self.settings.workspace_files}); delete what it wrote before going on",
             )  # fmt: skip
         finally:
             watcher.cancel()
+
+    async def _execute(
+        self, name: str, full: list[str], cwd: Path, env: dict[str, str], limit: float,
+        log: OutputLog | None, pass_fds: tuple[int, ...] = (),
+        spawned: Callable[[], None] | None = None,
+    ) -> CommandResult:  # fmt: skip
+        cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
+        self._warn_unlimited(cgroup)
+        joined = (cgroup.join_argv() if cgroup else []) + full
+        try:
+            with step(f"sandbox command {name}"):  # the watchdog sees each command apart
+                return await execute(
+                    joined, cwd=cwd, env=env, timeout=limit, cgroup=cgroup,
+                    max_chars=self.settings.max_output_chars, log=log,
+                    pass_fds=pass_fds, spawned=spawned,
+                )  # fmt: skip
+        finally:
             if cgroup is not None:
                 await _remove_cgroup(cgroup)
 
     async def _prefix(
-        self, cwd: Path, writable: Path, env: Mapping[str, str] | None
+        self,
+        cwd: Path,
+        writable: Path,
+        env: Mapping[str, str] | None,
+        overlay: tuple[int, list[str]] | None = None,
     ) -> tuple[list[str], dict[str, str]]:
+        """bwrap (``overlay``: bwrap's info descriptor and the overlay's wrapper, which
+        runs between bwrap and the limits) and the limits of the command."""
         prlimit = shutil.which("prlimit")
         if prlimit is None:
             raise SandboxUnavailable("prlimit (util-linux) is missing: install util-linux")
@@ -205,13 +334,14 @@ class Sandbox:
             log.warning("DANGEROUS: running a command without a sandbox in %s", cwd)
             return limits, sandbox_env(env)
         await _ensure_bwrap_works(self._bwrap)
-        mounts = self._mounts(writable)
+        mounts = self._mounts(writable, overlay[0] if overlay else None)
         prefix = bwrap_argv(
             self._bwrap, mounts, cwd=cwd, network=self.network, env=sandbox_env(env)
         )
-        return prefix + limits, {"PATH": DEFAULT_PATH}
+        wrapper = overlay[1] if overlay else []
+        return prefix + wrapper + limits, {"PATH": DEFAULT_PATH}
 
-    def _mounts(self, writable: Path) -> Mounts:
+    def _mounts(self, writable: Path, overlay_info_fd: int | None = None) -> Mounts:
         dirs = [Path(d) for d in SECRET_DIRS] + [Path.home()] + list(self._hide)
         files = [Path(f) for f in SECRET_FILES] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
         files += list(self._hide)
@@ -225,10 +355,12 @@ class Sandbox:
         return Mounts(
             writable=writable,
             tmp_bytes=self.settings.tmp_mb << 20,
+            shm_bytes=self.settings.shm_mb << 20,
             hide_dirs=hide_dirs,
             hide_files=hide_files,
             readonly_inside=(git,) if git.exists() else (),
             expose=expose,
+            overlay_info_fd=overlay_info_fd,
         )
 
     def _warn_unlimited(self, cgroup: PidsCgroup | None) -> None:
@@ -239,17 +371,6 @@ class Sandbox:
                 "(sandbox.max_processes) is not enforced; run the bot as a normal user or "
                 "delegate the cgroup pids controller"
             )
-
-
-async def _watch_size(root: Path, bound: int, work: asyncio.Task[CommandResult]) -> None:
-    """Stop ``work`` when the tree under ``root`` passes ``bound`` bytes (checked every
-    second: a bind mount has no size limit of its own)."""
-    while not work.done():
-        await asyncio.sleep(SIZE_CHECK_SECONDS)
-        if await asyncio.to_thread(tree_bytes, root, stop_above=bound) > bound:
-            log.warning("a command grew the workspace %s past %d bytes: stopped", root, bound)
-            work.cancel()
-            return
 
 
 def _checked_argv(argv: Sequence[str]) -> list[str]:
@@ -287,6 +408,21 @@ def _resolver_files(hidden: tuple[Path, ...]) -> tuple[Path, ...]:
     if real.is_file() and any(real.is_relative_to(d) for d in hidden):
         return (real,)
     return ()
+
+
+async def _measure(root: Path) -> Usage:
+    try:
+        return await disk_usage(root)
+    except DiskUsageError as exc:
+        raise SandboxUnavailable(str(exc)) from exc
+
+
+def _helpers() -> Helpers | None:
+    found = [shutil.which(name) for name in ("mount", "umount", "unshare", "setpriv")]
+    if not all(found):
+        return None
+    mount, umount, unshare, setpriv = (str(path) for path in found)
+    return Helpers(mount=mount, umount=umount, unshare=unshare, setpriv=setpriv)
 
 
 async def _ensure_bwrap_works(bwrap: str) -> None:
