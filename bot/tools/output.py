@@ -40,6 +40,20 @@ class LogQuota:
 _CHUNK = 65536
 
 
+async def command_log(
+    path: Path | None, max_bytes: int, quota: LogQuota | None
+) -> OutputLog | None:
+    """The log of one command: at most ``max_bytes`` (``sandbox.max_file_mb``), less when
+    the run directory has less room left."""
+    if path is None:
+        return None
+    if quota is not None:
+        room = await quota.room()
+        if room < max_bytes:
+            return OutputLog(path, room, bound="storage.run_dir_mb")
+    return OutputLog(path, max_bytes)
+
+
 class OutputLog:
     """The whole output of one command in ``path``, at most ``limit`` bytes of it
     (``bound`` names the setting that set the limit, for the note at the end)."""

@@ -24,10 +24,7 @@ import asyncio
 import logging
 import os
 import shutil
-import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
-from enum import StrEnum
 from pathlib import Path
 
 from bot.config import SandboxSettings, Settings
@@ -45,17 +42,12 @@ from bot.tools.bwrap import (
 from bot.tools.cgroups import PidsCgroup
 from bot.tools.command_guard import refusal
 from bot.tools.disk import DiskUsageError, Usage, disk_usage
-from bot.tools.output import LogQuota, OutputLog
-from bot.tools.overlay import Helpers, WriteRoom, wrapper_argv, write_room
-from bot.tools.overlay_session import OverlayFailed, OverlaySession, run_overlaid
+from bot.tools.output import LogQuota, command_log
+from bot.tools.overlay import write_room
+from bot.tools.overlay_session import OverlayFailed
 from bot.tools.process import CommandResult, execute
-from bot.tools.workspace_bound import (
-    WorkspaceFull,
-    after_overlay,
-    refuse_when_full,
-    turn,
-    watch_size,
-)
+from bot.tools.sandbox_runs import Command, probe_overlay, run_in_overlay, run_measured
+from bot.tools.workspace_bound import WorkspaceBound, WorkspaceFull, refuse_when_full, turn
 
 __all__ = [
     "CommandRefused",
@@ -82,14 +74,6 @@ _overlay_errors: dict[str, str | None] = {}
 
 class SandboxUnavailable(Exception):
     """Commands cannot be sandboxed here; the message says how to fix it."""
-
-
-class WorkspaceBound(StrEnum):
-    """How the workspace's bounds hold for a command."""
-
-    KERNEL = "kernel"  # an overlay with a bounded tmpfs: a write past them fails
-    MEASURED = "measured"  # checked once a second: a fast command passes them meanwhile
-    NONE = "none"  # no sandbox (allow_unsandboxed_DANGEROUS): measured as well
 
 
 class CommandRefused(Exception):
@@ -193,127 +177,65 @@ class Sandbox:
         async with turn(writable):  # each command is given the room left when it starts
             used = await _measure(writable)
             refuse_when_full(used, self.settings)
-            env = {**project_env(writable), **(env or {})}
-            log = await self._log(log_path)
-            limit = float(timeout if timeout is not None else self.settings.timeout)
-            if await self.bound() is WorkspaceBound.KERNEL:
-                room = write_room(
-                    used, max_bytes=self.settings.workspace_mb << 20,
-                    max_files=self.settings.workspace_files,
-                    write_bytes=self.settings.write_mb << 20,
-                )  # fmt: skip
-                return await self._run_overlaid(args, cwd, writable, env, limit, log, room)
-            return await self._run_measured(args, cwd, writable, env, limit, log)
+            command = Command(
+                args, cwd, writable, {**project_env(writable), **(env or {})},
+                float(timeout if timeout is not None else self.settings.timeout),
+                await command_log(log_path, self.settings.max_file_mb << 20, self.log_quota),
+            )  # fmt: skip
+            if await self.bound() is not WorkspaceBound.KERNEL:
+                return await run_measured(self, command)
+            room = write_room(
+                used, max_bytes=self.settings.workspace_mb << 20,
+                max_files=self.settings.workspace_files, write_bytes=self.settings.write_mb << 20,
+            )  # fmt: skip
+            try:
+                return await run_in_overlay(self, command, room)
+            except OverlayFailed as exc:
+                raise SandboxUnavailable(f"the sandbox could not lay its overlay: {exc}") from exc
 
     async def bound(self) -> WorkspaceBound:
-        """How the workspace's bounds hold here (the overlay is tried once per bwrap)."""
+        """How the workspace's bounds hold here (an overlay is tried once per bwrap)."""
         if self._bwrap is None:
             return WorkspaceBound.NONE
         if self._bwrap not in _overlay_errors:
-            _overlay_errors[self._bwrap] = await self._probe_overlay()
-            if _overlay_errors[self._bwrap] is not None:
+            await _ensure_bwrap_works(self._bwrap)
+            _overlay_errors[self._bwrap] = error = await probe_overlay(self)
+            if error is not None:
                 log.warning(
                     "the workspace bounds are checked once a second only, not held by the "
-                    "kernel: an overlay cannot be laid in the sandbox here (%s)",
-                    _overlay_errors[self._bwrap],
-                )
+                    "kernel: an overlay cannot be laid in the sandbox here (%s)", error,
+                )  # fmt: skip
         return WorkspaceBound.MEASURED if _overlay_errors[self._bwrap] else WorkspaceBound.KERNEL
 
-    async def _probe_overlay(self) -> str | None:
-        """Lay an overlay over a scratch folder and write through it: None when it works,
-        else why not."""
-        if _helpers() is None:
-            return "mount, umount, unshare or setpriv (util-linux) is missing"
-        scratch = Path(tempfile.mkdtemp(prefix="bot-overlay-probe-"))
-        try:
-            room = WriteRoom(bytes=1 << 20, inodes=64)
-            script = ["/bin/sh", "-c", "echo ok > probe"]
-            result = await self._run_overlaid(script, scratch, scratch, {}, 60.0, None, room)
-            if result.exit_code != 0 or not (scratch / "probe").is_file():
-                return f"the probe exited with {result.exit_code}: {result.stderr.strip()}"
-            return None
-        except (OverlayFailed, SandboxUnavailable) as exc:
-            return str(exc)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-    async def _log(self, log_path: Path | None) -> OutputLog | None:
-        if log_path is None:
-            return None
-        limit, bound = self.settings.max_file_mb << 20, "sandbox.max_file_mb"
-        if self.log_quota is not None:
-            room = await self.log_quota.room()
-            if room < limit:
-                limit, bound = room, "storage.run_dir_mb"
-        return OutputLog(log_path, limit, bound=bound)
-
-    async def _run_overlaid(
-        self, args: list[str], cwd: Path, writable: Path, env: dict[str, str],
-        limit: float, log: OutputLog | None, room: WriteRoom,
-    ) -> CommandResult:  # fmt: skip
-        helpers = _helpers()
-        assert helpers is not None and self._bwrap is not None
-
-        async def launch(session: OverlaySession) -> CommandResult:
-            wrapper = wrapper_argv(
-                helpers, room, root=writable, cwd=cwd, ready_fd=session.ready.write,
-                ack_fd=session.ack.read, uid=os.getuid(), gid=os.getgid(),
-            )  # fmt: skip
-            overlay = (session.info.write, wrapper)
-            prefix, process_env = await self._prefix(cwd, writable, env, overlay)
-            return await self._execute(
-                args[0], prefix + args, cwd, process_env, limit, log,
-                session.child_fds, session.close_child_fds,
-            )  # fmt: skip
-
-        try:
-            result, report = await run_overlaid(launch, writable)
-        except OverlayFailed as exc:
-            raise SandboxUnavailable(f"the sandbox could not lay its overlay: {exc}") from exc
-        return after_overlay(result, report, self.settings)
-
-    async def _run_measured(
-        self, args: list[str], cwd: Path, writable: Path, env: dict[str, str],
-        limit: float, log: OutputLog | None,
-    ) -> CommandResult:  # fmt: skip
-        prefix, process_env = await self._prefix(cwd, writable, env)
-        started = time.monotonic()
-        work = asyncio.create_task(
-            self._execute(args[0], prefix + args, cwd, process_env, limit, log)
-        )
-        watcher = asyncio.create_task(watch_size(writable, self.settings, work))
-        try:
-            return await work
-        except asyncio.CancelledError:
-            if asyncio.current_task().cancelling() or not watcher.done():  # type: ignore[union-attr]
-                raise
-            return CommandResult(
-                exit_code=-1, stdout="", timed_out=False, duration=time.monotonic() - started,
-                stderr=f"stopped: the command grew the workspace past sandbox.workspace_mb "
-                f"({self.settings.workspace_mb} MB) or sandbox.workspace_files "
-                f"({self.settings.workspace_files}); delete what it wrote before going on",
-            )  # fmt: skip
-        finally:
-            watcher.cancel()
-
-    async def _execute(
-        self, name: str, full: list[str], cwd: Path, env: dict[str, str], limit: float,
-        log: OutputLog | None, pass_fds: tuple[int, ...] = (),
+    async def start(
+        self,
+        command: Command,
+        argv: list[str],
+        env: dict[str, str],
+        pass_fds: tuple[int, ...] = (),
         spawned: Callable[[], None] | None = None,
-    ) -> CommandResult:  # fmt: skip
+    ) -> CommandResult:
+        """Run the full ``argv`` of ``command`` in a pids cgroup of its own, if one can be
+        made (``sandbox_runs.Launcher``)."""
         cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
         self._warn_unlimited(cgroup)
-        joined = (cgroup.join_argv() if cgroup else []) + full
+        joined = (cgroup.join_argv() if cgroup else []) + argv
         try:
-            with step(f"sandbox command {name}"):  # the watchdog sees each command apart
+            with step(f"sandbox command {command.args[0]}"):  # the watchdog sees each one
                 return await execute(
-                    joined, cwd=cwd, env=env, timeout=limit, cgroup=cgroup,
-                    max_chars=self.settings.max_output_chars, log=log,
+                    joined, cwd=command.cwd, env=env, timeout=command.timeout, cgroup=cgroup,
+                    max_chars=self.settings.max_output_chars, log=command.log,
                     pass_fds=pass_fds, spawned=spawned,
                 )  # fmt: skip
         finally:
             if cgroup is not None:
                 await _remove_cgroup(cgroup)
+
+    async def command_line(
+        self, command: Command, overlay: tuple[int, list[str]] | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """``sandbox_runs.Launcher``: see ``_prefix``."""
+        return await self._prefix(command.cwd, command.writable, command.env, overlay)
 
     async def _prefix(
         self,
@@ -415,14 +337,6 @@ async def _measure(root: Path) -> Usage:
         return await disk_usage(root)
     except DiskUsageError as exc:
         raise SandboxUnavailable(str(exc)) from exc
-
-
-def _helpers() -> Helpers | None:
-    found = [shutil.which(name) for name in ("mount", "umount", "unshare", "setpriv")]
-    if not all(found):
-        return None
-    mount, umount, unshare, setpriv = (str(path) for path in found)
-    return Helpers(mount=mount, umount=umount, unshare=unshare, setpriv=setpriv)
 
 
 async def _ensure_bwrap_works(bwrap: str) -> None:

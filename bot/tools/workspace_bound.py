@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import weakref
+from enum import StrEnum
 from pathlib import Path
 
 from bot.config import SandboxSettings
@@ -22,12 +23,27 @@ from bot.tools.disk import Usage, disk_usage
 from bot.tools.overlay_session import SyncReport
 from bot.tools.process import CommandResult
 
-__all__ = ["WorkspaceFull", "after_overlay", "refuse_when_full", "turn", "watch_size"]
+__all__ = [
+    "WorkspaceBound",
+    "WorkspaceFull",
+    "after_overlay",
+    "refuse_when_full",
+    "turn",
+    "watch_size",
+]
 
 log = logging.getLogger(__name__)
 
 SIZE_CHECK_SECONDS = 1.0  # how often the fallback measures a running command's workspace
 _turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+class WorkspaceBound(StrEnum):
+    """How the workspace's bounds hold for a command."""
+
+    KERNEL = "kernel"  # an overlay with a bounded tmpfs: a write past them fails
+    MEASURED = "measured"  # checked once a second: a fast command passes them meanwhile
+    NONE = "none"  # no sandbox (allow_unsandboxed_DANGEROUS): measured as well
 
 
 class WorkspaceFull(Exception):
