@@ -207,6 +207,11 @@ class Sandbox:
                 )  # fmt: skip
         return WorkspaceBound.MEASURED if _overlay_errors[self._bwrap] else WorkspaceBound.KERNEL
 
+    @property
+    def overlay_refused(self) -> str | None:
+        """Why no overlay could be laid (after ``bound``), or None."""
+        return _overlay_errors.get(self._bwrap) if self._bwrap else None
+
     async def start(
         self,
         command: Command,
