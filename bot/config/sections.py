@@ -323,7 +323,7 @@ class SandboxSettings(_Section):
     workspace_files: int = Field(200_000, ge=100)  # files and folders, .git included
     # The most one command may write into the workspace: held in memory (a tmpfs under
     # an overlay) until the command ends, then written to disk.
-    write_mb: int = Field(2048, ge=1)
+    write_mb: int = Field(1024, ge=1)
     max_output_chars: int = Field(20_000, ge=1000)
     expose_paths: tuple[Path, ...] = ()
 

@@ -4,6 +4,7 @@ workspace. With the real bubblewrap (as root here, and as a user that is not roo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -109,6 +110,29 @@ async def test_commands_run_as_the_bot_with_no_capability(tmp_path: Path) -> Non
     assert lines[0] == str(os.getuid())
     assert all(line.split()[1] == "0000000000000000" for line in lines[1:4])
     assert (root / "src" / "app.py").is_file()
+
+
+async def test_a_command_that_times_out_keeps_what_it_wrote(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    sandbox = Sandbox(SandboxSettings())
+    result = await sandbox.run(["sh", "-c", "echo w > wrote.txt; sleep 30"], cwd=root, timeout=1)
+    assert result.timed_out
+    assert (root / "wrote.txt").read_text() == "w\n"
+
+
+async def test_a_cancelled_command_leaves_the_workspace_and_nothing_open(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    sandbox = Sandbox(SandboxSettings())
+    await sh(sandbox, root, "true")  # the probe and its pipes are behind us
+    open_before = len(os.listdir("/proc/self/fd"))
+    run = asyncio.create_task(sandbox.run(["sh", "-c", "echo w > wrote.txt; sleep 30"], cwd=root))
+    await asyncio.sleep(1.0)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert not (root / "wrote.txt").exists()
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    assert await sh(sandbox, root, "echo again > again.txt; cat again.txt") == "again\n"
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"
