@@ -87,6 +87,18 @@ async def test_git_stays_out_of_reach(tmp_path: Path) -> None:
     assert not (root / ".git" / "hooks" / "pre-commit").exists()
 
 
+async def test_a_git_folder_a_command_makes_never_reaches_the_disk(tmp_path: Path) -> None:
+    """Without a clone's .git to bind read-only, the layer may hold one: never applied
+    (the bot's git on the host would run its hooks and config)."""
+    root = tmp_path / "plain"
+    root.mkdir()
+    sandbox = Sandbox(SandboxSettings())
+    await sh(sandbox, root, "mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && "
+             "echo kept > kept.txt")  # fmt: skip
+    assert (root / "kept.txt").is_file()
+    assert not (root / ".git").exists()
+
+
 async def test_a_link_left_on_disk_is_replaced_not_followed(tmp_path: Path) -> None:
     """A link to a folder outside, left by one command: the next one replaces it by a
     folder of files; the sync on the host must not write through the old link."""
