@@ -97,7 +97,7 @@ class OverlaySession:
         if self.upper is None:
             return SyncReport()
         full = _layer_full(self.upper)
-        if not os.listdir(self.upper):  # one small folder: the common case of a reader
+        if _empty(self.upper):  # the common case: a command that only read
             return SyncReport(full=full)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-I", str(SYNC_SCRIPT), str(self.upper), str(root),
@@ -165,6 +165,12 @@ def _close(fd: int | None) -> None:
     if fd is not None and fd >= 0:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def _empty(folder: int) -> bool:
+    """Whether the folder holds nothing; reads one entry, not a listing of thousands."""
+    with os.scandir(folder) as entries:  # reads through a duplicate, then rewinds
+        return next(entries, None) is None
 
 
 def _layer_full(upper: int) -> bool:

@@ -22,6 +22,7 @@ replaces the old one by a rename, never by writing through it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -174,7 +175,8 @@ def _folder_on_disk(dst: int, name: str, *, replace: bool) -> int:
     if old is None:
         os.mkdir(name, 0o700, dir_fd=dst)
     fd = os.open(name, _DIR_FLAGS, dir_fd=dst)
-    os.chmod(fd, 0o700 | stat.S_IMODE(os.fstat(fd).st_mode))
+    with contextlib.suppress(PermissionError):  # not ours: writing in it may still work
+        os.chmod(fd, 0o700 | stat.S_IMODE(os.fstat(fd).st_mode))
     return fd
 
 
