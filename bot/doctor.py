@@ -10,6 +10,7 @@ from bot.events import ForgeKind
 from bot.forges.base import ForgeError
 from bot.runtime import Runtime
 from bot.storage.base import StoreError
+from bot.tools.sandbox import Sandbox, SandboxUnavailable, WorkspaceBound
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,8 @@ async def run_checks(settings: Settings, runtime: Runtime) -> list[Check]:
     checks.extend(await _forge_checks(settings, runtime))
     checks.append(await _llm_check(runtime))
     checks.append(_sandbox_check(settings))
+    if shutil.which("bwrap"):
+        checks.append(await _bounds_check(settings))
     return checks
 
 
@@ -143,6 +146,28 @@ def _sandbox_check(settings: Settings) -> Check:
         "bubblewrap missing: run_command is refused",
         fix="apt-get install bubblewrap",
     )
+
+
+async def _bounds_check(settings: Settings) -> Check:
+    """Whether the kernel holds the workspace's bounds (sandbox.workspace_mb, _files)."""
+    sandbox = Sandbox(settings.sandbox)
+    try:
+        bound = await sandbox.bound()
+    except SandboxUnavailable as exc:
+        return Check("workspace bounds", False, str(exc))
+    if bound is WorkspaceBound.KERNEL:
+        return Check(
+            "workspace bounds", True,
+            f"held by the kernel: each command writes through an overlay of at most "
+            f"sandbox.write_mb ({settings.sandbox.write_mb} MB, memory)",
+        )  # fmt: skip
+    return Check(
+        "workspace bounds", False,
+        f"checked once a second only, a fast command passes them: {sandbox.overlay_refused}",
+        fix="Linux 5.11+ (6.6+ for a tmpfs layer) with util-linux's mount, unshare and "
+        "setpriv; see README, Sandbox",
+        warning=True,
+    )  # fmt: skip
 
 
 def failed(checks: list[Check]) -> bool:

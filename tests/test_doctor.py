@@ -1,8 +1,12 @@
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from bot.doctor import failed, format_checks, run_checks
 from bot.llm.openai import OpenAICompatibleLLM
+from bot.tools import sandbox as sandbox_module
 from tests.harness import Harness
 from tests.llm.model_server import Reply, Sent, model_server
 from tests.llm.payloads import chat_completion, model_list_owned, openai_error
@@ -26,6 +30,21 @@ async def test_doctor_passes_when_everything_is_in_order(tmp_path: Path) -> None
     async with Harness(tmp_path) as bot:
         checks = await run_checks(bot.settings, bot.runtime)
     assert not failed(checks), format_checks(checks)
+    if shutil.which("bwrap"):
+        assert "[ok  ] workspace bounds: held by the kernel" in format_checks(checks)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
+async def test_doctor_warns_when_the_workspace_bounds_are_only_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sandbox_module._overlay_errors, shutil.which("bwrap"), "no overlay")
+    async with Harness(tmp_path) as bot:
+        checks = await run_checks(bot.settings, bot.runtime)
+    text = format_checks(checks)
+    assert "[warn] workspace bounds: checked once a second only" in text
+    assert "no overlay" in text and "Linux 5.11+" in text
+    assert not failed(checks)
 
 
 def _vllm(*, chat: Reply | None = None) -> Callable[[Sent], Reply]:

@@ -76,7 +76,7 @@ class Artifacts:
             self.runlog.error("artifacts", f"the changed files could not be listed: {exc}")
             return
         if changed:
-            self.runlog.keep_files(built.workspace.path, changed)
+            await self.runlog.keep_files(built.workspace.path, changed)
 
     def write_report(self, outcome: str, lines: list[str]) -> str:
         """task.json and report.md in the run directory (quality.json is written earlier);

@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot import offload
 from bot.redact import redact
-from bot.storage.runs import RunDirectory
+from bot.storage.runs import RunDirectory, copy_artifacts
 
 log = logging.getLogger("bot.agent.runlog")
 
@@ -28,12 +29,21 @@ ANSWER_CHARS = 16000
 
 class RunLog:
     def __init__(
-        self, data_dir: Path, task_id: str, *, secrets: Iterable[str] = (), enabled: bool = True
+        self,
+        data_dir: Path,
+        task_id: str,
+        *,
+        secrets: Iterable[str] = (),
+        enabled: bool = True,
+        max_bytes: int | None = None,
     ) -> None:
+        """``max_bytes``: the most the run directory may hold (``storage.run_dir_mb``),
+        for the artifacts (the record itself is always written)."""
         self.data_dir = data_dir
         self.task_id = task_id
         self.secrets = tuple(secrets)
         self.enabled = enabled
+        self.max_bytes = max_bytes
         self._directory: RunDirectory | None = None
         self._broken = False
 
@@ -93,12 +103,15 @@ class RunLog:
             log.warning("task %s: arguments not saved: %s", self.task_id, exc)
             return ""
 
-    def keep_files(self, root: Path, files: Iterable[str]) -> None:
-        """Copy the changed files to ``artifacts/`` (they outlive the workspace)."""
+    async def keep_files(self, root: Path, files: Iterable[str]) -> None:
+        """Copy the changed files to ``artifacts/`` (they outlive the workspace), within
+        ``max_bytes``, in a worker process (a task may change thousands of files)."""
         directory = self.directory
         if directory is None:
             return
         try:
-            directory.copy_artifacts(root, files)
+            await offload.run(
+                copy_artifacts, self.data_dir, self.task_id, root, list(files), self.max_bytes
+            )
         except OSError as exc:
             self.error("artifacts", f"changed files not copied: {exc}")

@@ -67,6 +67,7 @@ class Session:
             self.ctx.task.id,
             secrets=secret_values(settings),
             enabled=self.persist,
+            max_bytes=settings.storage.run_dir_mb << 20,
         )
         self.caller = PhaseCaller(
             self.ctx.llm,

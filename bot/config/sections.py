@@ -160,6 +160,11 @@ class StorageSettings(_Section):
     backend: Literal["sqlite", "postgres"] = "sqlite"
     data_dir: Path = Path(".data")
     postgres_dsn: SecretStr | None = None
+    # The most one task's run directory (data_dir/runs/<task>) may hold: command and
+    # set-up logs and artifacts stop there (the record of the run is always written).
+    run_dir_mb: int = Field(256, ge=1)
+    # Run directories of tasks that ended this many days ago are deleted (0: never).
+    runs_retention_days: float = Field(30.0, ge=0)
 
 
 class WorkerSettings(_Section):
@@ -313,7 +318,12 @@ class SandboxSettings(_Section):
     max_processes: int = Field(256, ge=8)
     max_file_mb: int = Field(100, ge=1)
     tmp_mb: int = Field(512, ge=8)
+    shm_mb: int = Field(64, ge=1)  # /dev/shm (a tmpfs: memory); the rest of /dev is read-only
     workspace_mb: int = Field(4096, ge=16)
+    workspace_files: int = Field(200_000, ge=100)  # files and folders, .git included
+    # The most one command may write into the workspace: held in memory (a tmpfs under
+    # an overlay) until the command ends, then written to disk.
+    write_mb: int = Field(1024, ge=1)
     max_output_chars: int = Field(20_000, ge=1000)
     expose_paths: tuple[Path, ...] = ()
     # hosts a command with network may reach besides the package indexes the host's pip

@@ -11,6 +11,12 @@
 
 JSON files are replaced atomically; the JSONL and log files are appended and flushed
 line by line, so a crash loses at most the line being written.
+
+A run directory has a bound (``storage.run_dir_mb``): command and set-up logs
+(``bot.tools.output.LogQuota``) and artifacts stop where it is reached; the record
+itself (task, conversation, errors, report) is always written. Run directories of tasks
+that ended more than ``storage.runs_retention_days`` ago are deleted (``old_runs``,
+``remove_runs``; the worker's maintenance asks the store which tasks ended).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -89,9 +96,15 @@ class RunDirectory:
         label = f"[{category}] " if category else ""
         self._append("errors.log", f"{stamp} {label}{body}\n")
 
-    def copy_artifacts(self, root: Path, files: Iterable[str]) -> None:
+    def copy_artifacts(
+        self, root: Path, files: Iterable[str], *, max_bytes: int | None = None
+    ) -> None:
         """Copy the changed files; deleted files are skipped, and paths that leave the
-        workspace (or enter .git) are refused and logged in errors.log."""
+        workspace (or enter .git) are refused and logged in errors.log. With
+        ``max_bytes`` the run directory holds at most that much: the files that do not
+        fit are not copied (and errors.log says how many)."""
+        room = None if max_bytes is None else max_bytes - tree_bytes(self.path)
+        left_out = 0
         for rel in files:
             try:
                 source = resolve_inside(root, rel)
@@ -100,9 +113,21 @@ class RunDirectory:
                 continue
             if not source.is_file():
                 continue
+            if room is not None:
+                size = source.stat().st_size
+                if size > room:
+                    left_out += 1
+                    continue
+                room -= size
             target = self.artifacts / source.relative_to(Path(root).resolve())
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+        if left_out:
+            self.log_error(
+                f"{left_out} changed files not copied to artifacts/: the run directory "
+                f"would pass storage.run_dir_mb",
+                category="artifacts",
+            )
 
     def artifact_names(self) -> list[str]:
         return sorted(
@@ -128,6 +153,87 @@ class RunDirectory:
             artifacts=self.artifact_names(), settings=settings,
         )  # fmt: skip
         return self._replace("report.md", text)
+
+
+def copy_artifacts(
+    data_dir: Path, task_id: str, root: Path, files: list[str], max_bytes: int | None
+) -> None:
+    """``RunDirectory.copy_artifacts`` as a plain function (for a worker process)."""
+    RunDirectory(data_dir, task_id).copy_artifacts(root, files, max_bytes=max_bytes)
+
+
+def tree_bytes(root: Path) -> int:
+    """The bytes the files under ``root`` occupy (allocated blocks), links not followed:
+    for the bot's own small trees, never for a workspace."""
+    total = 0
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def old_runs(data_dir: Path, *, before: float) -> list[str]:
+    """The run directories nothing was written to since ``before`` (seconds since the
+    epoch): neither the folder nor anything at its top (where logs and the record are)."""
+    runs = Path(data_dir) / "runs"
+    try:
+        names = sorted(os.listdir(runs))
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        if _TASK_ID.match(name) and ".." not in name and _newest(runs / name) < before:
+            found.append(name)
+    return found
+
+
+def _newest(folder: Path) -> float:
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return float("inf")
+    if not stat.S_ISDIR(info.st_mode):
+        return float("inf")  # not a run directory: never deleted
+    newest = info.st_mtime
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+            except OSError:
+                continue
+            if entry.is_dir(follow_symlinks=False):  # commands/, setup/: logs land there
+                newest = max(newest, _newest_in(Path(entry.path)))
+    return newest
+
+
+def _newest_in(folder: Path) -> float:
+    newest = 0.0
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    return newest
+
+
+def remove_runs(data_dir: Path, task_ids: list[str]) -> list[str]:
+    """Delete these run directories; the ids actually removed."""
+    removed = []
+    for task_id in task_ids:
+        if not _TASK_ID.match(task_id) or ".." in task_id:
+            continue
+        folder = Path(data_dir) / "runs" / task_id
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(task_id)
+    return removed
 
 
 def _fence(text: str) -> str:

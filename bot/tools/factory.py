@@ -22,6 +22,7 @@ from bot.events import IssueRef
 from bot.forges.base import Forge
 from bot.tools.forge_tools import CommentFinisher, forge_tools
 from bot.tools.mcp import McpToolset
+from bot.tools.output import LogQuota
 from bot.tools.quality import QualityCommands
 from bot.tools.registry import Tool, ToolRegistry
 from bot.tools.repo_config import EffectivePolicy, RepoConfig, apply_repo_config
@@ -86,7 +87,8 @@ async def build_tools(
 
     ``branch`` names an existing branch of the bot's own to continue on (a follow-up on
     its change request); by default the branch is derived from the issue. ``run_dir``:
-    the task's run directory, where commands leave their whole output (``commands/``).
+    the task's run directory, where commands leave their whole output (``commands/``,
+    within ``storage.run_dir_mb``).
 
     Raises ``ValueError`` for a task id that cannot name a directory or a branch
     prefix that gives no valid branch name.
@@ -106,13 +108,15 @@ async def build_tools(
         base_branch=base_branch,
         max_file_bytes=settings.workspace.max_file_bytes,
     )
+    quota = LogQuota(run_dir, settings.storage.run_dir_mb << 20) if run_dir else None
     sandbox = Sandbox(
         settings.sandbox,
         network=effective.network,
         hide=hidden_paths(settings),
         expose=settings.sandbox.expose_paths,
+        log_quota=quota,
     )
-    preparer = _preparer(settings, issue, workspace, repo)
+    preparer = _preparer(settings, issue, workspace, repo, quota)
     gate = repo.quality_gate
     quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
     logs = run_dir / "commands" if run_dir is not None else None
@@ -143,7 +147,11 @@ async def build_tools(
 
 
 def _preparer(
-    settings: Settings, issue: IssueRef, workspace: Workspace, repo: RepoConfig
+    settings: Settings,
+    issue: IssueRef,
+    workspace: Workspace,
+    repo: RepoConfig,
+    quota: LogQuota | None,
 ) -> Preparer:
     """Set-up runs in a sandbox of its own: with network (the server's sandbox.network is
     for the agent's commands) unless it would run what the agent wrote, the same hidden
@@ -152,7 +160,9 @@ def _preparer(
 
     def sandbox(expose: tuple[Path, ...], network: bool) -> Sandbox:
         shown = (*settings.sandbox.expose_paths, *expose)
-        return Sandbox(settings.sandbox, network=network, hide=hidden, expose=shown)
+        return Sandbox(
+            settings.sandbox, network=network, hide=hidden, expose=shown, log_quota=quota
+        )
 
     package = functools.partial(
         package_config,

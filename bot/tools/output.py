@@ -4,27 +4,64 @@ A command may print gigabytes; ``OutputCapture`` keeps the first and the last
 ``max_chars`` bytes and counts the rest, so memory stays bounded and the agent sees
 how the output began and how it ended. ``OutputLog`` keeps the whole output of a
 command (both streams, in the order they came, up to a bound) in a file, written off
-the event loop, so a person can read what the agent saw only the ends of.
+the event loop, so a person can read what the agent saw only the ends of. The logs of
+one task share its run directory's bound (``LogQuota``): a command's log reached 100 MB
+in 15 s, and a task runs many commands.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from bot.text import clip, omitted_note
+from bot.tools.disk import DiskUsageError, disk_usage
 from bot.tools.textfiles import decode_output
+
+
+@dataclass(frozen=True, slots=True)
+class LogQuota:
+    """The room the logs of one task share: its run directory ``root`` may hold at most
+    ``limit`` bytes (``storage.run_dir_mb``)."""
+
+    root: Path
+    limit: int
+
+    async def room(self) -> int:
+        try:
+            used = (await disk_usage(self.root)).bytes
+        except DiskUsageError:  # not made yet: nothing in it
+            used = 0
+        return max(self.limit - used, 0)
+
 
 _CHUNK = 65536
 
 
-class OutputLog:
-    """The whole output of one command in ``path``, at most ``limit`` bytes of it."""
+async def command_log(
+    path: Path | None, max_bytes: int, quota: LogQuota | None
+) -> OutputLog | None:
+    """The log of one command: at most ``max_bytes`` (``sandbox.max_file_mb``), less when
+    the run directory has less room left."""
+    if path is None:
+        return None
+    if quota is not None:
+        room = await quota.room()
+        if room < max_bytes:
+            return OutputLog(path, room, bound="storage.run_dir_mb")
+    return OutputLog(path, max_bytes)
 
-    def __init__(self, path: Path, limit: int) -> None:
+
+class OutputLog:
+    """The whole output of one command in ``path``, at most ``limit`` bytes of it
+    (``bound`` names the setting that set the limit, for the note at the end)."""
+
+    def __init__(self, path: Path, limit: int, *, bound: str = "sandbox.max_file_mb") -> None:
         self.path = path
         self.limit = limit
+        self.bound = bound
         self.written = 0
         self.dropped = 0
         self._handle: BinaryIO | None = None
@@ -47,7 +84,7 @@ class OutputLog:
         if handle is None:
             return
         if self.dropped:
-            note = f"\n[... {self.dropped} more bytes not kept (sandbox.max_file_mb) ...]\n"
+            note = f"\n[... {self.dropped} more bytes not kept ({self.bound}) ...]\n"
             await asyncio.to_thread(handle.write, note.encode())
         await asyncio.to_thread(handle.close)
 

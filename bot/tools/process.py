@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,16 +43,27 @@ async def execute(
     cgroup: PidsCgroup | None,
     max_chars: int,
     log: OutputLog | None = None,
+    pass_fds: tuple[int, ...] = (),
+    spawned: Callable[[], None] | None = None,
 ) -> CommandResult:
     """Run ``argv``; a timeout is a result (``timed_out``), not an exception. ``log``
-    (opened here, closed on every path) receives the whole output."""
+    (opened here, closed on every path) receives the whole output. ``pass_fds`` stay
+    open in the child; ``spawned`` is called once it has started (to close the parent's
+    copies of them)."""
+    spawn = _Spawn(pass_fds, spawned)
     if log is None:
-        return await _execute(argv, cwd, env, timeout, cgroup, max_chars, None)
+        return await _execute(argv, cwd, env, timeout, cgroup, max_chars, None, spawn)
     await log.open()
     try:
-        return await _execute(argv, cwd, env, timeout, cgroup, max_chars, log)
+        return await _execute(argv, cwd, env, timeout, cgroup, max_chars, log, spawn)
     finally:
         await log.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Spawn:
+    pass_fds: tuple[int, ...]
+    spawned: Callable[[], None] | None
 
 
 async def _execute(
@@ -62,13 +74,18 @@ async def _execute(
     cgroup: PidsCgroup | None,
     max_chars: int,
     log: OutputLog | None,
+    spawn: _Spawn,
 ) -> CommandResult:
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, start_new_session=True,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=cwd, env=env, start_new_session=True, pass_fds=spawn.pass_fds,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+    finally:
+        if spawn.spawned is not None:
+            spawn.spawned()
     assert proc.stdout is not None and proc.stderr is not None
     out, err = OutputCapture(max_chars, log), OutputCapture(max_chars, log)
     readers = [

@@ -2,11 +2,17 @@
 
 ``Sandbox.run`` refuses destructive commands (``command_guard``), puts the workspace's
 prepared environment first on PATH (``project_env``), builds the bwrap
-command line (``bwrap``: read-only host, secrets hidden, one writable workspace, a
-network namespace of its own, no capabilities, a clean environment), applies resource
+command line (``bwrap``: read-only host, secrets hidden, one writable workspace, no
+network unless allowed, no capabilities, a clean environment), applies resource
 limits with ``prlimit`` and, where it may, a per-command ``pids`` cgroup (the process
 limit that also holds for root), enforces a wall-clock timeout that kills every
 process of the command, and keeps only the head and tail of long output.
+
+The workspace's bounds (``sandbox.workspace_mb``, ``sandbox.workspace_files``) are held
+by the kernel: the command writes through an overlay whose layer is a bounded tmpfs,
+applied to the workspace when it ends (``overlay``, ``overlay_session``,
+``upper_sync``). Where no overlay can be laid, the workspace is bound directly and
+measured once a second (``workspace_bound``); ``Sandbox.bound`` says which.
 
 A command with network still has its own network namespace: it reaches the package
 indexes through the egress proxy (``egress``), served for the length of the command
@@ -30,8 +36,7 @@ import os
 import shutil
 import sys
 import tempfile
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from bot.config import SandboxSettings, Settings
@@ -48,13 +53,25 @@ from bot.tools.bwrap import (
 )
 from bot.tools.cgroups import PidsCgroup
 from bot.tools.command_guard import refusal
-from bot.tools.disk import tree_bytes
+from bot.tools.disk import DiskUsageError, Usage, disk_usage
 from bot.tools.egress import EgressProxy
 from bot.tools.egress_policy import EgressPolicy, read_policy
-from bot.tools.output import OutputLog
+from bot.tools.output import LogQuota, command_log
+from bot.tools.overlay import write_room
+from bot.tools.overlay_session import OverlayFailed
 from bot.tools.process import CommandResult, execute
+from bot.tools.sandbox_runs import Command, probe_overlay, run_in_overlay, run_measured
+from bot.tools.workspace_bound import WorkspaceBound, WorkspaceFull, refuse_when_full, turn
 
-__all__ = ["CommandRefused", "CommandResult", "Sandbox", "SandboxUnavailable", "hidden_paths"]
+__all__ = [
+    "CommandRefused",
+    "CommandResult",
+    "Sandbox",
+    "SandboxUnavailable",
+    "WorkspaceBound",
+    "WorkspaceFull",
+    "hidden_paths",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +82,12 @@ INSTALL_HINT = (
     "without a sandbox."
 )
 _BWRAP_TASKS = 2  # bwrap itself and its init process inside the PID namespace
-SIZE_CHECK_SECONDS = 1.0  # how often a running command's workspace is measured
 _probe_errors: dict[str, str | None] = {}
+_overlay_errors: dict[str, str | None] = {}
 
 
 class SandboxUnavailable(Exception):
     """Commands cannot be sandboxed here; the message says how to fix it."""
-
-
-class WorkspaceFull(Exception):
-    """The workspace is over ``sandbox.workspace_mb``: no command runs until it shrinks."""
 
 
 class CommandRefused(Exception):
@@ -118,16 +131,19 @@ class Sandbox:
         hide: Sequence[Path] = (),
         expose: Sequence[Path] = (),
         bwrap: str | None = None,
+        log_quota: LogQuota | None = None,
         egress: EgressPolicy | None = None,
     ) -> None:
         """``hide``: more paths no command may see (see ``hidden_paths``); ``expose``:
         paths to show read-only although they lie in a hidden directory, such as a
         toolchain installed under /root; ``bwrap``: the bubblewrap binary (default: PATH);
+        ``log_quota``: the run directory's bound, which commands' logs share;
         ``egress``: where a command with network may connect (default: read from the
         host's pip and npm configuration and ``sandbox.egress_allow`` on first use)."""
         self.settings = settings
-        self.network = settings.network if network is None else network
+        self.log_quota = log_quota
         self._egress = egress
+        self.network = settings.network if network is None else network
         self._hide = tuple(Path(p).absolute() for p in hide)
         self._expose = tuple(Path(p).absolute() for p in expose)
         found = shutil.which("bwrap") if bwrap is None else bwrap
@@ -164,57 +180,45 @@ class Sandbox:
     ) -> CommandResult:
         """Run ``argv`` in ``cwd``; only ``writable`` (default: ``cwd``) may be written.
         ``log_path``: a file (outside the sandbox) for the whole output, at most
-        ``sandbox.max_file_mb`` of it.
+        ``sandbox.max_file_mb`` of it (less when the run directory's ``log_quota`` has
+        less room).
 
-        Raises ``CommandRefused`` (guard), ``SandboxUnavailable`` (no bubblewrap) and
-        ``ValueError`` (bad argv or directories). A non-zero exit is a result, not an error.
+        Raises ``CommandRefused`` (guard), ``SandboxUnavailable`` (no bubblewrap),
+        ``WorkspaceFull`` and ``ValueError`` (bad argv or directories). A non-zero exit
+        is a result, not an error.
         """
         args = _checked_argv(argv)
         reason = refusal(args)
         if reason is not None:
             raise CommandRefused(reason)
         cwd, writable = _checked_dirs(cwd, writable)
-        bound = self.settings.workspace_mb << 20
-        held = await asyncio.to_thread(tree_bytes, writable, stop_above=bound)
-        if held > bound:
-            raise WorkspaceFull(
-                f"the workspace holds more than sandbox.workspace_mb "
-                f"({self.settings.workspace_mb} MB): delete files before running commands"
-            )
-        env = {**project_env(writable), **(env or {})}
-        door = await self._open_door()
-        try:
-            prefix, process_env = await self._prefix(cwd, writable, env, door)
-        except BaseException:
-            await _close_door(door)
-            raise
-        cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
-        self._warn_unlimited(cgroup)
-        full = (cgroup.join_argv() if cgroup else []) + prefix + args
-        limit = float(timeout if timeout is not None else self.settings.timeout)
-        started = time.monotonic()
-        log = OutputLog(log_path, self.settings.max_file_mb << 20) if log_path else None
-        work = asyncio.create_task(execute(
-            full, cwd=cwd, env=process_env, timeout=limit, cgroup=cgroup,
-            max_chars=self.settings.max_output_chars, log=log,
-        ))  # fmt: skip
-        watcher = asyncio.create_task(_watch_size(writable, bound, work))
-        try:
-            with step(f"sandbox command {args[0]}"):  # the watchdog sees each command apart
-                return _with_refusals(await work, door)
-        except asyncio.CancelledError:
-            if asyncio.current_task().cancelling() or not watcher.done():  # type: ignore[union-attr]
-                raise
-            return CommandResult(
-                exit_code=-1, stdout="", timed_out=False, duration=time.monotonic() - started,
-                stderr=f"stopped: the command grew the workspace past sandbox.workspace_mb "
-                f"({self.settings.workspace_mb} MB); delete what it wrote before going on",
+        async with turn(writable):  # each command is given the room left when it starts
+            used = await _measure(writable)
+            refuse_when_full(used, self.settings)
+            command = Command(
+                args, cwd, writable, {**project_env(writable), **(env or {})},
+                float(timeout if timeout is not None else self.settings.timeout),
+                await command_log(log_path, self.settings.max_file_mb << 20, self.log_quota),
             )  # fmt: skip
-        finally:
-            watcher.cancel()
-            if cgroup is not None:
-                await _remove_cgroup(cgroup)
-            await _close_door(door)
+            door = await self._open_door()
+            try:
+                if door is not None:
+                    command = dataclasses.replace(command, egress_socket=door.socket)
+                return _with_refusals(await self._launch(command, used), door)
+            finally:
+                await _close_door(door)
+
+    async def _launch(self, command: Command, used: Usage) -> CommandResult:
+        if await self.bound() is not WorkspaceBound.KERNEL:
+            return await run_measured(self, command)
+        room = write_room(
+            used, max_bytes=self.settings.workspace_mb << 20,
+            max_files=self.settings.workspace_files, write_bytes=self.settings.write_mb << 20,
+        )  # fmt: skip
+        try:
+            return await run_in_overlay(self, command, room)
+        except OverlayFailed as exc:
+            raise SandboxUnavailable(f"the sandbox could not lay its overlay: {exc}") from exc
 
     async def _open_door(self) -> _Door | None:
         """For a sandboxed command with network: the egress proxy on a Unix socket in a
@@ -235,9 +239,69 @@ class Sandbox:
             raise
         return _Door(proxy, socket_path, stack)
 
-    async def _prefix(
-        self, cwd: Path, writable: Path, env: Mapping[str, str] | None, door: _Door | None
+    async def bound(self) -> WorkspaceBound:
+        """How the workspace's bounds hold here (an overlay is tried once per bwrap)."""
+        if self._bwrap is None:
+            return WorkspaceBound.NONE
+        if self._bwrap not in _overlay_errors:
+            await _ensure_bwrap_works(self._bwrap)
+            _overlay_errors[self._bwrap] = error = await probe_overlay(self)
+            if error is not None:
+                log.warning(
+                    "the workspace bounds are checked once a second only, not held by the "
+                    "kernel: an overlay cannot be laid in the sandbox here (%s)", error,
+                )  # fmt: skip
+        return WorkspaceBound.MEASURED if _overlay_errors[self._bwrap] else WorkspaceBound.KERNEL
+
+    @property
+    def overlay_refused(self) -> str | None:
+        """Why no overlay could be laid (after ``bound``), or None."""
+        return _overlay_errors.get(self._bwrap) if self._bwrap else None
+
+    async def start(
+        self,
+        command: Command,
+        argv: list[str],
+        env: dict[str, str],
+        pass_fds: tuple[int, ...] = (),
+        spawned: Callable[[], None] | None = None,
+    ) -> CommandResult:
+        """Run the full ``argv`` of ``command`` in a pids cgroup of its own, if one can be
+        made (``sandbox_runs.Launcher``)."""
+        cgroup = PidsCgroup.create(self.settings.max_processes + _BWRAP_TASKS)
+        self._warn_unlimited(cgroup)
+        joined = (cgroup.join_argv() if cgroup else []) + argv
+        try:
+            with step(f"sandbox command {command.args[0]}"):  # the watchdog sees each one
+                return await execute(
+                    joined, cwd=command.cwd, env=env, timeout=command.timeout, cgroup=cgroup,
+                    max_chars=self.settings.max_output_chars, log=command.log,
+                    pass_fds=pass_fds, spawned=spawned,
+                )  # fmt: skip
+        finally:
+            if cgroup is not None:
+                await _remove_cgroup(cgroup)
+
+    async def command_line(
+        self, command: Command, overlay: tuple[int, list[str]] | None = None
     ) -> tuple[list[str], dict[str, str]]:
+        """``sandbox_runs.Launcher``: see ``_prefix``."""
+        return await self._prefix(
+            command.cwd, command.writable, command.env, overlay, command.egress_socket
+        )
+
+    async def _prefix(
+        self,
+        cwd: Path,
+        writable: Path,
+        env: Mapping[str, str] | None,
+        overlay: tuple[int, list[str]] | None = None,
+        egress_socket: Path | None = None,
+    ) -> tuple[list[str], dict[str, str]]:
+        """bwrap (``overlay``: bwrap's info descriptor and the overlay's wrapper, which
+        runs between bwrap and the limits), the limits of the command and, with
+        ``egress_socket``, the forwarder that relays the sandbox's loopback to the egress
+        proxy and then starts the command."""
         prlimit = shutil.which("prlimit")
         if prlimit is None:
             raise SandboxUnavailable("prlimit (util-linux) is missing: install util-linux")
@@ -248,16 +312,17 @@ class Sandbox:
             log.warning("DANGEROUS: running a command without a sandbox in %s", cwd)
             return limits, sandbox_env(env)
         await _ensure_bwrap_works(self._bwrap)
-        mounts = self._mounts(writable)
+        mounts = self._mounts(writable, overlay[0] if overlay else None)
         forwarder: list[str] = []
-        if door is not None:  # the socket is shown; the forwarder starts the command
-            mounts = dataclasses.replace(mounts, expose=(*mounts.expose, door.socket))
+        if egress_socket is not None:  # the socket is shown; the forwarder starts the command
+            mounts = dataclasses.replace(mounts, expose=(*mounts.expose, egress_socket))
             source = await asyncio.to_thread(_forwarder_source)
-            forwarder = [_forwarder_python(), "-I", "-S", "-c", source, str(door.socket), "--"]
+            forwarder = [_forwarder_python(), "-I", "-S", "-c", source, str(egress_socket), "--"]
         prefix = bwrap_argv(self._bwrap, mounts, cwd=cwd, env=sandbox_env(env))
-        return prefix + limits + forwarder, {"PATH": DEFAULT_PATH}
+        wrapper = overlay[1] if overlay else []
+        return prefix + wrapper + limits + forwarder, {"PATH": DEFAULT_PATH}
 
-    def _mounts(self, writable: Path) -> Mounts:
+    def _mounts(self, writable: Path, overlay_info_fd: int | None = None) -> Mounts:
         dirs = [Path(d) for d in SECRET_DIRS] + [Path.home()] + list(self._hide)
         files = [Path(f) for f in SECRET_FILES] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
         files += list(self._hide)
@@ -270,10 +335,12 @@ class Sandbox:
         return Mounts(
             writable=writable,
             tmp_bytes=self.settings.tmp_mb << 20,
+            shm_bytes=self.settings.shm_mb << 20,
             hide_dirs=hide_dirs,
             hide_files=hide_files,
             readonly_inside=(git,) if git.exists() else (),
             expose=expose,
+            overlay_info_fd=overlay_info_fd,
         )
 
     def _warn_unlimited(self, cgroup: PidsCgroup | None) -> None:
@@ -284,17 +351,6 @@ class Sandbox:
                 "(sandbox.max_processes) is not enforced; run the bot as a normal user or "
                 "delegate the cgroup pids controller"
             )
-
-
-async def _watch_size(root: Path, bound: int, work: asyncio.Task[CommandResult]) -> None:
-    """Stop ``work`` when the tree under ``root`` passes ``bound`` bytes (checked every
-    second: a bind mount has no size limit of its own)."""
-    while not work.done():
-        await asyncio.sleep(SIZE_CHECK_SECONDS)
-        if await asyncio.to_thread(tree_bytes, root, stop_above=bound) > bound:
-            log.warning("a command grew the workspace %s past %d bytes: stopped", root, bound)
-            work.cancel()
-            return
 
 
 def _checked_argv(argv: Sequence[str]) -> list[str]:
@@ -324,6 +380,13 @@ def _hideable(path: Path, writable: Path) -> bool:
     """Hide a path unless it is the workspace or inside it (the workspace is mounted after
     the hidden paths, so a hidden parent of the workspace is fine)."""
     return path != Path("/") and not path.is_symlink() and not path.is_relative_to(writable)
+
+
+async def _measure(root: Path) -> Usage:
+    try:
+        return await disk_usage(root)
+    except DiskUsageError as exc:
+        raise SandboxUnavailable(str(exc)) from exc
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,16 +1,19 @@
 """The worker's periodic maintenance: re-queue tasks whose lease expired, wake waiting
 tasks whose time has come (probing the LLM first, with the small structured request a
 task would make, for tasks paused because it was down), ask the forge again for webhook
-deliveries missed while the bot was down (``redelivery.py``), and prune handled webhook
-events and the dedup window after 14 days."""
+deliveries missed while the bot was down (``redelivery.py``), prune handled webhook
+events and the dedup window after 14 days, and delete the run directories of tasks that
+ended more than ``storage.runs_retention_days`` ago."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
+from bot import offload
 from bot.runtime import Runtime
-from bot.storage.base import Task, TaskState
+from bot.storage.base import ACTIVE_STATES, Task, TaskState
+from bot.storage.runs import old_runs, remove_runs
 from bot.worker.outcomes import LLM_UNAVAILABLE, waits_for_llm
 from bot.worker.redelivery import Redeliveries
 
@@ -99,3 +102,25 @@ class Maintenance:
         if self._clock() >= self._next_prune:
             self._next_prune = self._clock() + PRUNE_INTERVAL_SECONDS
             await self.store.prune(older_than=self._clock() - RETENTION_SECONDS)
+            await self.prune_runs()
+
+    async def prune_runs(self) -> list[str]:
+        """Delete the run directories untouched for ``storage.runs_retention_days`` whose
+        task has ended (or is unknown to the store); the ids deleted. The folders are
+        read and deleted in a worker process (``runs/`` may hold thousands)."""
+        storage = self.runtime.settings.storage
+        if storage.runs_retention_days <= 0:
+            return []
+        before = self._clock() - storage.runs_retention_days * 86400
+        stale = await offload.run(old_runs, storage.data_dir, before=before)
+        ended = []
+        for task_id in stale:
+            task = await self.store.get_task(task_id)
+            if task is None or task.state not in ACTIVE_STATES:
+                ended.append(task_id)
+        if not ended:
+            return []
+        removed = await offload.run(remove_runs, storage.data_dir, ended)
+        log.info("deleted %d run directories older than %g days", len(removed),
+                 storage.runs_retention_days)  # fmt: skip
+        return removed
