@@ -4,7 +4,8 @@ GitLab proves a delivery only by a secret token shared by every hook that has it
 signature of the body: whoever holds the token can write any author, note or label into a
 payload. So before a note or an issue event starts a task, runs a command or becomes
 feedback, the note is read back (its author and text as GitLab stores them) and the
-issue's labels and state are taken as they are now. A note that does not exist on that
+issue's labels, state and web address are taken as they are now (a page shows the
+address GitLab gives, never the payload's). A note that does not exist on that
 issue, or whose author or text differs, is ignored with a log line. An internal note on a
 public issue is ignored too: a task's comments and pull request are public, so nothing of it
 may become a task's instructions, feedback or a quoted reply. GitHub's payloads are signed
@@ -66,20 +67,16 @@ async def _note_as_stored(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignor
         return _forged(event, f"note {note.id} on {issue.key} is by {stored.author!r}")
     if stored.body != note.body:
         return _forged(event, f"note {note.id} on {issue.key} says something else now")
-    if stored.internal and not await _confidential(forge, event):
+    details = await forge.get_issue(
+        issue.repo, issue.number, change_request=issue.is_change_request, comments=False
+    )
+    if stored.internal and not details.confidential:
         why = f"note {note.id} is internal and {issue.key} is public"
         log.info("ignored GitLab delivery %s: %s", event.delivery_id, why)
         return Ignore(f"{why}: what a task is told reaches public comments")
-    return event
-
-
-async def _confidential(forge: Forge, event: ForgeEvent) -> bool:
-    issue = event.issue
-    assert issue is not None
-    details = await forge.get_issue(
-        issue.repo, issue.number, change_request=issue.is_change_request
+    return msgspec.structs.replace(
+        event, issue=msgspec.structs.replace(issue, web_url=details.issue.web_url)
     )
-    return details.confidential
 
 
 async def _labels_as_now(forge: Forge, event: ForgeEvent) -> ForgeEvent:
@@ -95,7 +92,9 @@ async def _labels_as_now(forge: Forge, event: ForgeEvent) -> ForgeEvent:
         log.info("%s: labels as GitLab has them now: %s", issue.key, ", ".join(now.labels))
     return msgspec.structs.replace(
         event,
-        issue=msgspec.structs.replace(issue, labels=now.labels, state=now.state or issue.state),
+        issue=msgspec.structs.replace(
+            issue, labels=now.labels, state=now.state or issue.state, web_url=now.web_url
+        ),
         labels_added=added,
         label_added=added[0] if added else None,
     )
