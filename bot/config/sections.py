@@ -64,8 +64,17 @@ class ExecutionSettings(_Section):
 CI_PATHS = (
     ".github/workflows/**",
     ".github/actions/**",
+    # Actions a workflow runs from the repository (uses: ./path): composite actions too.
+    "action.yml",
+    "action.yaml",
+    "**/action.yml",
+    "**/action.yaml",
     ".gitlab-ci.yml",
-    ".gitlab/ci/**",
+    # GitLab: files a pipeline includes (include: local:) by the usual names; the ones
+    # .gitlab-ci.yml names are added per task (bot/tools/ci_includes.py).
+    "*.gitlab-ci.yml",
+    "*.gitlab-ci.yaml",
+    ".gitlab/**",
     ".circleci/**",
     "Jenkinsfile",
     "azure-pipelines.yml",
