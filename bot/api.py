@@ -1,7 +1,8 @@
 """The REST API under ``/api``: tasks, their reports and artifacts, operator actions.
 
 Served only when ``server.api_token`` (``BOT_API_TOKEN``) is set; every request must
-carry it as a bearer token (compared in constant time). Without the token configured
+carry it as a bearer token (compared in constant time); a client that sent too many wrong
+ones lately gets 429 (``bot.throttle``). Without the token configured
 ``create_app`` does not mount this at all, so ``/api`` answers 404. OpenAPI describes it
 at ``/api/openapi.json`` (FastAPI builds the description from the types below).
 Actions are the operator's (``bot.worker.operator``), recorded with the token's name

@@ -2,9 +2,11 @@
 emergency stop, for people with the API token (``BOT_API_TOKEN``).
 
 A login form exchanges the token for a signed, HttpOnly, SameSite=Strict cookie
-(``session.py``); the pages refresh themselves every ``REFRESH`` seconds. The emergency
-stop's buttons are forms posting to this same origin (the cookie is never sent with a
-request from another site, and a request whose ``Origin`` is another host is refused).
+(``session.py``; Secure when the request came over HTTPS, as a proxy of
+``server.forwarded_allow_ips`` may say; failed logins are throttled per client); the
+pages refresh themselves every ``REFRESH`` seconds. The emergency stop's buttons are forms
+posting to this same origin (the cookie is never sent with a request from another site,
+and a request whose ``Origin`` is another host is refused).
 """
 
 from __future__ import annotations
