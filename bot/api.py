@@ -144,7 +144,9 @@ def create_api(runtime: Runtime, token: str, *, throttle: FailureThrottle) -> Fa
     )
     expected = f"Bearer {token}".encode()
 
-    def authorised(request: Request) -> None:
+    async def authorised(request: Request) -> None:
+        # On the event loop (a plain def would run in a thread pool): the throttle is
+        # not thread-safe.
         client = request.client.host if request.client is not None else None
         wait = throttle.retry_after(client)
         if wait is not None:

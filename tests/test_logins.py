@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -189,3 +191,28 @@ def test_a_real_server_behind_a_proxy_on_loopback(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+async def test_the_throttle_is_only_touched_on_the_event_loop(tmp_path: Path) -> None:
+    """It is not thread-safe: the API's check must not run in FastAPI's thread pool."""
+    from bot.api import create_api
+
+    threads: set[int] = set()
+
+    class Recording(FailureThrottle):
+        def retry_after(self, host: str | None) -> int | None:
+            threads.add(threading.get_ident())
+            return super().retry_after(host)
+
+        def failed(self, host: str | None) -> None:
+            threads.add(threading.get_ident())
+            super().failed(host)
+
+    async with Harness(tmp_path, overrides=with_token()) as harness:
+        throttle = Recording(limit=5, window=60, clock=time.monotonic)
+        api = create_api(harness.runtime, TOKEN, throttle=throttle)
+        transport = httpx.ASGITransport(app=api)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bot.test") as client:
+            for _ in range(3):
+                await client.get("/tasks", headers={"Authorization": "Bearer nope"})
+    assert threads == {threading.get_ident()}
