@@ -1,7 +1,8 @@
 """The REST API under ``/api``: tasks, their reports and artifacts, operator actions.
 
 Served only when ``server.api_token`` (``BOT_API_TOKEN``) is set; every request must
-carry it as a bearer token (compared in constant time). Without the token configured
+carry it as a bearer token (compared in constant time); a client that sent too many wrong
+ones lately gets 429 (``bot.throttle``). Without the token configured
 ``create_app`` does not mount this at all, so ``/api`` answers 404. OpenAPI describes it
 at ``/api/openapi.json`` (FastAPI builds the description from the types below).
 Actions are the operator's (``bot.worker.operator``), recorded with the token's name
@@ -28,6 +29,7 @@ from bot.forges.base import AccessDenied, ForgeError, NotFound
 from bot.paths import PathRefused, resolve_inside
 from bot.runtime import Runtime
 from bot.storage.base import Task, TaskState
+from bot.throttle import FailureThrottle
 from bot.worker import operator, task_settings
 
 MAX_PAGE = 200
@@ -91,7 +93,11 @@ class Problem(BaseModel):
 
 
 REFUSED: dict[int | str, dict[str, Any]] = {
-    401: {"model": Problem, "description": "no or wrong token"}
+    401: {"model": Problem, "description": "no or wrong token"},
+    429: {
+        "model": Problem,
+        "description": "too many wrong tokens from this client lately (see Retry-After)",
+    },
 }
 UNKNOWN: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "no such task"}}
 CONFLICT: dict[int | str, dict[str, Any]] = {
@@ -125,8 +131,9 @@ class SwitchState(BaseModel):
 Action = Literal["stop", "pause", "resume", "retry", "approve", "reject"]
 
 
-def create_api(runtime: Runtime, token: str) -> FastAPI:
-    """The ``/api`` application; ``token`` is the bearer token it requires."""
+def create_api(runtime: Runtime, token: str, *, throttle: FailureThrottle) -> FastAPI:
+    """The ``/api`` application; ``token`` is the bearer token it requires, and
+    ``throttle`` counts each client's wrong tokens (429 once it has sent too many)."""
     api = FastAPI(
         title="Coding agent bot API",
         version="1",
@@ -137,9 +144,19 @@ def create_api(runtime: Runtime, token: str) -> FastAPI:
     )
     expected = f"Bearer {token}".encode()
 
-    def authorised(request: Request) -> None:
+    async def authorised(request: Request) -> None:
+        # On the event loop (a plain def would run in a thread pool): the throttle is
+        # not thread-safe.
+        client = request.client.host if request.client is not None else None
+        wait = throttle.retry_after(client)
+        if wait is not None:
+            raise HTTPException(
+                429, "too many wrong tokens from this address; try again later",
+                {"Retry-After": str(wait)},
+            )  # fmt: skip
         given = request.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
+            throttle.failed(client)
             raise HTTPException(
                 401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"}
             )

@@ -16,19 +16,21 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot import metrics
+from bot.config import ConfigError
 from bot.events import EventKind, ForgeEvent, ForgeKind
 from bot.runtime import Runtime
 from bot.storage.base import StoreError, TaskState
+from bot.throttle import FailureThrottle
 from bot.triggers import Ignore, classify
 from bot.webhooks import github as github_hooks
 from bot.webhooks import gitlab as gitlab_hooks
@@ -168,11 +170,10 @@ class WebhookApp:
     middleware keeps its cost to the verification, parsing and durable write it needs.
     Everything else goes to the Starlette app."""
 
-    def __init__(self, app: Starlette, runtime: Runtime, wake: Wake) -> None:
+    def __init__(self, app: ASGIApp, runtime: Runtime, wake: Wake) -> None:
         self.app = app
         self.runtime = runtime
         self.wake = wake
-        self.state = app.state
         self.budget = BodyBudget()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -310,7 +311,7 @@ def create_app(
     worker: Worker | None = None,
     webhooks: bool = True,
     manage_runtime: bool = True,
-) -> WebhookApp | Starlette:
+) -> ASGIApp:
     """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime and
     the ``worker`` (when this process runs one); webhooks wake that worker.
 
@@ -338,21 +339,43 @@ def create_app(
         Route("/health/ai", health_ai),
         Route("/metrics", metrics_endpoint),
     ]
-    token = runtime.settings.server.api_token
+    server = runtime.settings.server
+    token = server.api_token
     if token is not None and token.get_secret_value():
+        problem = server.api_token_problem()
+        if problem is not None:
+            raise ConfigError(problem)
         # FastAPI and the dashboard are imported only when the token turns them on.
         from bot.api import create_api
         from bot.dashboard.views import dashboard_routes
 
-        routes.append(Mount("/api", app=create_api(runtime, token.get_secret_value())))
+        # One count of failures per client for the API's bearer token and the login form.
+        throttle = FailureThrottle(
+            limit=server.auth_max_failures, window=server.auth_failure_window, clock=time.monotonic
+        )
+        secret = token.get_secret_value()
+        routes.append(Mount("/api", app=create_api(runtime, secret, throttle=throttle)))
         slots = runtime.settings.worker.max_workers if worker is not None else 0
-        routes += dashboard_routes(runtime, token.get_secret_value(), slots=slots)
+        routes += dashboard_routes(runtime, secret, slots=slots, throttle=throttle)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.worker = worker
+    inner = _behind_proxies(app, server.forwarded_allow_ips)
     if not webhooks:
+        return inner
+    return WebhookApp(inner, runtime, worker.poke if worker is not None else _no_worker)
+
+
+def _behind_proxies(app: ASGIApp, proxies: tuple[str, ...]) -> ASGIApp:
+    """``app`` believing X-Forwarded-For and X-Forwarded-Proto from ``proxies`` only:
+    the client address (the login throttle) and the scheme (the cookie's Secure flag)
+    are then the ones the proxy saw. Webhooks do not need them (signatures and tokens
+    authenticate them), so their path stays without this step."""
+    if not proxies:
         return app
-    return WebhookApp(app, runtime, worker.poke if worker is not None else _no_worker)
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    return cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, app), trusted_hosts=list(proxies)))
 
 
 def _no_worker() -> None:

@@ -102,8 +102,7 @@ def _logging(settings: Settings) -> None:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
-
+    from bot import http_server
     from bot.app import create_app
 
     updates: dict[str, Any] = {}
@@ -114,6 +113,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     if updates:
         server = settings.server.model_copy(update=updates)
         settings = settings.model_copy(update={"server": server})
+    problem = settings.server.api_token_problem()
+    if problem is not None:
+        print(f"bot: configuration error\n{problem}", file=sys.stderr)
+        return 2
     role = cast(Role, args.role)
     # The store's writer thread needs the GIL briefly and often; the default 5 ms switch
     # interval makes it wait behind request handling under load.
@@ -129,18 +132,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # Everything imported so far lives as long as the process: keep it out of the
     # collector's full passes, which would otherwise walk it all and stall requests.
     gc.freeze()
-    uvicorn.run(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        log_config=None,
-        access_log=False,
-        # The bot never uses client addresses (signatures and tokens authenticate
-        # webhooks), so X-Forwarded-* rewriting is not needed; and it does not
-        # advertise its server software.
-        proxy_headers=False,
-        server_header=False,
-    )
+    http_server.run(app, settings)
     return 0
 
 

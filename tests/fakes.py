@@ -138,7 +138,7 @@ class FakeForge:
             is_change_request=change_request,
             title=title,
             body=body,
-            web_url=f"{repo.web_url}/issues/{number}",
+            web_url=self._web_url(repo, number, change_request=change_request),
             author=author,
             labels=labels,
             head_branch=head_branch,
@@ -151,6 +151,16 @@ class FakeForge:
             label_events=[(author, label) for label in labels],
         )
         return ref
+
+    def _web_url(
+        self, repo: RepoRef, number: int, *, change_request: bool, opened: bool = False
+    ) -> str:
+        """An issue's or change request's address as the forge forms it (GitLab:
+        ``/-/issues/N``, ``/-/merge_requests/N``; GitHub: ``/issues/N``, ``/pull/N``)."""
+        if self.kind is ForgeKind.GITLAB:
+            kind = "merge_requests" if change_request else "issues"
+            return f"{repo.web_url}/-/{kind}/{number}"
+        return f"{repo.web_url}/{'pull' if opened else 'issues'}/{number}"
 
     def fail(
         self,
@@ -378,7 +388,7 @@ class FakeForge:
         number = next(self._numbers)
         change = ChangeRequest(
             number=number,
-            web_url=f"{fake.ref.web_url}/pull/{number}",
+            web_url=self._web_url(fake.ref, number, change_request=True, opened=True),
             head_branch=head,
             base_branch=base,
             draft=draft,

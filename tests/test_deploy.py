@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from bot.config import load_settings
+from bot.config import ServerSettings, load_settings
 from bot.config.env import ENV_OVERRIDES, ENV_SECRETS
+from bot.http_server import RESERVED_FILES
 from bot.webhooks.github import _HANDLERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,9 @@ KNOWN_ENV = (
     | {"BOT_CONFIG", "BOT_LOG_LEVEL", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
 )
 SANDBOX_OPTS = {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"}
+SECCOMP = DEPLOY / "seccomp" / "bwrap.json"
+APPARMOR_NAME = "coding-agent-bot-bwrap"
+APPARMOR = DEPLOY / "apparmor" / APPARMOR_NAME
 TEST_DSN = {"BOT_POSTGRES_DSN": "postgresql://bot:pw@db.invalid:5432/bot"}
 
 
@@ -341,7 +345,27 @@ def test_k8s_sandbox_settings_only_where_tasks_run(k8s: list[dict[str, Any]]) ->
             continue
         assert context["procMount"] == "Unmasked", name
         assert pod["hostUsers"] is False, name  # Unmasked is refused without it
-        assert context["seccompProfile"] == {"type": "Unconfined"}, name
+        assert context["seccompProfile"] == {
+            "type": "Localhost",
+            "localhostProfile": "coding-agent-bot/bwrap.json",
+        }, name
+        assert context["appArmorProfile"] == {
+            "type": "Localhost",
+            "localhostProfile": APPARMOR_NAME,
+        }, name
+
+
+def test_k8s_nothing_runs_unconfined_and_each_exception_says_why(
+    k8s: list[dict[str, Any]],
+) -> None:
+    for path in sorted(K8S.glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        assert "Unconfined" not in text, path.name
+        lines = text.splitlines()
+        for number, line in enumerate(lines):
+            profile = line.strip().endswith("Profile:") and "Localhost" in lines[number + 1]
+            if line.strip() == "procMount: Unmasked" or profile:
+                assert lines[number - 1].strip().startswith("#"), f"{path.name}:{number + 1}"
 
 
 # --- Dockerfile ----------------------------------------------------------------------------------
@@ -374,10 +398,13 @@ def _stages(dockerfile: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
 
 
 def test_dockerfile_base_packages_and_user(dockerfile: list[tuple[str, str]]) -> None:
-    assert _args(dockerfile, "FROM") == [
-        "python:3.11-slim-bookworm AS build",
-        "python:3.11-slim-bookworm",
-    ]
+    build, image = _args(dockerfile, "FROM")
+    assert build.removesuffix(" AS build") == image
+    name, _, digest = image.partition("@")
+    assert name == "python:3.11-slim-bookworm"
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), "the base image is pinned by digest"
+    text = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
+    assert "imagetools inspect python:3.11-slim-bookworm" in text  # how to move the pin
     installs = [a for a in _args(dockerfile, "RUN") if "apt-get install" in a]
     assert installs and {"bubblewrap", "git"} <= set(installs[0].split())
     user = _args(dockerfile, "USER")[-1].split(":")[0]
@@ -455,6 +482,13 @@ def test_systemd_unit_runs_bot_serve(name: str, role: str) -> None:
     env = dict(item.split("=", 1) for item in service["Environment"])
     assert set(env) <= KNOWN_ENV
     assert env["BOT_DATA_DIR"] in service["ReadWritePaths"][0].split()
+
+
+@pytest.mark.parametrize("name", sorted(UNIT_ROLES))
+def test_systemd_units_give_the_open_files_the_connections_need(name: str) -> None:
+    (limit,) = _unit(UNITS / name)["Service"]["LimitNOFILE"]
+    needed = ServerSettings().limit_concurrency + RESERVED_FILES
+    assert int(limit) >= needed
 
 
 @pytest.mark.parametrize("name", sorted(UNIT_ROLES))

@@ -7,12 +7,28 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from bot.config import UserConfigApiSettings
 from bot.config.user_service import UserConfigService, person_url
+from tests.harness import Harness
+from tests.test_logins import TOKEN
 from tests.user_config_server import Answer, UserConfigServer, document, user_config_server
+
+# Deeper than the JSON decoder's stack (Python's recursion limit), within the body limit.
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def nested(levels: int) -> dict[str, object]:
+    """``{"strategy": {"strategy": ... "simple"}}``, ``levels`` deep."""
+    value: object = "simple"
+    for _ in range(levels):
+        value = {"strategy": value}
+    assert isinstance(value, dict)
+    return value
 
 
 class Clock:
@@ -115,6 +131,9 @@ async def test_a_person_without_settings_gets_none_and_that_is_cached(
         (Answer(body=json.dumps({"status": "success", "data": []}).encode()), "data"),
         (document(["strategy"]), "data.planning"),  # type: ignore[arg-type]
         (Answer(body=b"{}", delay=3.0), "TimeoutError"),
+        (Answer(body=b'{"status": "success", "data": {"planning": ' + DEEP + b"}}"), "nested"),
+        (document(nested(30)), "nests deeper than 16 levels"),
+        (Answer(body=b'{"status": "success", "data": {"planning": {"strategy": "\xff"}}}'), "JSON"),
     ],
 )
 async def test_a_failure_means_no_overrides_with_a_log_line_and_is_not_cached(
@@ -161,3 +180,21 @@ def test_enabled_without_a_person_in_the_url_is_a_config_error() -> None:
         UserConfigApiSettings(enabled=True, url="https://cfg.example/settings")
     with pytest.raises(ValueError, match="http"):
         UserConfigApiSettings(enabled=True, url="file:///etc/{user}")
+
+
+async def test_the_api_answers_the_defaults_when_the_service_nests_too_deeply(
+    tmp_path: Path, server: UserConfigServer
+) -> None:
+    server.answers["alice"] = Answer(body=b'{"status": "success", "data": ' + DEEP + b"}")
+    overrides = {
+        "planning": {"user_config_api": api(server)},
+        "server": {"api_token": SecretStr(TOKEN)},
+    }
+    async with Harness(tmp_path, overrides=overrides) as bot:
+        response = await bot.client.get(
+            "/api/settings/effective",
+            params={"user": "alice"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    assert response.status_code == 200, response.text
+    assert response.json()["overrides_applied"] == []

@@ -7,10 +7,11 @@ Nothing here reads files or the environment (``bot.config.load`` does).
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 class ConfigError(Exception):
@@ -63,8 +64,17 @@ class ExecutionSettings(_Section):
 CI_PATHS = (
     ".github/workflows/**",
     ".github/actions/**",
+    # Actions a workflow runs from the repository (uses: ./path): composite actions too.
+    "action.yml",
+    "action.yaml",
+    "**/action.yml",
+    "**/action.yaml",
     ".gitlab-ci.yml",
-    ".gitlab/ci/**",
+    # GitLab: files a pipeline includes (include: local:) by the usual names; the ones
+    # .gitlab-ci.yml names are added per task (bot/tools/ci_includes.py).
+    "*.gitlab-ci.yml",
+    "*.gitlab-ci.yaml",
+    ".gitlab/**",
     ".circleci/**",
     "Jenkinsfile",
     "azure-pipelines.yml",
@@ -130,6 +140,9 @@ class PlanningSettings(_Section):
 # --- server, storage, worker --------------------------------------------------------------
 
 
+MIN_API_TOKEN_CHARS = 32  # a guessed token must be out of reach even without throttling
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
@@ -145,6 +158,46 @@ class ServerSettings(_Section):
     # as api_token_name's.
     api_token: SecretStr | None = None
     api_token_name: str = Field("api", min_length=1, max_length=64, pattern=r"^[\w .@-]+$")
+    # Seconds a client has, from connecting (or from its last answer on a kept-alive
+    # connection), to send a request's line and headers; a slower one is closed.
+    header_timeout: float = Field(10.0, gt=0, le=300)
+    # Seconds an idle kept-alive connection stays open between requests.
+    keep_alive_timeout: int = Field(5, ge=1, le=300)
+    # Connections open at once (and requests in hand); beyond it a connection gets 503
+    # and is closed. Lowered at start to fit the process's open-file limit.
+    limit_concurrency: int = Field(1000, ge=16, le=1_000_000)
+    # The reverse proxies (addresses or networks) whose X-Forwarded-For and
+    # X-Forwarded-Proto are believed; empty: nobody's (the peer is the client).
+    forwarded_allow_ips: tuple[str, ...] = ()
+    # Failed logins and wrong bearer tokens one client may send within
+    # auth_failure_window seconds; beyond them it gets 429 with Retry-After.
+    auth_max_failures: int = Field(10, ge=1, le=10_000)
+    auth_failure_window: float = Field(300.0, gt=0, le=86_400)
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{item!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8)"
+                ) from None
+        return value
+
+    def api_token_problem(self) -> str | None:
+        """Why ``api_token`` may not serve the API and dashboard (None: it may, or unset)."""
+        if self.api_token is None:
+            return None
+        length = len(self.api_token.get_secret_value())
+        if 0 < length < MIN_API_TOKEN_CHARS:
+            return (
+                f"BOT_API_TOKEN (server.api_token) is {length} characters long; it must have "
+                f"at least {MIN_API_TOKEN_CHARS} (make one with: python3 -c "
+                "'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return None
 
     @model_validator(mode="after")
     def _one_body_fits_the_budget(self) -> ServerSettings:

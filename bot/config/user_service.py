@@ -29,6 +29,7 @@ from bot.config.sections import UserConfigApiSettings
 log = logging.getLogger("bot.user_config")
 
 MAX_BODY_BYTES = 256 * 1024
+MAX_DEPTH = 16  # the document's levels; its planning settings take five at most
 MAX_CACHED = 4096
 
 Key = tuple[str, str, str]  # (url template, forge, person)
@@ -38,12 +39,34 @@ class UserConfigError(Exception):
     """The service's answer is not a usable document."""
 
 
+def _nesting(value: object, limit: int) -> int:
+    """How deep ``value`` nests, counted without recursion, up to ``limit`` + 1."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            break
+        stack.extend(
+            (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+        )
+    return deepest
+
+
 def parse_answer(body: bytes) -> Mapping[str, Any]:
-    """The ``data.planning`` mapping of an answer (empty when it has none)."""
+    """The ``data.planning`` mapping of an answer (empty when it has none).
+
+    Any answer that does not decode (not UTF-8, not JSON, nested deeper than the
+    decoder's stack or than ``MAX_DEPTH``) is a ``UserConfigError``."""
     try:
         document = json.loads(body)
-    except ValueError as exc:
-        raise UserConfigError(f"not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise UserConfigError(f"not JSON: {reason}") from None
+    if _nesting(document, MAX_DEPTH) > MAX_DEPTH:
+        raise UserConfigError(f"the answer nests deeper than {MAX_DEPTH} levels")
     if not isinstance(document, dict) or document.get("status") != "success":
         raise UserConfigError('not {"status": "success", "data": {...}}')
     data = document.get("data")
@@ -95,7 +118,7 @@ class UserConfigService:
         try:
             async with asyncio.timeout(api.timeout):  # the whole answer, not each read
                 found = await self._fetch(api, person_url(api.url, forge=forge, user=user))
-        except (httpx.HTTPError, UserConfigError, TimeoutError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, UserConfigError, TimeoutError) as exc:
             reason = str(exc) or type(exc).__name__
             if isinstance(exc, TimeoutError | httpx.TimeoutException):
                 reason = f"TimeoutError: no answer within {api.timeout:g} s"

@@ -3,18 +3,27 @@
 Pure functions of a ``Settings``: what ``doctor`` / ``serve`` tell the operator
 about disabled forges, the one list of secret values that logs, comments, prompts
 and tool output redact, and the effective configuration with every secret shown
-as ``***``.
+as ``***`` (credentials written into a URL included).
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from bot.config.env import SECRET_KEYS
 from bot.config.sections import Settings
 from bot.events import ForgeKind
 
 _MASK = "***"
+_PLACEHOLDERS = ("{user}", "{forge}")
+_URL_KEYS = (
+    ("llm", "base_url"),
+    ("github", "api_url"),
+    ("gitlab", "url"),
+    ("server", "public_url"),
+)
+MIN_REDACTED_CHARS = 8
 
 
 def disabled_forges(settings: Settings) -> list[str]:
@@ -33,6 +42,50 @@ def disabled_forges(settings: Settings) -> list[str]:
     return lines
 
 
+def _urls(settings: Settings) -> list[str]:
+    """The settings that hold a URL someone may have written a credential into."""
+    s = settings
+    urls = [s.llm.base_url, s.github.api_url, s.gitlab.url, s.server.public_url]
+    urls += [s.planning.user_config_api.url]
+    return urls + [server.url for server in s.mcp_servers if server.url]
+
+
+def _url_credentials(url: str) -> list[str]:
+    """What of ``url`` may be a credential: its user name and password, and its query's
+    values that are long enough to be a key (short ones such as ``v=1`` would make the
+    redaction hide ordinary words)."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.username or "", parts.password or ""]
+        found += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    except ValueError:
+        return []
+    return [unquote(v) for v in found if len(v) >= MIN_REDACTED_CHARS]
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its user name, password, query values and fragment shown as ``***``
+    (``{user}`` and ``{forge}`` placeholders stay readable)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError:
+        return _MASK if url else url
+    if not (parts.username or parts.password or parts.query or parts.fragment):
+        return url
+    netloc = parts.netloc
+    if parts.username is not None or parts.password is not None:
+        bracketed = f"[{host}]" if host and ":" in host else (host or "")
+        netloc = f"{_MASK}@{bracketed}" + (f":{port}" if port is not None else "")
+    query = "&".join(
+        f"{key}={value if value in _PLACEHOLDERS else _MASK}"
+        for key, value in parse_qsl(parts.query, keep_blank_values=True)
+    )
+    fragment = _MASK if parts.fragment else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+
+
 def secret_values(settings: Settings) -> tuple[str, ...]:
     """Every configured secret value, MCP servers' env and header values included: the
     one list that logs, comments, the run log (prompts) and tool output redact."""
@@ -44,7 +97,9 @@ def secret_values(settings: Settings) -> tuple[str, ...]:
     values = [v.get_secret_value() for v in secrets if v is not None]
     for server in s.mcp_servers:
         values += [*server.env.values(), *server.headers.values()]
-    return tuple(v for v in values if v)
+    for url in _urls(s):
+        values += _url_credentials(url)
+    return tuple(dict.fromkeys(v for v in values if v))
 
 
 def masked(settings: Settings) -> dict[str, Any]:
@@ -62,6 +117,13 @@ def masked(settings: Settings) -> dict[str, Any]:
     for server in data.get("mcp_servers", []):
         server["env"] = {k: "***" for k in server.get("env", {})}
         server["headers"] = {k: "***" for k in server.get("headers", {})}
+        if server.get("url"):
+            server["url"] = masked_url(server["url"])
+    for section, key in _URL_KEYS:
+        block = data[section]
+        block[key] = masked_url(block[key])
+    api = data["planning"]["user_config_api"]
+    api["url"] = masked_url(api["url"])
     return data
 
 

@@ -2,9 +2,11 @@
 emergency stop, for people with the API token (``BOT_API_TOKEN``).
 
 A login form exchanges the token for a signed, HttpOnly, SameSite=Strict cookie
-(``session.py``); the pages refresh themselves every ``REFRESH`` seconds. The emergency
-stop's buttons are forms posting to this same origin (the cookie is never sent with a
-request from another site, and a request whose ``Origin`` is another host is refused).
+(``session.py``; Secure when the request came over HTTPS, as a proxy of
+``server.forwarded_allow_ips`` may say; failed logins are throttled per client); the
+pages refresh themselves every ``REFRESH`` seconds. The emergency stop's buttons are forms
+posting to this same origin (the cookie is never sent with a request from another site,
+and a request whose ``Origin`` is another host is refused).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bot.dashboard import session
 from bot.dashboard.stats import ENDED, rates
 from bot.runtime import Runtime
 from bot.storage.base import TaskState
+from bot.throttle import FailureThrottle
 from bot.tools.quality import gate_steps, stored_result
 from bot.worker import operator
 
@@ -41,8 +44,11 @@ _templates = jinja2.Environment(
 )
 
 
-def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRoute]:
-    """The dashboard's routes; ``slots`` is this process's worker slots (0 for a web replica)."""
+def dashboard_routes(
+    runtime: Runtime, token: str, *, slots: int, throttle: FailureThrottle
+) -> list[BaseRoute]:
+    """The dashboard's routes; ``slots`` is this process's worker slots (0 for a web
+    replica); ``throttle`` counts each client's wrong tokens at the login form."""
 
     def logged_in(request: Request) -> bool:
         return session.valid(token, request.cookies.get(session.COOKIE), time.time())
@@ -59,8 +65,18 @@ def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRo
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return page("login.html", request, title="Log in", error="")
+        client = request.client.host if request.client is not None else None
+        wait = throttle.retry_after(client)
+        if wait is not None:
+            refused = page(
+                "login.html", request, 429, title="Log in",
+                error=f"Too many wrong tokens from this address: try again in {wait} s.",
+            )  # fmt: skip
+            refused.headers["Retry-After"] = str(wait)
+            return refused
         form = await _form(request)
         if form is None or not session.token_matches(token, form.get("token", "")):
+            throttle.failed(client)
             return page("login.html", request, 401, title="Log in", error="Wrong token.")
         response = RedirectResponse("/dashboard", status_code=303)
         response.set_cookie(
@@ -124,6 +140,8 @@ def dashboard_routes(runtime: Runtime, token: str, *, slots: int) -> list[BaseRo
             title=f"Task {task.id[:8]}",
             refresh=REFRESH,
             task=shown.model_dump(mode="json"),
+            issue_link=web_link(shown.issue_url),
+            links=[(name, value, web_link(value)) for name, value in shown.links.items()],
             icons=ICONS,
             gate=gate,
             gate_result=gate_result,
@@ -165,6 +183,19 @@ def _same_origin(request: Request) -> bool:
     if origin is None or origin == "null":
         return origin is None  # no Origin: not a browser's cross-site form
     return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def web_link(url: str) -> str | None:
+    """``url`` when it may be a link: an http(s) URL with a host. Anything else (a
+    ``javascript:`` or ``data:`` URL from a forged payload, a relative path) is shown
+    as text only."""
+    if any(ord(c) < 33 or c in "\\<>\"'`" for c in url):
+        return None  # browsers drop tabs and newlines and read backslashes as slashes
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return url if parts.scheme.lower() in ("http", "https") and parts.hostname else None
 
 
 def _when(epoch: float) -> str:

@@ -36,7 +36,9 @@ def repo_path(path: str) -> str:
 def guarded_by(path: str, patterns: tuple[str, ...]) -> str | None:
     """The pattern that makes writing ``path`` need approval: the path matches it, or is
     a folder that holds what it matches (moving or deleting ``.github`` moves the
-    workflows). The root holds everything."""
+    workflows). The root holds everything. A pattern that starts with a wildcard folder
+    (``**/action.yml``) names files anywhere, not folders: every folder might hold one,
+    and the push is checked file by file (``bot.agent.push_guard``)."""
     norm = repo_path(path)
     if not norm:
         return patterns[0] if patterns else None
@@ -45,7 +47,8 @@ def guarded_by(path: str, patterns: tuple[str, ...]) -> str | None:
         if fnmatchcase(norm, pattern):
             return pattern
         steps = pattern.split("/")
-        if len(parts) < len(steps) and all(map(fnmatchcase, parts, steps)):
+        anywhere = not steps[0].strip("*")
+        if not anywhere and len(parts) < len(steps) and all(map(fnmatchcase, parts, steps)):
             return pattern
     return None
 

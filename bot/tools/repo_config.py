@@ -28,6 +28,7 @@ from pydantic import (
 from bot.config import SecuritySettings, Settings
 from bot.events import RepoRef
 from bot.forges.base import Forge, NotFound
+from bot.tools.ci_includes import load_ci_includes
 from bot.tools.policy import ToolPolicy
 
 log = logging.getLogger(__name__)
@@ -202,10 +203,24 @@ def apply_repo_config(settings: Settings, repo: RepoConfig) -> EffectivePolicy:
 
 
 async def load_repo_config(forge: Forge, repo: RepoRef, ref: str) -> RepoConfig | None:
-    """Read and parse ``.agent.yaml`` at ``ref``; None when the repository has none.
+    """Read and parse ``.agent.yaml`` at ``ref``; None when the repository has none and
+    its pipeline includes no file of its own.
 
+    The files a GitLab pipeline includes from the repository (``ci_includes``) join
+    ``policy.require_approval_paths``: they are CI definitions too.
     Raises ``RepoConfigError`` for an invalid file; other forge errors propagate.
     """
+    config = await _read_repo_config(forge, repo, ref)
+    included = await load_ci_includes(forge, repo, ref)
+    if not included:
+        return config
+    config = config or RepoConfig()
+    paths = config.policy.require_approval_paths + included
+    policy = config.policy.model_copy(update={"require_approval_paths": paths})
+    return config.model_copy(update={"policy": policy})
+
+
+async def _read_repo_config(forge: Forge, repo: RepoRef, ref: str) -> RepoConfig | None:
     try:
         found = await forge.get_file(repo, REPO_CONFIG_PATH, ref=ref)
     except NotFound:

@@ -4,8 +4,10 @@ GitLab proves a delivery only by a secret token shared by every hook that has it
 signature of the body: whoever holds the token can write any author, note or label into a
 payload. So before a note or an issue event starts a task, runs a command or becomes
 feedback, the note is read back (its author and text as GitLab stores them) and the
-issue's labels and state are taken as they are now. A note that does not exist on that
-issue, or whose author or text differs, is ignored with a log line. An internal note on a
+issue's labels and state are taken as they are now. The issue's web address is the one
+GitLab gives (or forms under the project's), never the payload's. A note that does not
+exist on that issue, or whose author or text differs, is ignored with a log line. An
+internal note on a
 public issue is ignored too: a task's comments and pull request are public, so nothing of it
 may become a task's instructions, feedback or a quoted reply. GitHub's payloads are signed
 with the App's secret: they are used as sent.
@@ -17,8 +19,8 @@ import logging
 
 import msgspec.structs
 
-from bot.events import ForgeEvent, ForgeKind
-from bot.forges.base import Forge, LabelHistory, NotFound
+from bot.events import ForgeEvent, ForgeKind, IssueRef
+from bot.forges.base import Forge, LabelHistory, NotFound, RepoInfo
 from bot.triggers import Ignore
 
 log = logging.getLogger("bot.worker.readback")
@@ -32,30 +34,41 @@ async def read_back(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignore:
     """
     if event.forge is not ForgeKind.GITLAB or event.issue is None:
         return event
-    mismatch = await _project_mismatch(forge, event)
-    if mismatch is not None:
-        return _forged(event, mismatch)
+    project = await _project(forge, event)
+    if isinstance(project, str):
+        return _forged(event, project)
     if event.comment is not None:
-        return await _note_as_stored(forge, event)
+        return await _note_as_stored(forge, event, project)
     return await _labels_as_now(forge, event)
 
 
-async def _project_mismatch(forge: Forge, event: ForgeEvent) -> str | None:
-    """Why the payload's project id and path name different projects, if they do: the
-    webhook secret was chosen by the path, but the bot acts on the id."""
+async def _project(forge: Forge, event: ForgeEvent) -> RepoInfo | str:
+    """The project as GitLab has it, or why the payload's project id and path name
+    different projects: the webhook secret was chosen by the path, but the bot acts on
+    the id."""
     repo = event.issue.repo if event.issue is not None else None
-    if repo is None or repo.project_id is None:
-        return None
+    assert repo is not None
     try:
-        stored = (await forge.get_repo_info(repo)).repo
+        info = await forge.get_repo_info(repo)
     except NotFound:
-        return f"project {repo.project_id} does not exist"
-    if stored.full_name.casefold() != repo.full_name.casefold():
+        return f"project {repo.project_id or repo.full_name} does not exist"
+    stored = info.repo
+    if repo.project_id is not None and stored.full_name.casefold() != repo.full_name.casefold():
         return f"project {repo.project_id} is {stored.full_name}, not {repo.full_name}"
-    return None
+    return info
 
 
-async def _note_as_stored(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignore:
+def _issue_url(project: RepoInfo, issue: IssueRef) -> str:
+    """The issue's or merge request's address under the project's, as GitLab forms it."""
+    if not project.web_url:
+        return ""
+    kind = "merge_requests" if issue.is_change_request else "issues"
+    return f"{project.web_url.rstrip('/')}/-/{kind}/{issue.number}"
+
+
+async def _note_as_stored(
+    forge: Forge, event: ForgeEvent, project: RepoInfo
+) -> ForgeEvent | Ignore:
     issue, note = event.issue, event.comment
     assert issue is not None and note is not None
     try:
@@ -70,7 +83,8 @@ async def _note_as_stored(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignor
         why = f"note {note.id} is internal and {issue.key} is public"
         log.info("ignored GitLab delivery %s: %s", event.delivery_id, why)
         return Ignore(f"{why}: what a task is told reaches public comments")
-    return event
+    located = msgspec.structs.replace(issue, web_url=_issue_url(project, issue))
+    return msgspec.structs.replace(event, issue=located)
 
 
 async def _confidential(forge: Forge, event: ForgeEvent) -> bool:
@@ -95,7 +109,9 @@ async def _labels_as_now(forge: Forge, event: ForgeEvent) -> ForgeEvent:
         log.info("%s: labels as GitLab has them now: %s", issue.key, ", ".join(now.labels))
     return msgspec.structs.replace(
         event,
-        issue=msgspec.structs.replace(issue, labels=now.labels, state=now.state or issue.state),
+        issue=msgspec.structs.replace(
+            issue, labels=now.labels, state=now.state or issue.state, web_url=now.web_url
+        ),
         labels_added=added,
         label_added=added[0] if added else None,
     )

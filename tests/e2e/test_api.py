@@ -16,7 +16,7 @@ from tests.tools.conftest import Remote
 
 pytestmark = pytest.mark.sandbox
 
-TOKEN = "api-token-for-tests-0123456789"
+TOKEN = "api-token-for-tests-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 WITH_API = {"server": {"api_token": SecretStr(TOKEN), "api_token_name": "ops"}}
 

@@ -81,7 +81,8 @@ async def test_a_note_starts_a_task_that_opens_a_merge_request(
         title, body = bot.gitlab.repos[GL_REPO].change_request_bodies[change.number]
         assert title == f"{TITLE} (#17)"
         # the note's url without "#note_..." is the issue's: the body links it
-        issue_url = "http://example.com/gitlab-org/gitlab-test/issues/17"
+        # formed under the project's address as GitLab's API gives it, not the payload's
+        issue_url = "https://gitlab.example/gitlab-org/gitlab-test/-/issues/17"
         assert body.startswith(f"Closes #17 ({issue_url})\n\n**Goal:** Write INSTALL.md")
         status = status_comment(issue)
         assert f"Change request: {change.web_url}" in status and f"Branch: `{BRANCH}`" in status

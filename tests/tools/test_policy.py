@@ -296,6 +296,7 @@ CI = SecuritySettings().require_approval_paths
         ".github/workflows",
         ".gitlab-ci.yml",
         ".gitlab/ci/build.yml",
+        "docs/.gitlab-ci.yml",  # a pipeline file by its name (an include, a custom CI path)
         ".circleci/config.yml",
         "Jenkinsfile",
         "azure-pipelines.yml",
@@ -309,8 +310,12 @@ def test_ci_definitions_are_guarded_by_default(path: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["README.md", ".github/CODEOWNERS", "docs/.gitlab-ci.yml", "src/Jenkinsfile.md"]
-)
+    "path",
+    # A folder is guarded only when it holds a guarded path by name (.github above): any
+    # folder might hold an action.yml, and those are checked file by file.
+    ["README.md", ".github/CODEOWNERS", "docs/gitlab-ci.md", "src/Jenkinsfile.md", "src",
+     "tools/faction.yml"],
+)  # fmt: skip
 def test_other_paths_are_not(path: str) -> None:
     assert guarded_by(path, CI) is None
 

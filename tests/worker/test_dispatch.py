@@ -274,8 +274,10 @@ async def test_a_line_note_on_the_bots_merge_request_looks_up_its_author(bot: Ha
     assert task.request.mode is TaskMode.FOLLOW_UP
     assert task.request.instructions == "Use a table here."
     assert task.request.issue.author == "coding-agent-bot"
+    # The address under the project's as GitLab's API gives it, not the payload's.
     assert (
-        task.request.issue.web_url == "http://example.com/gitlab-org/gitlab-test/merge_requests/1"
+        task.request.issue.web_url
+        == "https://gitlab.example/gitlab-org/gitlab-test/-/merge_requests/1"
     )
     assert bot.gitlab.calls_of("get_issue") == [(GL_PROJECT, 1)]
 

@@ -1,0 +1,136 @@
+"""GitLab pipeline files included from the repository (``include: local:``) and local
+GitHub actions are CI definitions: writing them waits for approval. The parse alone, the
+look-up through the one FakeForge, and a real task on a real clone."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.config import SecuritySettings, Settings
+from bot.events import ForgeKind
+from bot.storage.base import TaskState
+from bot.tools.ci_includes import MAX_FILES, load_ci_includes, local_includes
+from bot.tools.policy import guarded_by
+from bot.tools.repo_config import apply_repo_config, load_repo_config
+from tests.agent import docs
+from tests.e2e.support import GL_OWNER, GL_REPO, ORIGIN_FILES, gl_note, of_kind, origin, settle
+from tests.fakes import FakeForge
+from tests.harness import Harness
+
+DEFAULTS = SecuritySettings().require_approval_paths
+
+PIPELINE = b"""
+include:
+  - local: ci/build.yml
+  - '/templates/lint.yml'
+  - local: 'configs/$CI_ENVIRONMENT/*.yml'
+  - remote: 'https://gitlab.example/shared/ci.yml'
+  - 'https://gitlab.example/other.yml'
+  - project: 'group/shared'
+    file: '/templates/deploy.yml'
+  - template: Auto-DevOps.gitlab-ci.yml
+  - component: gitlab.example/group/comp/build@1.0
+stages: [build]
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        (PIPELINE, ("ci/build.yml", "templates/lint.yml", "configs/*/*.yml")),
+        (b"include: ci/one.yml\n", ("ci/one.yml",)),
+        (b"include:\n  local: /a/../b.yml\n", ("b.yml",)),
+        (b"stages: [test]\n", ()),
+        (b"include: 5\n", ()),
+        (b"- a list\n", ()),
+        (b"", ()),
+    ],
+)
+def test_the_local_includes_of_a_pipeline(text: bytes, paths: tuple[str, ...]) -> None:
+    assert local_includes(yaml.safe_load(text)) == paths
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "action.yml",
+        "tools/release/action.yaml",
+        ".github/actions/setup/action.yml",
+        "build.gitlab-ci.yml",
+        "ci/deploy.gitlab-ci.yml",
+        ".gitlab/ci/lint.yml",
+        ".gitlab/agents/prod/config.yaml",
+    ],
+)
+def test_local_actions_and_conventional_gitlab_includes_are_guarded_by_default(path: str) -> None:
+    assert guarded_by(path, DEFAULTS) is not None
+
+
+async def test_the_included_files_are_read_from_the_default_branch_and_followed() -> None:
+    forge = FakeForge(ForgeKind.GITLAB)
+    files = {
+        ".gitlab-ci.yml": PIPELINE.decode(),
+        "ci/build.yml": "include: {local: ci/nested.yml}\nbuild: {script: [make]}\n",
+        "ci/nested.yml": "include: ci/build.yml\n",  # a circle is read once
+        "templates/lint.yml": "not: [valid",
+    }
+    repo = forge.add_repo(GL_REPO, files)
+    found = await load_ci_includes(forge, repo, "main")
+    assert found == ("ci/build.yml", "templates/lint.yml", "configs/*/*.yml", "ci/nested.yml")
+    config = await load_repo_config(forge, repo, "main")  # no .agent.yaml: still a config
+    assert config is not None
+    policy = apply_repo_config(Settings(), config).policy
+    written = ["ci/build.yml", "ci/nested.yml", "configs/prod/x.yml", "src/app.py", "README.md"]
+    assert policy.guarded_paths(written) == ["ci/build.yml", "ci/nested.yml", "configs/prod/x.yml"]
+
+
+async def test_a_github_repository_or_one_without_a_pipeline_adds_nothing() -> None:
+    github = FakeForge(ForgeKind.GITHUB)
+    repo = github.add_repo("o/r", {".gitlab-ci.yml": "include: ci/x.yml\n"})
+    assert await load_ci_includes(github, repo, "main") == ()
+    gitlab = FakeForge(ForgeKind.GITLAB)
+    bare = gitlab.add_repo(GL_REPO, {"README.md": "x"})
+    assert await load_repo_config(gitlab, bare, "main") is None
+
+
+async def test_a_pipeline_too_large_to_know_guards_every_yaml_file(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    forge = FakeForge(ForgeKind.GITLAB)
+    chain = {f"ci/{n}.yml": f"include: ci/{n + 1}.yml\n" for n in range(MAX_FILES + 5)}
+    repo = forge.add_repo(GL_REPO, {".gitlab-ci.yml": "include: ci/0.yml\n", **chain})
+    with caplog.at_level(logging.WARNING):
+        found = await load_ci_includes(forge, repo, "main")
+    assert found[-2:] == ("*.yml", "*.yaml") and "every YAML file is guarded" in caplog.text
+    assert len(forge.calls_of("get_file")) == MAX_FILES
+
+
+@pytest.mark.sandbox
+async def test_a_task_writing_an_included_pipeline_file_waits_for_approval(
+    tmp_path: Path,
+) -> None:
+    files = {
+        **ORIGIN_FILES,
+        ".gitlab-ci.yml": b"include:\n  - local: build/jobs.yml\n",
+        "build/jobs.yml": b"build:\n  script: [make]\n",
+    }
+    remote = origin(tmp_path, files)
+    write = docs.action(
+        "task_1",
+        "write_file",
+        arguments={"path": "build/jobs.yml", "content": "build:\n  script: [env]\n"},
+        purpose="Change the build job",
+    )
+    async with Harness(tmp_path, script=[docs.plan([write]), docs.completion(done=1)]) as bot:
+        ref = bot.gitlab.add_repo(GL_REPO, files, clone_url=remote.url, writers=(GL_OWNER,))
+        bot.gitlab.add_issue(ref, 17, title="Change the build", author=GL_OWNER)
+        await bot.send_gitlab("Note Hook", gl_note("/agent run"))
+        await settle(bot)
+        [task] = await bot.tasks()
+        assert task.state is TaskState.AWAITING_APPROVAL, task
+        [ask] = of_kind(bot.gitlab.issue(ref, 17), "approval_request")
+        assert "build/jobs.yml" in ask
