@@ -180,6 +180,7 @@ class GitHubSession:
         self._key = check_credentials(app_id, private_key, token)
         self._api = _Client(http, requester=user_agent, base_url=api_url, sleep=sleep, clock=clock)
         self.api_url = api_url.rstrip("/")
+        self.clock = clock
         self.http = http
         self.user_agent = user_agent
         self._app_id = app_id

@@ -247,8 +247,8 @@ class GitHubFollowUp:
         if status not in (301, 302, 303, 307, 308) or not location:
             if status == 410:
                 raise NotFound(f"{what} not found (expired)", status=410)
-            raise status_error(status, headers, body, method="GET", path=path, what=what,
-                               now=0.0)  # fmt: skip
+            now = self._gh.clock()
+            raise status_error(status, headers, body, method="GET", path=path, what=what, now=now)
         return await self._download_tail(location, log_id, max_bytes, what)
 
     async def _download_tail(self, url: str, log_id: str, max_bytes: int, what: str) -> LogTail:

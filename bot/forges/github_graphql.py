@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import http
 import json
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from gidgethub import HTTPException
@@ -64,9 +63,9 @@ def _query_error(
 class GraphQL:
     """One query or mutation at a time, as the credentials of the repository it is about."""
 
-    def __init__(self, gh: GitHubSession, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, gh: GitHubSession) -> None:
         self._gh = gh
-        self._clock = clock
+        self._clock = gh.clock
         self.url = graphql_url(gh.api_url)
 
     async def query(self, repo: RepoRef, text: str, variables: dict[str, Any], *, what: str) -> Any:
