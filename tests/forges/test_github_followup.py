@@ -50,7 +50,7 @@ def sent(route: respx.Route, index: int = -1) -> Any:
 
 
 def failed_run(**overrides: Any) -> dict[str, Any]:
-    run = rest("check-run-paginated")["check_runs"][0]
+    run: dict[str, Any] = rest("check-run-paginated")["check_runs"][0]
     run |= {"status": "completed", "conclusion": "failure", **overrides}
     return run
 
