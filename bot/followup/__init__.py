@@ -1,4 +1,4 @@
-"""After the change request: the pure decisions on the bot's own pull / merge requests.
+"""After the change request: the pure decisions on the bot's own change requests.
 
 - ``ci``: one decision per head commit once its checks settle, and what to do with it
   (wait, fix, report, give up, mark ready), rounds counted against ``ci.max_fix_rounds``;

@@ -1,6 +1,6 @@
 """Review rounds on the bot's own change request. Pure.
 
-A submitted review (GitHub) or a burst of merge request notes (GitLab) becomes ONE
+A submitted review (GitHub) or a burst of change request notes (GitLab) becomes ONE
 round once ``review.quiet_seconds`` passed without another comment (``round_due``).
 The round sees every unresolved thread opened by someone the bot acts for as a
 checklist item (``round_threads``), and afterwards each item gets its own reply and,
