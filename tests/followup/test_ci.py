@@ -155,6 +155,9 @@ def _replay(deliveries: list[Check], *, poll_at: float) -> list[tuple[str, float
     last = 0.0
     clock = 0.0
     wakes = [(10.0 * (i + 1), c) for i, c in enumerate(deliveries)] + [(poll_at, None)]
+    # after the decision: a late redelivery of a report, then the next polls
+    late: list[tuple[float, Check | None]] = [(poll_at + 5.0, FINAL[0])]
+    wakes += [*late, (poll_at + 100.0, None), (poll_at + 700.0, None)]
     for clock, delivery in sorted(wakes, key=lambda item: item[0]):
         if delivery is not None:
             seen.append(delivery)
