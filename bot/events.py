@@ -39,6 +39,11 @@ class EventKind(StrEnum):
     REVIEW_COMMENT = "review_comment"
     INSTALLATION = "installation"
     IGNORED = "ignored"
+    # A check, status, workflow, pipeline or job of a commit started, changed or ended
+    # (``ForgeEvent.checks`` says which commit and what was reported).
+    CHECKS_CHANGED = "checks_changed"
+    # New commits on a change request's head branch (``ForgeEvent.head`` has the new head).
+    CHANGE_REQUEST_PUSHED = "change_request_pushed"
 
 
 class Actor(msgspec.Struct, frozen=True):
@@ -97,6 +102,103 @@ class CommentRef(msgspec.Struct, frozen=True):
     is_review_comment: bool = False
 
 
+class CheckState(StrEnum):
+    """Where one check of a commit stands, in the bot's words.
+
+    PENDING: queued, requested, created, waiting for a runner or an earlier stage.
+    RUNNING: in progress. WAITING: stopped until a person acts (GitHub ``action_required``,
+    a blocking manual GitLab job, an approval). PASSED: success, neutral or skipped.
+    FAILED: failure, error, timed out. CANCELLED: cancelled or stale (neither passed nor
+    fixable)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING = "waiting"
+    PASSED = "passed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more will happen to it without a push or a person."""
+        return self not in (CheckState.PENDING, CheckState.RUNNING)
+
+
+class CheckKind(StrEnum):
+    """What reported a check: one run or job, or an aggregate of several."""
+
+    RUN = "run"  # GitHub check run (a GitHub Actions job is one)
+    STATUS = "status"  # a commit status (GitHub), an external status (GitLab)
+    SUITE = "suite"  # GitHub check suite: an aggregate of runs
+    WORKFLOW = "workflow"  # GitHub Actions workflow run: an aggregate of jobs
+    PIPELINE = "pipeline"  # GitLab pipeline: an aggregate of jobs
+    JOB = "job"  # GitLab CI job
+
+
+class Check(msgspec.Struct, frozen=True):
+    """One check of a commit as a webhook or the forge's API reports it.
+
+    ``conclusion`` is the forge's own word (``failure``, ``action_required``, ``manual``,
+    ...) for the record; ``state`` is what the bot decides on. ``reporter`` is who
+    reported it (a GitHub App as ``<slug>[bot]``, a status's creator, the user of a
+    GitLab external status): the bot ignores its own. ``log_id`` names the CI job whose
+    log explains it (a GitHub Actions job, a GitLab job), empty when there is none.
+    ``optional``: its failure does not fail the commit (GitLab ``allow_failure``)."""
+
+    name: str
+    state: CheckState
+    kind: CheckKind = CheckKind.RUN
+    conclusion: str = ""
+    id: str = ""
+    reporter: str = ""
+    web_url: str = ""
+    summary: str = ""
+    log_id: str = ""
+    optional: bool = False
+
+    @property
+    def key(self) -> str:
+        """Which check this is across reports: a later report of the same key replaces it."""
+        return f"{self.kind.value}:{self.name}"
+
+
+class ChecksReport(msgspec.Struct, frozen=True):
+    """What one CI delivery says: checks of commit ``head_sha``, on ``branches``, for the
+    change requests ``numbers`` (the numbers the payload names; empty when it names none,
+    as for forks and GitLab job hooks)."""
+
+    head_sha: str
+    branches: tuple[str, ...] = ()
+    numbers: tuple[int, ...] = ()
+    checks: tuple[Check, ...] = ()
+
+
+class HeadRef(msgspec.Struct, frozen=True):
+    """A change request's head commit and base branch, as a change request event says."""
+
+    sha: str
+    base_branch: str = ""
+    before_sha: str | None = None  # the head before a push, when the event says
+    draft: bool = False
+
+
+class ReviewRef(msgspec.Struct, frozen=True):
+    """Where a review or review comment belongs.
+
+    ``review_id``: GitHub's review (a submitted review and its line comments share it).
+    ``thread_id``: the thread a comment is in (GitLab's discussion id; GitHub's webhooks
+    do not name the thread: ``in_reply_to`` is the comment it answers). ``path``/``line``
+    place a comment on the diff; ``commit_sha`` is the commit it was written against."""
+
+    review_id: int | None = None
+    state: str = ""
+    thread_id: str | None = None
+    in_reply_to: int | None = None
+    path: str | None = None
+    line: int | None = None
+    commit_sha: str | None = None
+
+
 class ForgeEvent(msgspec.Struct, frozen=True):
     """One webhook delivery, parsed."""
 
@@ -112,6 +214,9 @@ class ForgeEvent(msgspec.Struct, frozen=True):
     label_added: str | None = None
     labels_added: tuple[str, ...] = ()
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    checks: ChecksReport | None = None
+    head: HeadRef | None = None
+    review: ReviewRef | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""

@@ -15,8 +15,20 @@ from typing import Any
 
 import msgspec.structs
 
-from bot.events import ForgeKind, IssueRef, RepoRef
+from bot.change_state import (
+    Annotation,
+    ChangeRequestState,
+    CommitAuthor,
+    CommitChecks,
+    LogTail,
+    Mergeable,
+    OpenChangeRequest,
+    ReviewThread,
+    ThreadComment,
+)
+from bot.events import Check, ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
+    LOG_TAIL_BYTES,
     ChangeRequest,
     CloneAuth,
     Comment,
@@ -45,6 +57,9 @@ WRITES = frozenset(
         "commit_files",
         "open_change_request",
         "update_change_request",
+        "reply_to_thread",
+        "resolve_thread",
+        "mark_ready_for_review",
     }
 )
 
@@ -72,6 +87,19 @@ class FakeRepo:
     change_request_bodies: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
+@dataclass
+class FakeChange:
+    """What a test scripts of a change request after it was opened: its head and base
+    commits, mergeability, commits, state and review threads."""
+
+    head_sha: str = "0" * 40
+    base_sha: str = "b" * 40
+    mergeable: Mergeable = Mergeable.MERGEABLE
+    commits: list[CommitAuthor] = field(default_factory=list)
+    state: str = "open"
+    threads: list[ReviewThread] = field(default_factory=list)
+
+
 class FakeForge:
     """An in-memory forge implementing the ``Forge`` protocol."""
 
@@ -90,6 +118,11 @@ class FakeForge:
         self.pacer: WritePacer | None = None  # pace writes as the real adapters do
         self._ids = itertools.count(1000)
         self._numbers = itertools.count(100)
+        # after the change request: checks and annotations per commit, job logs by id
+        self.checks: dict[str, list[Check]] = {}
+        self.annotations: dict[str, dict[str, tuple[Annotation, ...]]] = {}
+        self.logs: dict[str, str] = {}
+        self.changes: dict[tuple[str, int], FakeChange] = {}
 
     # --- test set-up -----------------------------------------------------------------------
 
@@ -175,6 +208,38 @@ class FakeForge:
         self.failures.setdefault(method, []).extend(errors)
         if when is not None:
             self.conditions[method] = when
+
+    def set_checks(self, sha: str, *checks: Check, **annotations: tuple[Annotation, ...]) -> None:
+        """The checks commit ``sha`` has now (a later call replaces them); ``annotations``
+        by check id."""
+        self.checks[sha] = list(checks)
+        self.annotations[sha] = dict(annotations)
+
+    def change(self, repo: RepoRef, number: int) -> FakeChange:
+        """The scriptable after-opening state of change request ``number`` (made on use)."""
+        return self.changes.setdefault((repo.full_name, number), FakeChange())
+
+    def add_thread(
+        self,
+        repo: RepoRef,
+        number: int,
+        *comments: tuple[str, str],
+        path: str | None = None,
+        line: int | None = None,
+        resolvable: bool = True,
+    ) -> ReviewThread:
+        """A review thread of ``(author, body)`` comments on change request ``number``."""
+        thread = ReviewThread(
+            id=f"thread-{next(self._ids)}",
+            comments=tuple(
+                ThreadComment(id=next(self._ids), author=who, body=body) for who, body in comments
+            ),
+            resolvable=resolvable,
+            path=path,
+            line=line,
+        )
+        self.change(repo, number).threads.append(thread)
+        return thread
 
     def hang(self, method: str) -> None:
         """The next call of ``method`` never answers (a forge that stopped responding)."""
@@ -415,6 +480,101 @@ class FakeForge:
             raise NotFound(f"change request {number} not found", status=404)
         title, _old = fake.change_request_bodies[number]
         fake.change_request_bodies[number] = (title, body)
+
+    # --- after the change request ------------------------------------------------------------
+
+    def _change_request(self, repo: RepoRef, number: int) -> ChangeRequest:
+        for change in self._repo(repo).change_requests:
+            if change.number == number:
+                return change
+        raise NotFound(f"change request {number} not found", status=404)
+
+    async def get_commit_checks(self, repo: RepoRef, sha: str) -> CommitChecks:
+        await self._enter("get_commit_checks", repo.full_name, sha)
+        self._repo(repo)
+        return CommitChecks(
+            sha=sha,
+            checks=tuple(self.checks.get(sha, ())),
+            annotations=dict(self.annotations.get(sha, {})),
+        )
+
+    async def get_job_log(
+        self, repo: RepoRef, log_id: str, *, max_bytes: int = LOG_TAIL_BYTES
+    ) -> LogTail:
+        await self._enter("get_job_log", repo.full_name, log_id, max_bytes)
+        if log_id not in self.logs:
+            raise NotFound(f"the log of job {log_id} not found", status=404)
+        data = self.logs[log_id].encode()
+        tail = data[-max_bytes:].decode("utf-8", errors="replace")
+        return LogTail(log_id=log_id, text=tail, truncated=len(data) > max_bytes)
+
+    async def get_change_request_state(self, repo: RepoRef, number: int) -> ChangeRequestState:
+        await self._enter("get_change_request_state", repo.full_name, number)
+        opened = self._change_request(repo, number)
+        change = self.change(repo, number)
+        return ChangeRequestState(
+            number=number,
+            state=change.state,
+            head_branch=opened.head_branch,
+            head_sha=change.head_sha,
+            base_branch=opened.base_branch,
+            base_sha=change.base_sha,
+            mergeable=change.mergeable,
+            draft=opened.draft,
+            web_url=opened.web_url,
+            commits=tuple(change.commits),
+        )
+
+    async def list_open_change_requests(
+        self, repo: RepoRef, *, branch_prefix: str
+    ) -> list[OpenChangeRequest]:
+        await self._enter("list_open_change_requests", repo.full_name, branch_prefix)
+        return [
+            OpenChangeRequest(
+                number=opened.number,
+                head_branch=opened.head_branch,
+                head_sha=self.change(repo, opened.number).head_sha,
+                base_branch=opened.base_branch,
+                draft=opened.draft,
+                web_url=opened.web_url,
+            )
+            for opened in self._repo(repo).change_requests
+            if opened.head_branch.startswith(branch_prefix)
+            and self.change(repo, opened.number).state == "open"
+        ]
+
+    async def list_review_threads(self, repo: RepoRef, number: int) -> list[ReviewThread]:
+        await self._enter("list_review_threads", repo.full_name, number)
+        self._change_request(repo, number)
+        return list(self.change(repo, number).threads)
+
+    def _thread(self, repo: RepoRef, number: int, thread_id: str) -> int:
+        for index, thread in enumerate(self.change(repo, number).threads):
+            if thread.id == thread_id:
+                return index
+        raise NotFound(f"thread {thread_id} not found", status=404)
+
+    async def reply_to_thread(
+        self, repo: RepoRef, number: int, thread_id: str, body: str
+    ) -> ThreadComment:
+        await self._enter("reply_to_thread", repo.full_name, number, thread_id, body)
+        threads = self.change(repo, number).threads
+        index = self._thread(repo, number, thread_id)
+        reply = ThreadComment(id=next(self._ids), author=self.bot_login, body=body)
+        threads[index] = replace(threads[index], comments=(*threads[index].comments, reply))
+        return reply
+
+    async def resolve_thread(self, repo: RepoRef, number: int, thread_id: str) -> None:
+        await self._enter("resolve_thread", repo.full_name, number, thread_id)
+        threads = self.change(repo, number).threads
+        index = self._thread(repo, number, thread_id)
+        threads[index] = replace(threads[index], resolved=True)
+
+    async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:
+        await self._enter("mark_ready_for_review", repo.full_name, number)
+        fake = self._repo(repo)
+        opened = self._change_request(repo, number)
+        fake.change_requests[fake.change_requests.index(opened)] = replace(opened, draft=False)
 
     async def clone_auth(self, repo: RepoRef) -> CloneAuth:
         await self._enter("clone_auth", repo.full_name)

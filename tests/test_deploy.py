@@ -62,6 +62,9 @@ NEEDED_PERMISSIONS = {
     "issues": "write",
     "pull_requests": "write",
     "metadata": "read",
+    "checks": "read",
+    "actions": "read",
+    "statuses": "read",
 }
 
 
@@ -90,6 +93,10 @@ def test_manifest_events_are_the_ones_the_bot_parses(manifest: dict[str, Any]) -
     assert sorted(manifest["default_events"]) == sorted(set(_HANDLERS) - automatic)
 
 
+# GitHub's settings page names some permissions otherwise than the manifest's keys.
+UI_NAMES = {"commit_statuses": "statuses"}
+
+
 def _readme_list(text: str, label: str) -> list[str]:
     flat = " ".join(text.split())
     match = re.search(rf"{label}: (.+?)(?: \(|\. )", flat)
@@ -107,7 +114,8 @@ def test_manifest_matches_the_readmes(manifest: dict[str, Any]) -> None:
     for item in _readme_list(readme, "Repository permissions"):
         access = "write" if "write" in item else "read"
         name = item.replace("*", "").replace("read & write", "").replace(" read", "")
-        permissions[_snake(name)] = access
+        key = _snake(name)
+        permissions[UI_NAMES.get(key, key)] = access
     assert permissions == manifest["default_permissions"]
     events = [_snake(e) for e in _readme_list(readme, "Subscribe to events")]
     assert events == manifest["default_events"]

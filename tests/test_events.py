@@ -87,6 +87,9 @@ def test_forge_event_round_trips_through_json_in_its_stored_shape() -> None:
         "label_added": None,
         "labels_added": ["x"],
         "extra": {"k": [1, 2]},
+        "checks": None,
+        "head": None,
+        "review": None,
     }
 
 

@@ -49,6 +49,13 @@ FORBIDDEN = {
                   "bot.triggers", "bot.webhooks"),
     "bot.runtime": ("bot.worker", "bot.agent", "bot.comments", "bot.app", "bot.cli"),
     "bot.worker": ("bot.app", "bot.cli"),
+    # the after-PR decisions are pure: the vocabulary, the settings and redaction only
+    "bot.followup": ("bot.storage", "bot.forges", "bot.llm", "bot.tools", "bot.agent",
+                     "bot.comments", "bot.worker", "bot.webhooks", "bot.runtime", "bot.app",
+                     "bot.cli", "bot.triggers"),
+    "bot.change_state": ("bot.storage", "bot.forges", "bot.llm", "bot.tools", "bot.agent",
+                         "bot.comments", "bot.worker", "bot.webhooks", "bot.runtime", "bot.app",
+                         "bot.cli", "bot.triggers", "bot.config", "bot.followup"),
 }  # fmt: skip
 
 

@@ -390,6 +390,25 @@ class WorkspaceSettings(_Section):
     branch_prefix: str = "agent/"
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     draft_change_requests: bool = True
+    ready_when_green: bool = False  # mark the draft ready when the gate and every check passed
+
+
+# --- after the change request (CI results and review rounds) ---------------------------------
+
+
+class CiSettings(_Section):
+    """The CI results of the bot's own change requests."""
+
+    settle_seconds: int = Field(60, ge=0, le=86_400)  # quiet time before one decision
+    max_fix_rounds: int = Field(3, ge=0, le=20)  # CI fix rounds per change request
+    poll_seconds: int = Field(600, ge=30, le=86_400)  # re-read unsettled checks (lost events)
+
+
+class ReviewSettings(_Section):
+    """Review rounds on the bot's own change requests."""
+
+    quiet_seconds: int = Field(60, ge=0, le=86_400)  # collect comments until this much quiet
+    resolve_threads: bool = True  # resolve the threads the bot addressed
 
 
 class McpServer(_Section):
@@ -418,6 +437,8 @@ class Settings(_Section):
     planning: PlanningSettings = PlanningSettings()
     sandbox: SandboxSettings = SandboxSettings()
     workspace: WorkspaceSettings = WorkspaceSettings()
+    ci: CiSettings = CiSettings()
+    review: ReviewSettings = ReviewSettings()
     mcp_servers: tuple[McpServer, ...] = ()
     source_path: Path | None = None
 

@@ -11,7 +11,18 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
+from bot.change_state import (
+    ChangeRequestState,
+    CommitChecks,
+    LogTail,
+    OpenChangeRequest,
+    ReviewThread,
+    ThreadComment,
+)
 from bot.events import ForgeKind, IssueRef, RepoRef
+
+# The most of a CI job's log the bot reads by default: its end, where the failure is.
+LOG_TAIL_BYTES = 64 * 1024
 
 
 class ForgeError(Exception):
@@ -180,8 +191,55 @@ class RepoContent(Protocol):
         ...
 
 
+class ChangeRequestFollowUp(Protocol):
+    """What the bot reads and does on its own change request after opening it: CI
+    results, mergeability, review threads. Every method is one or a few requests."""
+
+    async def get_commit_checks(self, repo: RepoRef, sha: str) -> CommitChecks:
+        """Every check of commit ``sha`` (the latest report of each), with the annotations
+        of the failed ones where the forge has them."""
+        ...
+
+    async def get_job_log(
+        self, repo: RepoRef, log_id: str, *, max_bytes: int = LOG_TAIL_BYTES
+    ) -> LogTail:
+        """The last ``max_bytes`` (at most) of the log of CI job ``log_id`` (``Check.log_id``);
+        raises ``NotFound`` when the job or its log is gone."""
+        ...
+
+    async def get_change_request_state(self, repo: RepoRef, number: int) -> ChangeRequestState:
+        """Head, base, mergeability, draft flag and commits of change request ``number``."""
+        ...
+
+    async def list_open_change_requests(
+        self, repo: RepoRef, *, branch_prefix: str
+    ) -> list[OpenChangeRequest]:
+        """The open change requests of ``repo`` whose head branch starts with
+        ``branch_prefix`` and lives in ``repo`` itself (never a fork's)."""
+        ...
+
+    async def list_review_threads(self, repo: RepoRef, number: int) -> list[ReviewThread]:
+        """Every review thread (GitHub) or discussion (GitLab) of change request ``number``,
+        resolved or not, oldest first."""
+        ...
+
+    async def reply_to_thread(
+        self, repo: RepoRef, number: int, thread_id: str, body: str
+    ) -> ThreadComment:
+        """Answer in the thread ``thread_id`` (``ReviewThread.id``)."""
+        ...
+
+    async def resolve_thread(self, repo: RepoRef, number: int, thread_id: str) -> None:
+        """Mark the thread resolved; resolving a resolved thread is not an error."""
+        ...
+
+    async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:
+        """Take change request ``number`` out of draft; one that is not a draft stays so."""
+        ...
+
+
 @runtime_checkable
-class Forge(RepoContent, Protocol):
+class Forge(RepoContent, ChangeRequestFollowUp, Protocol):
     """One forge (a GitHub App / token, or a GitLab instance)."""
 
     kind: ForgeKind

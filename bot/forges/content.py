@@ -1,4 +1,5 @@
-"""The forge methods for a repository's content and git data, passed on to one object.
+"""The forge methods for a repository's content and git data, and for a change request
+after it was opened, each passed on to one object.
 
 Both adapters keep these operations in a module of their own (``github_git.GitData``,
 ``gitlab_git.GitLabGit``); ``DelegatedContent`` gives each adapter the ``Forge``
@@ -10,9 +11,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from bot.change_state import (
+    ChangeRequestState,
+    CommitChecks,
+    LogTail,
+    OpenChangeRequest,
+    ReviewThread,
+    ThreadComment,
+)
 from bot.events import RepoRef
 from bot.forges.base import (
+    LOG_TAIL_BYTES,
     ChangeRequest,
+    ChangeRequestFollowUp,
     FileContent,
     RepoContent,
     RepoInfo,
@@ -73,3 +84,39 @@ class DelegatedContent:
 
     async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
         await self._git.update_change_request(repo, number, body=body)
+
+
+class DelegatedFollowUp:
+    """Mixed into an adapter that sets ``self._followup``: the after-opening calls."""
+
+    _followup: ChangeRequestFollowUp
+
+    async def get_commit_checks(self, repo: RepoRef, sha: str) -> CommitChecks:
+        return await self._followup.get_commit_checks(repo, sha)
+
+    async def get_job_log(
+        self, repo: RepoRef, log_id: str, *, max_bytes: int = LOG_TAIL_BYTES
+    ) -> LogTail:
+        return await self._followup.get_job_log(repo, log_id, max_bytes=max_bytes)
+
+    async def get_change_request_state(self, repo: RepoRef, number: int) -> ChangeRequestState:
+        return await self._followup.get_change_request_state(repo, number)
+
+    async def list_open_change_requests(
+        self, repo: RepoRef, *, branch_prefix: str
+    ) -> list[OpenChangeRequest]:
+        return await self._followup.list_open_change_requests(repo, branch_prefix=branch_prefix)
+
+    async def list_review_threads(self, repo: RepoRef, number: int) -> list[ReviewThread]:
+        return await self._followup.list_review_threads(repo, number)
+
+    async def reply_to_thread(
+        self, repo: RepoRef, number: int, thread_id: str, body: str
+    ) -> ThreadComment:
+        return await self._followup.reply_to_thread(repo, number, thread_id, body)
+
+    async def resolve_thread(self, repo: RepoRef, number: int, thread_id: str) -> None:
+        await self._followup.resolve_thread(repo, number, thread_id)
+
+    async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:
+        await self._followup.mark_ready_for_review(repo, number)

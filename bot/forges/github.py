@@ -24,10 +24,11 @@ from bot.forges.base import (
     NotFound,
     Permission,
 )
-from bot.forges.content import DelegatedContent
+from bot.forges.content import DelegatedContent, DelegatedFollowUp
 from bot.forges.deliveries import DeliveryLog
 from bot.forges.github_auth import GitHubSession, reading, repo_url
 from bot.forges.github_deliveries import GitHubDeliveries
+from bot.forges.github_followup import GitHubFollowUp
 from bot.forges.github_git import GitData
 
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
@@ -69,7 +70,7 @@ def _permission(data: dict[str, Any]) -> Permission:
     return ROLES.get(str(data.get("permission", "")).lower(), Permission.NONE)
 
 
-class GitHubForge(DelegatedContent):
+class GitHubForge(DelegatedContent, DelegatedFollowUp):
     """``Forge`` for one GitHub App or token, on github.com or GitHub Enterprise Server."""
 
     _git: GitData  # also its request helper, for the issue and comment calls here
@@ -79,6 +80,7 @@ class GitHubForge(DelegatedContent):
     def __init__(self, session: GitHubSession) -> None:
         self._gh = session
         self._git = GitData(session)
+        self._followup = GitHubFollowUp(session, self._git)
 
     @classmethod
     def from_settings(cls, settings: GitHubSettings, http: httpx.AsyncClient) -> GitHubForge:

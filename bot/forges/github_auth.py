@@ -23,7 +23,7 @@ import httpx
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from gidgethub import HTTPException
+from gidgethub import HTTPException, sansio
 from gidgethub import abc as gh_abc
 
 from bot import metrics
@@ -179,6 +179,10 @@ class GitHubSession:
         pacer = pacer or WritePacer()
         self._key = check_credentials(app_id, private_key, token)
         self._api = _Client(http, requester=user_agent, base_url=api_url, sleep=sleep, clock=clock)
+        self.api_url = api_url.rstrip("/")
+        self.clock = clock
+        self.http = http
+        self.user_agent = user_agent
         self._app_id = app_id
         self._token = token
         self._pacer = pacer
@@ -227,6 +231,30 @@ class GitHubSession:
                 return [item async for item in pages]
         except HTTPException as exc:
             raise forge_error(exc, method="GET", path=path, what=what, now=self._clock()) from exc
+
+    async def raw(
+        self,
+        repo: RepoRef,
+        method: str,
+        url: str,
+        *,
+        body: bytes = b"",
+        accept: str = ACCEPT,
+        paced: bool | None = None,
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """One request as the repository's credentials, retried like every call, whose
+        status the caller reads (GraphQL answers, redirects to job logs). ``paced``
+        (default: anything but GET) waits for the installation's write turn."""
+        key, token = await self.credentials(repo)
+        headers = sansio.create_headers(self.user_agent, accept=accept, oauth_token=token)
+        headers |= _headers()
+        if body:
+            headers["content-type"] = "application/json; charset=utf-8"
+        with step(f"GitHub {method} {url.split('?', 1)[0]}"):
+            if not (method != "GET" if paced is None else paced):
+                return await self._api._request(method, url, headers, body)
+            async with self._pacer.slot(key):
+                return await self._api._request(method, url, headers, body)
 
     async def identity(self) -> str:
         """Who the credentials are: ``<app slug>[bot]`` for an App, else the user's login."""

@@ -26,8 +26,9 @@ from bot.forges.base import (
     IssueDetails,
     Permission,
 )
-from bot.forges.content import DelegatedContent
+from bot.forges.content import DelegatedContent, DelegatedFollowUp
 from bot.forges.gitlab_client import GitLabClient
+from bot.forges.gitlab_followup import GitLabFollowUp
 from bot.forges.gitlab_git import GitLabGit, commit_actions, draft_title, project_handle
 from bot.forges.retry import WritePacer
 
@@ -95,7 +96,7 @@ def _what(issue: IssueRef) -> str:
     return f"{sign}{issue.number} in {issue.repo.full_name}"
 
 
-class GitLabForge(DelegatedContent):
+class GitLabForge(DelegatedContent, DelegatedFollowUp):
     """A GitLab instance (gitlab.com or self-hosted) reached with one access token."""
 
     kind = ForgeKind.GITLAB
@@ -104,6 +105,7 @@ class GitLabForge(DelegatedContent):
         self._client = client
         self._gl = client.gl
         self._git = GitLabGit(client)
+        self._followup = GitLabFollowUp(client)
 
     @classmethod
     def from_settings(

@@ -13,10 +13,26 @@ import hmac
 from collections.abc import Callable
 from typing import Any
 
-from bot.events import Actor, CommentRef, EventKind, ForgeEvent, ForgeKind, IssueRef, RepoRef
+from msgspec.structs import replace
+
+from bot.events import (
+    Actor,
+    CommentRef,
+    EventKind,
+    ForgeEvent,
+    ForgeKind,
+    HeadRef,
+    IssueRef,
+    RepoRef,
+    ReviewRef,
+)
+from bot.webhooks import github_ci
 from bot.webhooks import github_payloads as p
 from bot.webhooks.decode import convert, decode, decoder
 from bot.webhooks.errors import PayloadError
+from bot.webhooks.github_common import actor as _actor
+from bot.webhooks.github_common import event as _event
+from bot.webhooks.github_common import repo as _repo
 
 SIGNATURE_PREFIX = "sha256="
 
@@ -59,34 +75,6 @@ def parse_event(event_name: str, delivery_id: str, body: bytes) -> ForgeEvent:
         return handler(event_name, delivery_id, body)
     except PayloadError as exc:
         raise PayloadError(f"GitHub {event_name!r} event: {exc}") from None
-
-
-def _event(name: str, delivery_id: str, root: Any, kind: EventKind, **fields: Any) -> ForgeEvent:
-    return ForgeEvent(
-        forge=ForgeKind.GITHUB,
-        kind=kind,
-        name=name,
-        action=root.action or "",
-        delivery_id=delivery_id,
-        actor=_actor(root.sender),
-        **fields,
-    )
-
-
-def _actor(sender: p.User) -> Actor:
-    login = sender.login
-    is_bot = sender.type == "Bot" or login.endswith("[bot]")
-    return Actor(login=login, id=str(sender.id), is_bot=is_bot)
-
-
-def _repo(repository: p.Repository, installation: p.Installation | None) -> RepoRef:
-    return RepoRef(
-        forge=ForgeKind.GITHUB,
-        full_name=repository.full_name,
-        scope_id=str(installation.id) if installation is not None else None,
-        default_branch=repository.default_branch,
-        web_url=repository.html_url or "",
-    )
 
 
 def _issue(data: p.Issue, repo: RepoRef, *, change_request: bool) -> IssueRef:
@@ -138,7 +126,21 @@ def _issues(name: str, delivery_id: str, body: bytes) -> ForgeEvent:
 
 def _pull_request(name: str, delivery_id: str, body: bytes) -> ForgeEvent:
     root = decode(_PULL_REQUEST, body)
-    return _issue_event(name, delivery_id, root, root.pull_request, change_request=True)
+    event = _issue_event(name, delivery_id, root, root.pull_request, change_request=True)
+    head = _head(root.pull_request, before=root.before)
+    if head is None:
+        return event
+    if root.action == "synchronize":  # new commits on the head branch
+        return replace(event, kind=EventKind.CHANGE_REQUEST_PUSHED, head=head)
+    return replace(event, head=head)
+
+
+def _head(data: p.Issue, *, before: str | None) -> HeadRef | None:
+    """The head commit and base branch of a pull request, when the payload has them."""
+    if data.head is None or not data.head.sha:
+        return None
+    base = data.base.ref if data.base is not None else ""
+    return HeadRef(sha=data.head.sha, base_branch=base, before_sha=before, draft=bool(data.draft))
 
 
 def _issue_event(
@@ -173,8 +175,21 @@ def _review(name: str, delivery_id: str, body: bytes) -> ForgeEvent:
     comment = _comment(root.review, review=True)
     kind = EventKind.REVIEW_SUBMITTED if root.action == "submitted" else EventKind.COMMENT_OTHER
     extra = {"review_state": root.review.state or ""}
+    review = ReviewRef(
+        review_id=root.review.id,
+        state=(root.review.state or "").lower(),
+        commit_sha=root.review.commit_id,
+    )
     return _event(
-        name, delivery_id, root, kind, repo=repo, issue=issue, comment=comment, extra=extra
+        name,
+        delivery_id,
+        root,
+        kind,
+        repo=repo,
+        issue=issue,
+        comment=comment,
+        extra=extra,
+        review=review,
     )
 
 
@@ -184,9 +199,25 @@ def _review_comment(name: str, delivery_id: str, body: bytes) -> ForgeEvent:
     issue = _issue(root.pull_request, repo, change_request=True)
     comment = _comment(root.comment, review=True)
     kind = EventKind.REVIEW_COMMENT if root.action == "created" else EventKind.COMMENT_OTHER
-    extra = {"path": root.comment.path, "line": root.comment.line}
+    data = root.comment
+    extra = {"path": data.path, "line": data.line}
+    review = ReviewRef(
+        review_id=data.pull_request_review_id,
+        in_reply_to=data.in_reply_to_id,
+        path=data.path,
+        line=data.line,
+        commit_sha=data.commit_id,
+    )
     return _event(
-        name, delivery_id, root, kind, repo=repo, issue=issue, comment=comment, extra=extra
+        name,
+        delivery_id,
+        root,
+        kind,
+        repo=repo,
+        issue=issue,
+        comment=comment,
+        extra=extra,
+        review=review,
     )
 
 
@@ -268,4 +299,5 @@ _HANDLERS: dict[str, _Handler] = {
     "installation": _installation,
     "installation_repositories": _installation,
     "ping": _ping,
+    **github_ci.HANDLERS,
 }

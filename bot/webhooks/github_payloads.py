@@ -46,6 +46,7 @@ class Repository(_Part):
 class Head(_Part):
     ref: str
     repo: FullName | None = None  # null when the fork was deleted
+    sha: str | None = None
 
 
 class Issue(_Part):
@@ -61,6 +62,8 @@ class Issue(_Part):
     pull_request: Present | None = None
     merged: bool | None = None
     head: Head | None = None
+    base: Head | None = None
+    draft: bool | None = None
 
 
 class Comment(_Part):
@@ -73,6 +76,9 @@ class Comment(_Part):
     state: str | None = None
     path: str | None = None
     line: int | None = None
+    commit_id: str | None = None
+    pull_request_review_id: int | None = None
+    in_reply_to_id: int | None = None
 
 
 class _Event(_Part, kw_only=True):
@@ -97,6 +103,7 @@ class IssueCommentEvent(_Event, kw_only=True):
 class PullRequestEvent(_Event, kw_only=True):
     pull_request: Issue
     label: Named | None = None
+    before: str | None = None  # synchronize: the head before the push
 
 
 class ReviewEvent(_Event, kw_only=True):
@@ -107,6 +114,85 @@ class ReviewEvent(_Event, kw_only=True):
 class ReviewCommentEvent(_Event, kw_only=True):
     pull_request: Issue
     comment: Comment
+
+
+# --- CI: check suites and runs, workflow runs, commit statuses -----------------------------
+
+
+class App(_Part):
+    slug: str | None = None
+
+
+class Number(_Part):
+    number: int
+
+
+class CheckOutput(_Part):
+    title: str | None = None
+    summary: str | None = None
+
+
+class SuiteBrief(_Part):
+    head_branch: str | None = None
+
+
+class CheckSuite(_Part):
+    id: int
+    head_sha: str
+    head_branch: str | None = None
+    status: str | None = None
+    conclusion: str | None = None
+    app: App | None = None
+    pull_requests: list[Number] | None = None
+
+
+class CheckRun(_Part):
+    id: int
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None = None
+    html_url: str | None = None
+    details_url: str | None = None
+    output: CheckOutput | None = None
+    app: App | None = None
+    pull_requests: list[Number] | None = None
+    check_suite: SuiteBrief | None = None
+
+
+class WorkflowRun(_Part):
+    id: int
+    head_sha: str
+    name: str | None = None
+    head_branch: str | None = None
+    status: str | None = None
+    conclusion: str | None = None
+    html_url: str | None = None
+    pull_requests: list[Number] | None = None
+
+
+class CheckSuiteEvent(_Event, kw_only=True):
+    check_suite: CheckSuite
+
+
+class CheckRunEvent(_Event, kw_only=True):
+    check_run: CheckRun
+
+
+class WorkflowRunEvent(_Event, kw_only=True):
+    workflow_run: WorkflowRun
+
+
+class StatusEvent(_Event, kw_only=True):
+    """A commit status; it has no ``action``: its ``state`` says what happened."""
+
+    id: int
+    sha: str
+    context: str
+    state: str
+    description: str | None = None
+    target_url: str | None = None
+    branches: list[Named] | None = None
 
 
 class InstallationEvent(_Part):

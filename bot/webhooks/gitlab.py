@@ -11,16 +11,29 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import msgspec
 
-from bot.events import Actor, CommentRef, EventKind, ForgeEvent, ForgeKind, IssueRef, RepoRef
+from bot.events import (
+    Actor,
+    CommentRef,
+    EventKind,
+    ForgeEvent,
+    ForgeKind,
+    HeadRef,
+    IssueRef,
+    RepoRef,
+    ReviewRef,
+)
+from bot.webhooks import gitlab_ci
 from bot.webhooks import gitlab_payloads as p
 from bot.webhooks.decode import decode, decoder
 from bot.webhooks.errors import PayloadError
+from bot.webhooks.gitlab_common import actor as _actor
+from bot.webhooks.gitlab_common import is_bot_user
+from bot.webhooks.gitlab_common import repo as _repo
 
 T = TypeVar("T")
 
@@ -34,14 +47,6 @@ _ISSUE_ACTIONS = {
     "merge": EventKind.ISSUE_CLOSED,
 }
 _NOTEABLE_CHANGE_REQUEST = {"Issue": False, "MergeRequest": True}
-
-# Project / group access-token users: ``project_<id>_bot_<hex>`` (GitLab >= 16) and the
-# older ``project_<id>_bot`` / ``project_<id>_bot<n>``; service accounts likewise.
-_TOKEN_BOT = re.compile(r"^(project|group)_\d+_bot(\d*|_[0-9a-f]+)$")
-_SERVICE_ACCOUNT = re.compile(r"^service_account_(group_\d+_)?[0-9a-f]+$")
-_INTERNAL_BOTS = frozenset(
-    {"alert-bot", "support-bot", "visual-review-bot", "ghost", "automation-bot", "security-bot"}
-)
 
 
 def verify_token(header_value: str | None, *, secret: str) -> bool:
@@ -100,18 +105,6 @@ def delivery_key(headers: Mapping[str, str], body: bytes) -> str:
     return f"gitlab:sha256:{hashlib.sha256(body).hexdigest()}"
 
 
-def is_bot_user(username: str, *, bot_flag: object = None) -> bool:
-    """Whether a GitLab user looks like a bot (access-token bot, service account, ...)."""
-    if bot_flag is True:
-        return True
-    name = username.lower()
-    return (
-        bool(_TOKEN_BOT.match(name) or _SERVICE_ACCOUNT.match(name))
-        or name in _INTERNAL_BOTS
-        or name.endswith("[bot]")
-    )
-
-
 def labels_added(changes: p.Changes | None) -> tuple[str, ...]:
     """Label titles in ``changes.labels.current`` that were not in ``previous``."""
     change = changes.labels if changes is not None else None
@@ -144,24 +137,6 @@ def _required(value: T | None, where: str) -> T:
     if value is None:
         raise PayloadError(f"{where}: missing")
     return value
-
-
-def _actor(user: p.User) -> Actor:
-    return Actor(
-        login=user.username,
-        id="" if user.id is None else str(user.id),
-        is_bot=is_bot_user(user.username, bot_flag=user.bot),
-    )
-
-
-def _repo(project: p.Project) -> RepoRef:
-    return RepoRef(
-        forge=ForgeKind.GITLAB,
-        full_name=project.path_with_namespace,
-        project_id=project.id,
-        default_branch=project.default_branch,
-        web_url=project.web_url or "",
-    )
 
 
 def _state(raw: str | None) -> str:
@@ -230,6 +205,9 @@ def _parse_issuable(event_name: str, delivery_id: str, body: bytes) -> ForgeEven
     kind = _ISSUE_ACTIONS.get(action, EventKind.ISSUE_OTHER)
     if action == "update" and added:
         kind = EventKind.ISSUE_LABELED
+    head = _head(attrs) if issue.is_change_request else None
+    if action == "update" and attrs.oldrev and not added:  # new commits on the source branch
+        kind = EventKind.CHANGE_REQUEST_PUSHED
     return ForgeEvent(
         forge=ForgeKind.GITLAB,
         kind=kind,
@@ -241,6 +219,19 @@ def _parse_issuable(event_name: str, delivery_id: str, body: bytes) -> ForgeEven
         issue=issue,
         label_added=added[0] if added else None,
         labels_added=added,
+        head=head,
+    )
+
+
+def _head(attrs: p.Issuable) -> HeadRef | None:
+    """A merge request's head commit and target branch, when the hook has them."""
+    if attrs.last_commit is None:
+        return None
+    return HeadRef(
+        sha=attrs.last_commit.id,
+        base_branch=attrs.target_branch or "",
+        before_sha=attrs.oldrev,
+        draft=bool(attrs.draft or attrs.work_in_progress),
     )
 
 
@@ -281,6 +272,22 @@ def _parse_note(event_name: str, delivery_id: str, body: bytes) -> ForgeEvent:
         issue=issue,
         comment=comment,
         extra={"noteable_type": attrs.noteable_type},
+        review=_review(attrs) if change_request else None,
+    )
+
+
+def _review(attrs: p.Note) -> ReviewRef:
+    """Where a merge request note belongs: its discussion, and its line of the diff."""
+    position = attrs.position
+    path = line = None
+    if position is not None:
+        path = position.new_path or position.old_path
+        line = position.new_line if position.new_line is not None else position.old_line
+    return ReviewRef(
+        thread_id=attrs.discussion_id,
+        path=path,
+        line=line,
+        commit_sha=attrs.commit_id or None,
     )
 
 
@@ -353,4 +360,5 @@ _PARSERS: dict[str, _Parser] = {
     **dict.fromkeys(ISSUE_EVENTS, _parse_issuable),
     MERGE_REQUEST_EVENT: _parse_issuable,
     **dict.fromkeys(NOTE_EVENTS, _parse_note),
+    **gitlab_ci.PARSERS,
 }

@@ -35,6 +35,10 @@ class Source(_Part):
     path_with_namespace: str | None = None
 
 
+class CommitId(_Part):
+    id: str
+
+
 class Issuable(_Part):
     """An issue or merge request: ``object_attributes`` of its hook, or a note's noteable."""
 
@@ -49,6 +53,11 @@ class Issuable(_Part):
     source_project_id: int | None = None
     target_project_id: int | None = None
     source: Source | None = None
+    target_branch: str | None = None
+    last_commit: CommitId | None = None
+    oldrev: str | None = None
+    draft: bool | None = None
+    work_in_progress: bool | None = None
 
 
 class LabelChange(_Part):
@@ -72,6 +81,15 @@ class IssuableEvent(_Part, kw_only=True):
     changes: Changes | None = None
 
 
+class Position(_Part):
+    """Where a diff note sits: the new file's line, or the old one's for a removed line."""
+
+    new_path: str | None = None
+    new_line: int | None = None
+    old_path: str | None = None
+    old_line: int | None = None
+
+
 class Note(_Part):
     """A note's ``object_attributes``. ``id`` and ``note`` are required only on the notes
     the bot handles (issues, merge requests), so they are checked after decoding."""
@@ -83,6 +101,9 @@ class Note(_Part):
     action: str | None = None
     type: str | None = None
     system: bool | None = None
+    discussion_id: str | None = None
+    commit_id: str | None = None
+    position: Position | None = None
 
 
 class NoteEvent(_Part, kw_only=True):
@@ -94,6 +115,71 @@ class NoteEvent(_Part, kw_only=True):
     project: Project | None = None
     issue: Issuable | None = None
     merge_request: Issuable | None = None
+
+
+# --- CI: pipelines and jobs ----------------------------------------------------------------
+
+
+class PipelineAttributes(_Part):
+    id: int
+    sha: str
+    status: str
+    ref: str | None = None
+    tag: bool | None = None
+    source: str | None = None
+    url: str | None = None
+
+
+class PipelineJob(_Part):
+    """One job (``builds`` entry) of a pipeline hook."""
+
+    id: int
+    name: str
+    status: str
+    stage: str | None = None
+    allow_failure: bool | None = None
+    manual: bool | None = None
+    failure_reason: str | None = None
+
+
+class MergeRequestBrief(_Part):
+    iid: int
+    source_branch: str | None = None
+
+
+class HookUser(_Part):
+    """The user of a pipeline or job hook; older job hooks name no ``username``."""
+
+    username: str | None = None
+    id: int | None = None
+    bot: bool | None = None
+
+
+class PipelineEvent(_Part, kw_only=True):
+    """``Pipeline Hook``."""
+
+    object_attributes: PipelineAttributes
+    project: Project
+    user: HookUser | None = None
+    merge_request: MergeRequestBrief | None = None
+    builds: list[PipelineJob] | None = None
+
+
+class JobEvent(_Part, kw_only=True):
+    """``Job Hook``: one job; it names its pipeline but no merge request."""
+
+    build_id: int
+    build_name: str
+    build_status: str
+    sha: str
+    project: Project
+    ref: str | None = None
+    tag: bool | None = None
+    pipeline_id: int | None = None
+    build_stage: str | None = None
+    build_allow_failure: bool | None = None
+    build_failure_reason: str | None = None
+    user: HookUser | None = None
 
 
 class Action(_Part):

@@ -79,14 +79,21 @@ def test_gitlab_parser_on_mutated_documented_payloads(event: str, data: st.DataO
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.sampled_from(["issues", "issue_comment", "pull_request", "ping"]), st.binary(max_size=300)
-)
+    st.sampled_from(
+        ["issues", "issue_comment", "pull_request", "ping", "check_run", "check_suite",
+         "workflow_run", "status", "pull_request_review"]
+    ),
+    st.binary(max_size=300),
+)  # fmt: skip
 def test_github_parser_on_arbitrary_bytes(event: str, body: bytes) -> None:
     parses_or_refuses(github.parse_event, event, body)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(["Note Hook", "Issue Hook", "Merge Request Hook"]), st.binary(max_size=300))
+@given(
+    st.sampled_from(["Note Hook", "Issue Hook", "Merge Request Hook", "Pipeline Hook", "Job Hook"]),
+    st.binary(max_size=300),
+)
 def test_gitlab_parser_on_arbitrary_bytes(event: str, body: bytes) -> None:
     parses_or_refuses(gitlab.parse_event, event, body)
 

@@ -121,7 +121,15 @@ EXPECTED: dict[str, Want] = {
         EventKind.ISSUE_LABELED, scope="1", number=2, cr=True, label="bug"
     ),
     "pull_request.opened": Want(EventKind.ISSUE_OPENED, number=2, cr=True),
-    "pull_request.synchronize": Want(EventKind.ISSUE_OTHER, scope="1", number=2, cr=True),
+    "pull_request.synchronize": Want(EventKind.CHANGE_REQUEST_PUSHED, scope="1", number=2, cr=True),
+    "pull_request.closed": Want(EventKind.ISSUE_CLOSED, scope="1", number=2, cr=True),
+    "check_run.completed": Want(EventKind.CHECKS_CHANGED),
+    "check_run.created": Want(EventKind.CHECKS_CHANGED),
+    "check_suite.completed": Want(EventKind.CHECKS_CHANGED),
+    "check_suite.requested": Want(EventKind.CHECKS_CHANGED, scope="957387"),
+    "workflow_run.completed": Want(EventKind.CHECKS_CHANGED, repo="octo-org/octo-repo"),
+    "workflow_run.requested": Want(EventKind.CHECKS_CHANGED, repo="octo-org/octo-repo"),
+    "status": Want(EventKind.CHECKS_CHANGED, scope="1"),
     "pull_request_review.submitted": Want(
         EventKind.REVIEW_SUBMITTED, number=2, cr=True, comment=""
     ),

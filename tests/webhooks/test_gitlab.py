@@ -34,6 +34,8 @@ INTERESTING = {
     "merge-request-hook.json",
     "note-hook-issue.json",
     "note-hook-merge-request.json",
+    "pipeline-hook.json",
+    "job-hook.json",
 }
 
 
