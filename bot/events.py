@@ -20,6 +20,20 @@ from typing import Any
 import msgspec
 
 
+class TaskState(StrEnum):
+    """Where a task stands (stored with the task; the worker's queue reads it)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_INPUT = "awaiting_input"
+    AWAITING_APPROVAL = "awaiting_approval"
+    PAUSED = "paused"
+    DONE = "done"
+    NEEDS_HUMAN = "needs_human"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
 class ForgeKind(StrEnum):
     GITHUB = "github"
     GITLAB = "gitlab"

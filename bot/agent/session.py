@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.agent.budget import Budget, UsageLedger
-from bot.agent.context import ProgressEvent, ProgressKind, TaskContext
+from bot.agent.context import ProgressKind, TaskContext
 from bot.agent.history import PlanningHistory
 from bot.agent.llm_calls import PhaseCaller, usage_entry
 from bot.agent.plan import PlanDocument
@@ -28,6 +28,7 @@ from bot.agent.state import AgentState, Phase, Stage, can_move
 from bot.config import secret_values
 from bot.llm.base import Usage
 from bot.llm.prices import model_price
+from bot.run_events import progress_event
 
 
 class InvalidTransition(RuntimeError):
@@ -118,7 +119,7 @@ class Session:
 
     async def emit(self, kind: ProgressKind, **data: Any) -> None:
         if self.persist:
-            await self.ctx.emit(ProgressEvent(kind, data))
+            await self.ctx.emit(progress_event(kind, data))
 
     async def milestone(self, kind: ProgressKind, **data: Any) -> None:
         """A milestone event with a stable sequence number (a re-run replaces, not repeats)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.comments.render import render, template_keys
+from bot.run_events import ApprovalAsked
 
 SUBJECTS = ("plan", "revision", "tool", "clarification")
 
@@ -32,12 +33,12 @@ def waiting_label(waiting: dict[str, Any], language: str) -> str:
     return str(waiting.get("what") or subject)
 
 
-def approval_subject(data: dict[str, Any], language: str) -> str:
+def approval_subject(event: ApprovalAsked, language: str) -> str:
     """The first line of an approval request: what is to be approved."""
-    subject = str(data.get("subject") or "")
-    if subject in ("plan", "revision") or (subject == "tool" and data.get("tool")):
-        return render(f"approve_{subject}", language, **_values(data))
-    what = str(data.get("what") or "")
+    subject = event.subject
+    if subject in ("plan", "revision") or (subject == "tool" and event.tool):
+        return render(f"approve_{subject}", language, tool=event.tool, number=event.number)
+    what = event.what
     return what[:1].upper() + what[1:]
 
 

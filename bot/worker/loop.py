@@ -22,10 +22,10 @@ import time
 import uuid
 from collections.abc import Callable
 
-from bot.agent.context import Outcome
 from bot.comments.replies import Replier
 from bot.config import Settings
 from bot.progress import RunProgress, awaited_by, describe_stall, watch
+from bot.run_events import Outcome
 from bot.runtime import Runtime
 from bot.storage.base import StoreError, Task, TaskState
 from bot.worker.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher

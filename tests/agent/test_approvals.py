@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.approval_text import MAX_SHOWN_CHARS, plain, tool_call_text
-from bot.agent.context import ProgressEvent, ProgressKind
 from bot.agent.control import Decision, read_inbox
 from bot.comments.milestones import milestone_body
 from bot.events import TaskMode
 from bot.llm.scripted import ScriptedLLM
+from bot.run_events import ProgressEvent, ProgressKind, progress_event
 from bot.storage.base import TaskMessage, TaskState
 from tests.agent import docs
 from tests.agent.conftest import Harness, make_harness, planning_settings
@@ -44,7 +44,7 @@ def _write_plan(content: str, purpose: str = "Write the README") -> dict[str, An
 
 
 def _comment(data: dict[str, Any]) -> str:
-    event = ProgressEvent(ProgressKind.APPROVAL_REQUEST, data)
+    event = progress_event(ProgressKind.APPROVAL_REQUEST, data)
     body = milestone_body(event, "en", prefix="/agent", links={})
     assert body is not None
     return body

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from bot.agent.context import Outcome, TaskContext
+from bot.agent.context import TaskContext
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
+from bot.run_events import Outcome
 from bot.storage.base import TaskState
 from bot.storage.sqlite import SqliteStore
 from tests.harness import ROOT, Harness
