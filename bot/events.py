@@ -156,6 +156,13 @@ class CommandName(StrEnum):
     UNKNOWN = "unknown"
 
 
+class MessageKind(StrEnum):
+    """What a message for a running task holds (``Store.add_message``)."""
+
+    FEEDBACK = "feedback"  # {author, body}: a person's comment
+    COMMAND = "command"  # {name, args, author}: an /agent command or an operator's
+
+
 @dataclass(frozen=True, slots=True)
 class Command:
     """One ``/agent <name> [args]`` line of a comment."""

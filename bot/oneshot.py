@@ -7,8 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bot.agent.context import TaskContext
 from bot.agent.loop import AgentLoop
+from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.config import secret_values
 from bot.events import TaskRequest

@@ -30,6 +30,16 @@ class PauseReason(StrEnum):
     PERSON = "user"  # someone sent /agent pause
 
 
+class WaitKind(StrEnum):
+    """What a waiting task waits for (the value is the APPROVAL_REQUEST ``subject``)."""
+
+    ANSWERS = "clarification"  # answers to the questions about an unclear goal
+    PLAN = "plan"  # approval of the plan (/agent plan)
+    REVISION = "revision"  # approval of a revised plan (require_human_approval)
+    TOOL = "tool"  # approval of one tool call the policy wants approved
+    PUSH = "push"  # approval of CI definitions in the push (planning.security)
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a run ended. ``state`` is the task's next state; ``wake_at`` (epoch seconds)
@@ -166,7 +176,7 @@ class ApprovalAsked(ProgressEvent):
 
     kind: ClassVar[ProgressKind] = ProgressKind.APPROVAL_REQUEST
     what: str
-    subject: str = ""
+    subject: WaitKind | None = None
     details: str = ""
     timeout: float = 0.0
     waiting: str = ""
@@ -248,7 +258,10 @@ def progress_event(kind: ProgressKind | str, data: Mapping[str, Any]) -> Progres
     """The event of ``kind`` from its plain-data form (keys it does not have are left out)."""
     cls = EVENT_TYPES[ProgressKind(kind)]
     known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in known})
+    values = {k: v for k, v in data.items() if k in known}
+    if cls is ApprovalAsked and values.get("subject"):
+        values["subject"] = WaitKind(values["subject"])
+    return cls(**values)
 
 
 Emit = Callable[[ProgressEvent], Awaitable[None]]

@@ -41,9 +41,9 @@ FORBIDDEN = {
                 "bot.worker", "bot.runtime", "bot.app"),
     "bot.tools": ("bot.agent", "bot.comments", "bot.worker", "bot.runtime", "bot.app",
                   "bot.triggers", "bot.storage"),
-    # comments render the agent's progress events (bot.agent.context) and the decisions
+    # comments render the agent's progress events (bot.agent.session) and the decisions
     # of bot.triggers; they never read the agent's checkpoint or its state.
-    "bot.comments": ("bot.agent.state", "bot.agent.snapshot", "bot.agent.loop",
+    "bot.comments": ("bot.record.state", "bot.record.snapshot", "bot.agent.loop",
                      "bot.worker", "bot.app", "bot.cli", "bot.tools"),
     "bot.agent": ("bot.comments", "bot.worker", "bot.runtime", "bot.app", "bot.cli",
                   "bot.triggers", "bot.webhooks"),
@@ -53,7 +53,7 @@ FORBIDDEN = {
 
 
 def test_the_graph_is_read_from_the_whole_package() -> None:
-    assert "bot.worker.loop" in GRAPH and "bot.agent.context" in GRAPH
+    assert "bot.worker.loop" in GRAPH and "bot.agent.session" in GRAPH
     assert "bot.config" in GRAPH["bot.worker.loop"] or any(
         target.startswith("bot.config") for target in GRAPH["bot.worker.loop"]
     )

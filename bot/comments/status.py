@@ -77,7 +77,7 @@ class StatusView:
                 self.waiting = {}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        """Take over what a checkpoint says (``bot.agent.snapshot``): a restarted worker's
+        """Take over what a checkpoint says (``bot.record.snapshot``): a restarted worker's
         status comment keeps its plan, progress, tokens, revisions, waiting and links."""
         self.phase = str(snapshot.get("phase") or self.phase)
         if isinstance(snapshot.get("plan"), dict):

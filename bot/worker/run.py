@@ -16,16 +16,16 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot import metrics
-from bot.agent.context import TaskContext
 from bot.agent.loop import AgentLoop
-from bot.agent.snapshot import status_snapshot
-from bot.agent.state import consumed_message_seq
+from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
 from bot.config import Settings, secret_values
 from bot.config.overrides import EffectivePlanning, Layer
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
+from bot.record.snapshot import status_snapshot
+from bot.record.state import consumed_message_seq
 from bot.run_events import Outcome, SettingsRefused
 from bot.runtime import Runtime
 from bot.storage.base import ACTIVE_STATES, Task, TaskState

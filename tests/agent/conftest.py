@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from bot.agent.cache import PlanCache
-from bot.agent.context import TaskContext
 from bot.agent.loop import AgentLoop
+from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.config import PlanningSettings, Settings, StorageSettings, secret_values
 from bot.events import IssueRef, RepoRef, TaskMode, TaskRequest

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.agent.push_failure import push_failure, push_hints
 from bot.llm.scripted import ScriptedLLM
+from bot.record.texts import push_failure, push_hints
 from bot.run_events import ProgressEvent, ProgressKind
 from bot.storage.base import TaskState
 from tests.agent import docs

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from bot.agent.state import NEXT_STAGES, AgentState, Phase, Stage, can_move
 from bot.events import TaskMode
 from bot.llm.base import LLMRequest, LLMResponse
 from bot.llm.scripted import ScriptedLLM
+from bot.record.state import NEXT_STAGES, AgentState, Phase, Stage, can_move
 from bot.run_events import ProgressEvent, ProgressKind
 from bot.storage.base import TaskState
 from tests.agent import docs

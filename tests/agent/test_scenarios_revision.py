@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from bot.agent.history import history_path
 from bot.llm.scripted import ScriptedLLM
+from bot.record.history import history_path
 from bot.run_events import ProgressEvent, ProgressKind
 from bot.storage.base import TaskState
 from tests.agent import docs

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.agent.state import (
+from bot.record.state import (
     CHECKPOINT_VERSION,
     NEXT_STAGES,
     ActionRecord,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.context import TaskContext
+from bot.agent.session import TaskContext
 from bot.events import ForgeKind, RepoRef, TaskMode, TaskRequest
 from bot.forges.base import ForgeError, Permission
 from bot.run_events import Outcome, ProgressKind, progress_event

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bot.agent.context import TaskContext
+from bot.agent.session import TaskContext
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
 from bot.run_events import Outcome
 from bot.storage.base import TaskState

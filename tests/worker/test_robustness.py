@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.agent.context import TaskContext
+from bot.agent.session import TaskContext
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
 from bot.forges.base import ForgeError, NotFound
 from bot.run_events import Outcome

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.agent.context import TaskContext
+from bot.agent.session import TaskContext
 from bot.app import create_app
 from bot.config import load_settings
 from bot.events import ForgeKind

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bot.agent.context import TaskContext
+from bot.agent.session import TaskContext
 from bot.config import load_settings
 from bot.events import ForgeKind
 from bot.llm.scripted import ScriptedLLM

@@ -1,4 +1,5 @@
-"""What the planner is told: the issue, its comments, repository facts, the tools.
+"""The briefing: what the planner is told (the issue, its comments, repository facts,
+the tools).
 
 Issue and comment text is untrusted: ``clean_untrusted`` strips HTML comments,
 invisible, zero-width and bidirectional control characters and fence tags, again
@@ -91,7 +92,7 @@ class RepoFacts:
 
 
 @dataclass(frozen=True, slots=True)
-class PlanningContext:
+class Briefing:
     """Prompt variables describing the task (all untrusted text already fenced)."""
 
     task_text: str
@@ -197,7 +198,7 @@ async def build_context(
     instructions: str = "",
     previous: str = "",
     repo_instructions: str = "",
-) -> PlanningContext:
+) -> Briefing:
     """Read the issue (fresh, with comments) and the repository facts for the planner;
     ``previous`` is the summary of the previous attempt's history (a retry)."""
     comments: tuple[Comment, ...] = ()
@@ -212,7 +213,7 @@ async def build_context(
         details = details.for_task(confidential_task=details.confidential)
         issue, comments = details.issue, details.comments
     bots = (settings.bot.github_login, settings.bot.gitlab_username)
-    return PlanningContext(
+    return Briefing(
         task_text=task_text(issue, instructions),
         issue_block=issue_block(issue, instructions),
         comments_block=comments_block(comments, bot_logins=bots),

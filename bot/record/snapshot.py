@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent.plan import PlanDocument, PlanFormatError, parse_plan
-from bot.agent.state import ActionStatus, AgentState
+from bot.record.plan import PlanDocument, PlanFormatError, parse_plan
+from bot.record.state import ActionStatus, AgentState
 
 _SHOWN_STATUS = {
     ActionStatus.RUNNING: "running",
