@@ -34,6 +34,9 @@ class TaskState(StrEnum):
     STOPPED = "stopped"
 
 
+OPEN_STATES = frozenset({"open", "opened", "reopened"})  # an issue's state, as forges say it
+
+
 class ForgeKind(StrEnum):
     GITHUB = "github"
     GITLAB = "gitlab"
@@ -95,6 +98,11 @@ class IssueRef(msgspec.Struct, frozen=True):
     # The repository the head branch lives in (``owner/name``): the same as ``repo``
     # unless the change request comes from a fork; None when the payload does not say.
     head_repo: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Open, in the forge's own word for it (GitHub ``open``, GitLab ``opened``)."""
+        return self.state in OPEN_STATES
 
     @property
     def key(self) -> str:

@@ -53,6 +53,16 @@ class Outcome:
     pause: PauseReason | None = None
 
 
+class SubtaskStatus(StrEnum):
+    """A subtask on the plan's checklist (``PlanMade.statuses``, ``Revised.statuses``)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
 class ProgressKind(StrEnum):
     """Moments of a task, from least to most worth a person's attention."""
 

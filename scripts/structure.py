@@ -223,6 +223,16 @@ def _is_stage(node: ast.AST) -> bool:
     )
 
 
+def _by_place(lines: list[str]) -> list[str]:
+    """``path:line: what`` lines in file order, then line order."""
+
+    def place(line: str) -> tuple[str, int]:
+        path, number, _rest = line.split(":", 2)
+        return path, int(number)
+
+    return sorted(lines, key=place)
+
+
 def stage_moves(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
     """Where the stage is moved, or a run ended, outside ``LOOP``: an assignment to a
     ``.stage`` attribute, a ``move`` / ``to`` call with a ``Stage`` member, or a
@@ -255,7 +265,7 @@ def stage_moves(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
                 func = node.exc.func
                 if isinstance(func, ast.Name) and func.id == "Exit":
                     found.append(f"{where}:{node.lineno}: raise Exit")
-    return found
+    return _by_place(found)
 
 
 # Names whose values steer the bot (commands, actions, kinds, statuses, decisions): they
@@ -330,7 +340,7 @@ def control_literals(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
                         ):
                             words = _literals(pattern.value)
                             found.append(f"{where}:{pattern.lineno}: {name} case {words[0]!r}")
-    return found
+    return _by_place(found)
 
 
 def main() -> int:

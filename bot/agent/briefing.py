@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from bot.config import Settings
 from bot.events import IssueRef
-from bot.forges.base import Comment, Forge, ForgeError, TreeEntry
+from bot.forges.base import Comment, EntryKind, Forge, ForgeError, TreeEntry
 from bot.text import clip
 from bot.tools.registry import Tool
 
@@ -148,7 +148,7 @@ def comments_block(comments: Iterable[Comment], *, bot_logins: Iterable[str]) ->
 
 
 def _tree_lines(entries: list[TreeEntry]) -> tuple[str, ...]:
-    names = [e.path + ("/" if e.kind == "dir" else "") for e in entries[:MAX_TREE_ENTRIES]]
+    names = [e.path + ("/" if e.kind == EntryKind.DIR else "") for e in entries[:MAX_TREE_ENTRIES]]
     if len(entries) > MAX_TREE_ENTRIES:
         names.append(f"... {len(entries) - MAX_TREE_ENTRIES} more")
     return tuple(names)
@@ -171,7 +171,7 @@ async def repo_facts(forge: Forge, issue: IssueRef) -> RepoFacts:
         entries = await forge.list_tree(issue.repo, ref=branch)
     except ForgeError:
         entries = []
-    files = {e.path for e in entries if e.kind == "file"}
+    files = {e.path for e in entries if e.kind == EntryKind.FILE}
     readme_name = next((e.path for e in entries if e.path.lower().startswith("readme")), None)
     readme = ""
     if readme_name is not None:

@@ -19,6 +19,7 @@ from bot.run_events import (
     PlanMade,
     ProgressEvent,
     Revised,
+    SubtaskStatus,
     UsageReport,
 )
 
@@ -27,7 +28,13 @@ WAITING_STATES = frozenset(
 )
 # What the status comment links to. Never a path on the bot's host.
 LINK_KEYS = frozenset({"branch", "change_request_url", "report_url"})
-ICONS = {"pending": "⬜", "running": "🔄", "done": "✅", "failed": "❌", "skipped": "⏭️"}
+ICONS: dict[str, str] = {
+    SubtaskStatus.PENDING: "⬜",
+    SubtaskStatus.RUNNING: "🔄",
+    SubtaskStatus.DONE: "✅",
+    SubtaskStatus.FAILED: "❌",
+    SubtaskStatus.SKIPPED: "⏭️",
+}
 
 
 @dataclass
@@ -102,7 +109,7 @@ class StatusView:
     def render(self, language: str) -> str:
         checklist = []
         for sub in self.subtasks():
-            status = self.statuses.get(str(sub.get("id")), "pending")
+            status = self.statuses.get(str(sub.get("id")), SubtaskStatus.PENDING)
             checklist.append(
                 {
                     "status": status,
@@ -110,7 +117,7 @@ class StatusView:
                     "description": str(sub.get("description", sub.get("id", ""))),
                 }
             )
-        done = sum(1 for item in checklist if item["status"] == "done")
+        done = sum(1 for item in checklist if item["status"] == SubtaskStatus.DONE)
         return render(
             "status",
             language,

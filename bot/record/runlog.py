@@ -33,6 +33,7 @@ from bot.storage.base import Task
 from bot.storage.runs import RunDirectory, render_report
 from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
+from bot.tools.setup import SetupStatus
 
 log = logging.getLogger("bot.record.runlog")
 
@@ -131,11 +132,11 @@ def changed_paths(records: Iterable[ActionRecord]) -> list[str]:
 def setup_lines(state: AgentState) -> list[str]:
     """What set-up did, for the report: one line, and the failing command's when it failed."""
     setup = state.setup
-    if not setup or setup.get("status") == "nothing":
+    if not setup or setup.get("status") == SetupStatus.NOTHING:
         return []
     steps = setup.get("steps") or []
     line = f"set-up {setup.get('status')}: {len(steps)} commands in {setup.get('duration', 0)} s"
-    if setup.get("status") == "restored":
+    if setup.get("status") == SetupStatus.RESTORED:
         line += f" (restored from the cache: {', '.join(setup.get('paths') or [])})"
     failed = [s for s in steps if s.get("exit_code") != 0 or s.get("timed_out")]
     return [line] + [f"set-up command failed: {s.get('command')}" for s in failed[:1]]

@@ -367,7 +367,8 @@ def _stage_v1(data: dict[str, Any], waiting: dict[str, Any] | None) -> Stage:
 
 def _waiting_v1(old: dict[str, Any]) -> dict[str, Any]:
     details = dict(old.get("details") or {})
-    kind = WaitKind.ANSWERS if old.get("kind") == "clarification" else WaitKind(old["subject"])
+    answers = old.get("kind") == WaitKind.ANSWERS  # v1: kind "clarification" or "approval"
+    kind = WaitKind.ANSWERS if answers else WaitKind(old["subject"])
     call = None
     if kind is WaitKind.TOOL:
         call = {

@@ -31,6 +31,7 @@ from typing import Any
 from bot.events import IssueRef
 from bot.record.plan import PlanDocument
 from bot.record.plan_rules import named_plan, plan_id
+from bot.run_events import SubtaskStatus
 from bot.text import clip
 from bot.tools.quality import GateResult, gate_steps, stored_result
 
@@ -162,7 +163,7 @@ def change_request_body(
     if plan is not None:
         lines += ["", f"**Goal:** {plan.goal.main_objective}", "", "**Plan:**"]
         for subtask in plan.subtasks:
-            mark = "x" if statuses.get(subtask.id) == "done" else " "
+            mark = "x" if statuses.get(subtask.id) == SubtaskStatus.DONE else " "
             lines.append(f"- [{mark}] {subtask.description or subtask.id}")
     if quality is not None:
         lines += ["", *gate_lines(quality)]

@@ -25,10 +25,15 @@ from bot.runtime import Runtime
 from bot.storage.base import InboxEvent, Task
 from bot.triggers import (
     Action,
-    ActionKind,
+    CreateTask,
     Ignore,
     Intent,
     IntentKind,
+    React,
+    Reply,
+    ReplyKind,
+    SendMessage,
+    ShowStatus,
     classify,
     decide,
     needs_permission,
@@ -204,47 +209,49 @@ class Dispatcher:
         event_id: int | None = item.id
         # A label start reacts once its task exists: GitHub sends "opened" and "labeled"
         # for one new issue, and the second finds the task the first just created.
-        react_later = intent.from_label and any(a.kind is ActionKind.REACT for a in actions)
-        if any(a.kind is ActionKind.REACT for a in actions) and not react_later:
+        reacts = any(isinstance(a, React) for a in actions)
+        react_later = intent.from_label and reacts
+        if reacts and not react_later:
             await self._react(forge, event)
         replies: list[tuple[Action, Task | None]] = []
-        task: Task | None
         for action in actions:
-            if action.kind is ActionKind.CREATE_TASK:
-                assert action.request is not None
-                task, created = await store.create_task(action.request, event_id=event_id)
-                event_id = None
-                react_later = react_later and created
-                if not created and not intent.from_label:
-                    replies.append((Action(ActionKind.REPLY, text="already_running"), task))
-            elif action.kind is ActionKind.MESSAGE:
-                assert action.task_id is not None
-                await store.add_message(
-                    action.task_id,
-                    action.message_kind,
-                    dict(action.payload),
-                    event_id=event_id,
-                    requeue=action.requeue,
-                )
-                event_id = None
-                if action.message_kind == "command":
-                    replies.append((action, await store.get_task(action.task_id)))
-            elif action.kind is ActionKind.REPLY and action.text == "denied":
-                # One answer per person and issue in a while: five refused comments (or
-                # GitHub's "opened" and "labeled" for one new issue) get one reply.
-                owner, quiet = str(item.id), DENIAL_QUIET_SECONDS
-                if await store.claim(denial_key(event), owner=owner, window=quiet):
+            match action:
+                case CreateTask(request=request):
+                    task, created = await store.create_task(request, event_id=event_id)
+                    event_id = None
+                    react_later = react_later and created
+                    if not created and not intent.from_label:
+                        replies.append((Reply(ReplyKind.ALREADY_RUNNING), task))
+                case SendMessage(task_id=task_id):
+                    await store.add_message(
+                        task_id,
+                        action.message_kind,
+                        dict(action.payload),
+                        event_id=event_id,
+                        requeue=action.requeue,
+                    )
+                    event_id = None
+                    if action.command is not None:  # a command is acknowledged
+                        replies.append((action, await store.get_task(task_id)))
+                case Reply(text=ReplyKind.DENIED):
+                    # One answer per person and issue in a while: five refused comments (or
+                    # GitHub's "opened" and "labeled" for one new issue) get one reply.
+                    owner, quiet = str(item.id), DENIAL_QUIET_SECONDS
+                    if await store.claim(denial_key(event), owner=owner, window=quiet):
+                        replies.append((action, None))
+                case Reply():
                     replies.append((action, None))
-            elif action.kind in (ActionKind.REPLY, ActionKind.STATUS):
-                task = await store.get_task(action.task_id) if action.task_id else None
-                replies.append((action, task))
+                case ShowStatus(task_id=task_id):
+                    replies.append((action, await store.get_task(task_id) if task_id else None))
+                case React():
+                    pass
         if event_id is not None:
             await store.finish_event(event_id)
         if react_later:
             await self._react(forge, event)
-        for action, task in replies:
+        for action, about in replies:
             try:
-                await self.replier.reply(event.issue, action, task, seq=item.id)
+                await self.replier.reply(event.issue, action, about, seq=item.id)
             except ForgeError as exc:  # the store change is done; a lost reply is logged
                 log.warning("could not reply on %s: %s", event.issue.key, exc)
 
