@@ -22,7 +22,7 @@ from bot.comments.replies import Replier
 from bot.events import EventKind, ForgeEvent
 from bot.forges.base import Forge, ForgeError, Permission
 from bot.runtime import Runtime
-from bot.storage.base import InboxEvent, Task
+from bot.storage.base import InboxEvent, Store, Task
 from bot.triggers import (
     Action,
     CreateTask,
@@ -43,8 +43,7 @@ from bot.worker.readback import read_back
 
 log = logging.getLogger("bot.worker.dispatcher")
 
-# Also the worker's limit for events whose handling fails unexpectedly (it imports this).
-MAX_EVENT_ATTEMPTS = 6
+MAX_EVENT_ATTEMPTS = 6  # for events whose handling fails (``give_back``)
 
 
 def reaction_target(event: ForgeEvent) -> tuple[int | None, bool]:
@@ -74,6 +73,26 @@ def comment_key(event: ForgeEvent) -> str | None:
 def denial_key(event: ForgeEvent) -> str:
     assert event.issue is not None
     return f"denied:{event.issue.key}:{event.actor.login.lower()}"
+
+
+async def give_back(store: Store, item: InboxEvent, exc: Exception) -> None:
+    """The one retry of an inbox event whose handling failed: a forge error (waited out as
+    the forge asks) or a crash of the handling itself, later, up to
+    ``MAX_EVENT_ATTEMPTS``; then it is finished with the error kept."""
+    forge = isinstance(exc, ForgeError)
+    error = f"forge error: {exc}" if forge else repr(exc)
+    if item.attempts >= MAX_EVENT_ATTEMPTS:
+        log.error("giving up on event %s after %d attempts: %s", item.id, item.attempts, exc)
+        await store.finish_event(item.id, error=error if forge else f"gave up: {error}")
+        metrics.EVENTS.labels("failed").inc()
+        return
+    delay = event_retry_delay(item.attempts)
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(retry_after, (int, float)):
+        delay = max(delay, float(retry_after))
+    log.warning("event %s: retrying in %.0f s: %s", item.id, delay, error)
+    await store.retry_event(item.id, error=str(exc) if forge else error, delay_seconds=delay)
+    metrics.EVENTS.labels("retried").inc()
 
 
 class PermissionCache:
@@ -111,22 +130,7 @@ class Dispatcher:
         try:
             await self._handle(item, event)
         except ForgeError as exc:
-            await self._retry(item, exc)
-
-    async def _retry(self, item: InboxEvent, exc: ForgeError) -> None:
-        store = self.runtime.store
-        if item.attempts >= MAX_EVENT_ATTEMPTS:
-            log.error("giving up on event %s after %d attempts: %s", item.id, item.attempts, exc)
-            await store.finish_event(item.id, error=f"forge error: {exc}")
-            metrics.EVENTS.labels("failed").inc()
-            return
-        delay = event_retry_delay(item.attempts)
-        retry_after = getattr(exc, "retry_after", None)
-        if isinstance(retry_after, (int, float)):
-            delay = max(delay, float(retry_after))
-        log.warning("event %s: forge error, retrying in %.0f s: %s", item.id, delay, exc)
-        await store.retry_event(item.id, error=str(exc), delay_seconds=delay)
-        metrics.EVENTS.labels("retried").inc()
+            await give_back(store, item, exc)
 
     async def _verdict(self, event: ForgeEvent, forge: Forge | None) -> Intent | Ignore:
         """``classify``, with the change request looked up when what the payload leaves

@@ -84,7 +84,7 @@ async def test_kill_9_mid_task_loses_nothing(tmp_path: Path) -> None:
     later = time.time() + 120
     async with Harness(tmp_path, clock=lambda: later) as bot:
         coordinator = QuickCoordinator()
-        bot.worker.coordinator_factory = lambda: coordinator
+        bot.coordinator_factory = lambda: coordinator
         bot.github.add_repo("octo/hello")
         for number in (1, 2, 3):
             bot.github.add_issue(REPO, number, title=f"issue {number}")
