@@ -173,3 +173,24 @@ def test_a_control_value_compared_with_a_string_literal_is_found(tmp_path: Path)
         "bot/planted.py:10: name vs 'approve'",
         "bot/planted.py:12: text case 'denied'",
     ]
+
+
+# --- the size of the house ---------------------------------------------------------------------
+
+
+def test_the_agent_is_at_most_twelve_files_of_at_most_400_lines() -> None:
+    files = sorted((ROOT / "bot" / "agent").glob("*.py"))
+    sizes = {f.name: len(f.read_text(encoding="utf-8").splitlines()) for f in files}
+    assert len(files) <= 12, sorted(sizes)
+    assert {name: size for name, size in sizes.items() if size > 400} == {}
+
+
+def test_the_path_of_a_task_names_at_most_20_files() -> None:
+    named = structure.documented_path(ROOT)
+    assert "agent/loop.py" in named and "forges/github.py" in named
+    assert len(named) <= 20, named
+
+
+@pytest.mark.parametrize("module", ["bot.worker.outcomes", "bot.record.state"])
+def test_a_pure_module_pulls_in_at_most_ten_modules(module: str) -> None:
+    assert len(structure.pulled_in(GRAPH, module)) <= 10, sorted(structure.pulled_in(GRAPH, module))
