@@ -225,7 +225,7 @@ class AgentState:
     planning_attempts: int = 0
     replan_reason: str = ""
     approved_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
-    approved_plan: str = ""  # the digest of the plan a person approved (plan_approval.py)
+    approved_plan: str = ""  # the digest of the plan a person approved (plan_rules.py)
     # Guarded paths (CI definitions) -> the content a person approved (content_digest).
     approved_paths: dict[str, str] = field(default_factory=dict)
     cached_plan: bool = False
