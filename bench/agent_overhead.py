@@ -28,10 +28,10 @@ if str(ROOT) not in sys.path:
 
 from bench.agent_tokens import open_env, run_task, simple_script  # noqa: E402
 from bot.agent.cache import PlanCache  # noqa: E402
-from bot.agent.context import ProgressEvent, ProgressKind  # noqa: E402
 from bot.config import PlanningSettings  # noqa: E402
 from bot.llm.base import HealthReport, LLMRequest, LLMResponse, Usage  # noqa: E402
 from bot.llm.tokens import count_messages, count_tokens  # noqa: E402
+from bot.run_events import ProgressEvent, ProgressKind  # noqa: E402
 from bot.tools.registry import Tool, ToolResult  # noqa: E402
 
 ACTIONS = 200

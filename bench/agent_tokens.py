@@ -36,9 +36,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bot.agent.cache import PlanCache  # noqa: E402
-from bot.agent.context import Emit, Outcome, ProgressEvent, TaskContext  # noqa: E402
-from bot.agent.history import history_path  # noqa: E402
 from bot.agent.loop import AgentLoop  # noqa: E402
+from bot.agent.session import TaskContext  # noqa: E402
 from bot.comments.render import agent_comment  # noqa: E402
 from bot.config import PlanningSettings, Settings, StorageSettings, secret_values  # noqa: E402
 from bot.events import TaskRequest  # noqa: E402
@@ -46,6 +45,8 @@ from bot.llm.anthropic import cached_prefix, message_body  # noqa: E402
 from bot.llm.base import LLM, LLMRequest  # noqa: E402
 from bot.llm.scripted import ScriptedLLM  # noqa: E402
 from bot.llm.tokens import count_tokens  # noqa: E402
+from bot.record.history import history_path  # noqa: E402
+from bot.run_events import Emit, Outcome, ProgressEvent  # noqa: E402
 from bot.storage.sqlite import SqliteStore  # noqa: E402
 from bot.tools.factory import build_tools  # noqa: E402
 from bot.tools.registry import Tool  # noqa: E402

@@ -21,12 +21,12 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
-from bot.agent.history import HistoryError, describe_entry, history_path, read_entries
-from bot.agent.snapshot import checklist, status_snapshot
 from bot.config import Settings, masked
 from bot.events import ForgeKind
 from bot.forges.base import AccessDenied, ForgeError, NotFound
 from bot.paths import PathRefused, resolve_inside
+from bot.record.history import HistoryError, describe_entry, history_path, read_entries
+from bot.record.snapshot import checklist, status_snapshot
 from bot.runtime import Runtime
 from bot.storage.base import Task, TaskState
 from bot.throttle import FailureThrottle

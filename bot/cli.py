@@ -265,7 +265,7 @@ def _tasks(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _show(settings: Settings, store: Store, task_id: str) -> int:
-    from bot.agent.snapshot import checklist, status_snapshot
+    from bot.record.snapshot import checklist, status_snapshot
     from bot.worker.operator import find_task
 
     task = await find_task(store, task_id)
@@ -326,7 +326,7 @@ def _time(epoch: float) -> str:
 
 
 def _history(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.agent.history import HistoryError, format_timeline, history_path
+    from bot.record.history import HistoryError, format_timeline, history_path
 
     try:
         path = history_path(settings.data_dir, args.task_id)

@@ -20,6 +20,23 @@ from typing import Any
 import msgspec
 
 
+class TaskState(StrEnum):
+    """Where a task stands (stored with the task; the worker's queue reads it)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_INPUT = "awaiting_input"
+    AWAITING_APPROVAL = "awaiting_approval"
+    PAUSED = "paused"
+    DONE = "done"
+    NEEDS_HUMAN = "needs_human"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+OPEN_STATES = frozenset({"open", "opened", "reopened"})  # an issue's state, as forges say it
+
+
 class ForgeKind(StrEnum):
     GITHUB = "github"
     GITLAB = "gitlab"
@@ -86,6 +103,11 @@ class IssueRef(msgspec.Struct, frozen=True):
     # The repository the head branch lives in (``owner/name``): the same as ``repo``
     # unless the change request comes from a fork; None when the payload does not say.
     head_repo: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Open, in the forge's own word for it (GitHub ``open``, GitLab ``opened``)."""
+        return self.state in OPEN_STATES
 
     @property
     def key(self) -> str:
@@ -245,6 +267,13 @@ class CommandName(StrEnum):
     STATUS = "status"
     HELP = "help"
     UNKNOWN = "unknown"
+
+
+class MessageKind(StrEnum):
+    """What a message for a running task holds (``Store.add_message``)."""
+
+    FEEDBACK = "feedback"  # {author, body}: a person's comment
+    COMMAND = "command"  # {name, args, author}: an /agent command or an operator's
 
 
 @dataclass(frozen=True, slots=True)

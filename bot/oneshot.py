@@ -7,11 +7,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bot.agent.context import Outcome, ProgressEvent, TaskContext
 from bot.agent.loop import AgentLoop
+from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.config import secret_values
 from bot.events import TaskRequest
+from bot.run_events import Outcome, ProgressEvent
 from bot.runtime import Runtime
 from bot.storage.base import TaskState
 from bot.storage.sqlite import SqliteStore

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import ClassVar
 
 from bot.config import Settings, bot_names
 from bot.events import (
@@ -22,6 +23,7 @@ from bot.events import (
     EventKind,
     ForgeEvent,
     IssueRef,
+    MessageKind,
     TaskMode,
     TaskRequest,
 )
@@ -74,16 +76,56 @@ class ActionKind(StrEnum):
     REACT = "react"
 
 
+class ReplyKind(StrEnum):
+    """The short replies (each a template of ``bot/comments/templates``)."""
+
+    DENIED = "denied"
+    HELP = "help"
+    ALREADY_RUNNING = "already_running"
+    RETRY_WHILE_ACTIVE = "retry_while_active"
+    NO_ACTIVE_TASK = "no_active_task"
+
+
 @dataclass(frozen=True, slots=True)
-class Action:
-    kind: ActionKind
-    request: TaskRequest | None = None
-    task_id: str | None = None
-    message_kind: str = ""
+class CreateTask:
+    kind: ClassVar[ActionKind] = ActionKind.CREATE_TASK
+    request: TaskRequest
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessage:
+    """A message for the active task: feedback, or a command (``command`` names it)."""
+
+    kind: ClassVar[ActionKind] = ActionKind.MESSAGE
+    task_id: str
+    message_kind: MessageKind
     payload: dict[str, object] = field(default_factory=dict)
     requeue: bool = False
-    text: str = ""
     quote: str = ""
+    command: CommandName | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    kind: ClassVar[ActionKind] = ActionKind.REPLY
+    text: ReplyKind
+    quote: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShowStatus:
+    kind: ClassVar[ActionKind] = ActionKind.STATUS
+    task_id: str | None = None
+    quote: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class React:
+    kind: ClassVar[ActionKind] = ActionKind.REACT
+    text: str = "eyes"
+
+
+Action = CreateTask | SendMessage | Reply | ShowStatus | React
 
 
 WAITING_STATES = frozenset(
@@ -124,7 +166,7 @@ def classify(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
         return Ignore(f"{event.name}/{event.action}: not about an issue")
     if is_own_or_bot(event, settings):
         return Ignore(f"sent by a bot ({event.actor.login})")
-    if event.issue.state not in ("open", "opened", "reopened"):
+    if not event.issue.is_open:
         return Ignore("the issue is closed")
     trigger = settings.labels.trigger
     if event.kind is EventKind.ISSUE_LABELED:
@@ -206,7 +248,7 @@ def decide(
     if not may_steer(permission):
         if intent.kind is IntentKind.COMMENT:
             return []
-        return [Action(ActionKind.REPLY, text="denied", quote=_quote_of(intent))]
+        return [Reply(ReplyKind.DENIED, quote=_quote_of(intent))]
     if intent.kind is IntentKind.COMMENT:
         if active is None:
             return []
@@ -222,7 +264,7 @@ def decide(
 
 
 def _react() -> Action:
-    return Action(ActionKind.REACT, text="eyes")
+    return React()
 
 
 def _quote_of(intent: Intent) -> str:
@@ -249,10 +291,9 @@ def _request(intent: Intent, mode: TaskMode, text: str, previous: str | None = N
 
 
 def _feedback(active: Task, event: ForgeEvent, text: str) -> Action:
-    return Action(
-        ActionKind.MESSAGE,
-        task_id=active.id,
-        message_kind="feedback",
+    return SendMessage(
+        active.id,
+        MessageKind.FEEDBACK,
         payload={"author": event.actor.login, "body": text},
         requeue=active.state in WAITING_STATES,
     )
@@ -262,15 +303,15 @@ def _start(intent: Intent, active: Task | None, mode: TaskMode, text: str) -> li
     if active is not None:
         if text:
             return [_react(), _feedback(active, intent.event, text)]
-        return [Action(ActionKind.REPLY, text="already_running", quote=_quote_of(intent))]
-    return [_react(), Action(ActionKind.CREATE_TASK, request=_request(intent, mode, text))]
+        return [Reply(ReplyKind.ALREADY_RUNNING, quote=_quote_of(intent))]
+    return [_react(), CreateTask(_request(intent, mode, text))]
 
 
 def _follow_up(intent: Intent, active: Task | None) -> list[Action]:
     if active is not None:
         return [_react(), _feedback(active, intent.event, intent.text)]
     request = _request(intent, TaskMode.FOLLOW_UP, intent.text)
-    return [_react(), Action(ActionKind.CREATE_TASK, request=request)]
+    return [_react(), CreateTask(request)]
 
 
 def _command(
@@ -278,30 +319,29 @@ def _command(
 ) -> list[Action]:
     name = command.name
     if name in (CommandName.HELP, CommandName.UNKNOWN):
-        return [Action(ActionKind.REPLY, text="help", quote=command.raw)]
+        return [Reply(ReplyKind.HELP, quote=command.raw)]
     if name is CommandName.STATUS:
         task = active or latest
-        return [Action(ActionKind.STATUS, task_id=task.id if task else None, quote=command.raw)]
+        return [ShowStatus(task.id if task else None, quote=command.raw)]
     if name in (CommandName.RUN, CommandName.PLAN):
         mode = TaskMode.RUN if name is CommandName.RUN else TaskMode.PLAN_ONLY
         if active is not None and not command.args:
-            return [Action(ActionKind.REPLY, text="already_running", quote=command.raw)]
+            return [Reply(ReplyKind.ALREADY_RUNNING, quote=command.raw)]
         return _start(intent, active, mode, command.args)[1:]
     if name is CommandName.RETRY:
         if active is not None:
-            return [Action(ActionKind.REPLY, text="retry_while_active", quote=command.raw)]
+            return [Reply(ReplyKind.RETRY_WHILE_ACTIVE, quote=command.raw)]
         previous = latest.id if latest else None
-        request = _request(intent, TaskMode.RETRY, command.args, previous)
-        return [Action(ActionKind.CREATE_TASK, request=request)]
+        return [CreateTask(_request(intent, TaskMode.RETRY, command.args, previous))]
     if active is None:
-        return [Action(ActionKind.REPLY, text="no_active_task", quote=command.raw)]
+        return [Reply(ReplyKind.NO_ACTIVE_TASK, quote=command.raw)]
     return [
-        Action(
-            ActionKind.MESSAGE,
-            task_id=active.id,
-            message_kind="command",
+        SendMessage(
+            active.id,
+            MessageKind.COMMAND,
             payload={"name": name.value, "args": command.args, "author": intent.event.actor.login},
             requeue=active.state in WAITING_STATES and name is not CommandName.PAUSE,
             quote=command.raw,
+            command=name,
         )
     ]

@@ -4,8 +4,20 @@
 Every import counts, wherever it stands: at the top, inside a function, or behind
 ``if TYPE_CHECKING:`` (a circle hidden that way is still a circle of the design).
 
-    python scripts/structure.py          # the figures
-    python scripts/structure.py --edges  # and every module's imports
+    python scripts/structure.py                  # the figures
+    python scripts/structure.py --edges          # and every module's imports
+    python scripts/structure.py --root ../main   # the figures of another checkout
+
+The figures: the modules of ``bot/``; the files in ``bot/agent/``; the modules over
+300 lines; the deepest import chain; how many modules a pure decision module pulls in
+(everything it imports, transitively); and the path of a task, two ways:
+
+- the files ``docs/architecture.md`` names in its path of a webhook and of a task (what a
+  reader is told to open, from the webhook to the change request), and
+- the modules a reader meets following the imports from the webhook entry
+  (``bot.app``) and the worker (``bot.worker.loop``) through the rooms that decide what
+  happens on the way (``PATH_ROOMS``: the app, the webhook parsers, the triggers, the
+  worker, the agent, the comments), plus the forge adapter that opens the change request.
 
 ``tests/test_structure.py`` uses ``import_graph`` and ``circles`` to keep ``bot/``
 free of circles and its rooms importing one way (docs/architecture.md).
@@ -15,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,20 +147,238 @@ def deepest_chain(graph: Graph) -> list[str]:
     return max((longest(n) for n in sorted(graph)), key=len, default=[])
 
 
+PATH_ENTRIES = ("bot.app", "bot.worker.loop")
+PATH_ROOMS = ("bot.app", "bot.webhooks", "bot.triggers", "bot.worker", "bot.agent", "bot.comments")
+PATH_END = "bot.forges.github"  # opens the change request
+# Pure decision modules (or their successors): what they pull in should stay small.
+PURE = ("bot.worker.outcomes", "bot.record.state", "bot.agent.state", "bot.comments.status")
+LONG_MODULE = 300
+
+
+def _in(module: str, rooms: tuple[str, ...]) -> bool:
+    return any(module == room or module.startswith(room + ".") for room in rooms)
+
+
+def pulled_in(graph: Graph, module: str) -> set[str]:
+    """Every module ``module`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen and nxt != module:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def path_modules(graph: Graph) -> list[str]:
+    """The modules of ``PATH_ROOMS`` reachable from ``PATH_ENTRIES`` through those rooms,
+    and the forge adapter at the end of the path."""
+    found = {entry for entry in PATH_ENTRIES if entry in graph}
+    todo = list(found)
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in found and _in(nxt, PATH_ROOMS) and nxt != "bot.comments.templates":
+                found.add(nxt)
+                todo.append(nxt)
+    return sorted(found | ({PATH_END} if PATH_END in graph else set()))
+
+
+_DOC_FILE = re.compile(r"`((?:[a-z_]+/)*[a-z_]+\.py)`")
+
+
+def documented_path(root: Path, package: str = PACKAGE) -> list[str]:
+    """The files of ``package`` that docs/architecture.md's path sections name."""
+    doc = root / "docs" / "architecture.md"
+    if not doc.exists():
+        return []
+    text = doc.read_text(encoding="utf-8")
+    start = text.find("## The path of a webhook")
+    end = text.find("\n## ", text.find("## The path of a task"))
+    section = text[start : end if end > 0 else len(text)] if start >= 0 else ""
+    names = {m.group(1) for m in _DOC_FILE.finditer(section)}
+    return sorted(n for n in names if (root / package / n).exists())
+
+
+def long_modules(root: Path, package: str = PACKAGE) -> list[tuple[str, int]]:
+    sizes = [
+        (str(p.relative_to(root)), len(p.read_text(encoding="utf-8").splitlines()))
+        for p in sorted((root / package).rglob("*.py"))
+    ]
+    return sorted(((n, size) for n, size in sizes if size > LONG_MODULE), key=lambda x: -x[1])
+
+
+# --- the stage machine in one file, control values as values --------------------------------
+
+LOOP = "bot/agent/loop.py"  # the one module that moves the stage and ends a run
+STAGE_MOVERS = frozenset({"move", "to"})  # a call of these with a Stage moves the stage
+
+
+def _is_stage(node: ast.AST) -> bool:
+    """``Stage.X`` (or a name bound to one is not followed: moves pass the member)."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "Stage"
+    )
+
+
+def _by_place(lines: list[str]) -> list[str]:
+    """``path:line: what`` lines in file order, then line order."""
+
+    def place(line: str) -> tuple[str, int]:
+        path, number, _rest = line.split(":", 2)
+        return path, int(number)
+
+    return sorted(lines, key=place)
+
+
+def stage_moves(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
+    """Where the stage is moved, or a run ended, outside ``LOOP``: an assignment to a
+    ``.stage`` attribute, a ``move`` / ``to`` call with a ``Stage`` member, or a
+    ``raise Exit(...)``. Each as ``path:line: what``."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        where = str(path.relative_to(root))
+        if where == LOOP:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+        for node in ast.walk(tree):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr == "stage":
+                    found.append(f"{where}:{node.lineno}: assigns .stage")
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in STAGE_MOVERS and any(_is_stage(a) for a in node.args):
+                    found.append(f"{where}:{node.lineno}: {name}(Stage...)")
+                if name == "setattr" and any(
+                    isinstance(a, ast.Constant) and a.value == "stage" for a in node.args
+                ):
+                    found.append(f"{where}:{node.lineno}: setattr stage")
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                func = node.exc.func
+                if isinstance(func, ast.Name) and func.id == "Exit":
+                    found.append(f"{where}:{node.lineno}: raise Exit")
+    return _by_place(found)
+
+
+# Names whose values steer the bot (commands, actions, kinds, statuses, decisions): they
+# are enums, never compared with a string literal.
+CONTROL_NAMES = frozenset(
+    {
+        "action", "complexity", "decision", "error", "error_type", "kind", "message_kind",
+        "mode", "name", "phase", "result", "stage", "state", "status", "subject", "text",
+        "trigger", "type", "verdict",
+    }
+)  # fmt: skip
+
+
+def _control_name(node: ast.AST) -> str | None:
+    """The name an expression reads, when it is one (``x.kind``, ``x["name"]``,
+    ``x.get("status")``, ``str(...)`` and ``.lower()`` of those, ``a or "default"``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return str(node.slice.value)
+    if isinstance(node, ast.BoolOp):
+        return _control_name(node.values[0])
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "get" and node.args:
+            key = node.args[0]
+            return str(key.value) if isinstance(key, ast.Constant) else None
+        if isinstance(func, ast.Attribute) and func.attr in ("lower", "strip", "upper"):
+            return _control_name(func.value)
+        if isinstance(func, ast.Name) and func.id == "str" and node.args:
+            return _control_name(node.args[0])
+    return None
+
+
+def _literals(node: ast.AST) -> list[str]:
+    """The non-empty string literals ``node`` is or holds (a tuple, list or set of them)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value] if node.value else []
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return [v for e in node.elts for v in _literals(e)]
+    return []
+
+
+def control_literals(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
+    """Comparisons (``==``, ``!=``, ``in``, ``not in``, ``match`` cases) of a control value
+    with a string literal in ``package``, as ``path:line: name == 'literal'``."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        where = str(path.relative_to(root))
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                for op, left, right in zip(node.ops, sides, sides[1:], strict=False):
+                    if not isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn):
+                        continue
+                    for value, literal in ((left, right), (right, left)):
+                        name = _control_name(value)
+                        words = _literals(literal)
+                        if name in CONTROL_NAMES and words:
+                            found.append(f"{where}:{node.lineno}: {name} vs {words[0]!r}")
+            if isinstance(node, ast.Match):
+                name = _control_name(node.subject)
+                for case in node.cases:
+                    for pattern in ast.walk(case.pattern):
+                        if (
+                            name in CONTROL_NAMES
+                            and isinstance(pattern, ast.MatchValue)
+                            and _literals(pattern.value)
+                        ):
+                            words = _literals(pattern.value)
+                            found.append(f"{where}:{pattern.lineno}: {name} case {words[0]!r}")
+    return _by_place(found)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", action="store_true", help="print every module's imports")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure")
     args = parser.parse_args()
-    graph = import_graph()
-    agent = sorted((ROOT / PACKAGE / "agent").glob("*.py"))
-    loop = ROOT / PACKAGE / "agent" / "loop.py"
+    root = args.root.resolve()
+    graph = import_graph(root)
+    agent = sorted((root / PACKAGE / "agent").glob("*.py"))
+    loop = root / PACKAGE / "agent" / "loop.py"
     chain = deepest_chain(graph)
     found = circles(graph)
     print(f"modules in {PACKAGE}/: {len(graph)}")
     print(f"files in {PACKAGE}/agent/: {len(agent)}")
     if loop.exists():
         print(f"{PACKAGE}/agent/loop.py: {len(loop.read_text().splitlines())} lines")
+    documented = documented_path(root)
+    print(f"files docs/architecture.md's path names: {len(documented)}: {', '.join(documented)}")
+    walked = path_modules(graph)
+    print(f"modules on the path, by imports through {', '.join(PATH_ROOMS)}: {len(walked)}")
+    print("  " + ", ".join(walked))
+    long = long_modules(root)
+    print(f"modules over {LONG_MODULE} lines: {len(long)}")
+    for name, size in long:
+        print(f"  {size:4d} {name}")
+    for pure in PURE:
+        if pure in graph:
+            print(f"{pure} pulls in {len(pulled_in(graph, pure))} modules")
     print(f"deepest import chain: {len(chain)} modules: {' -> '.join(chain)}")
+    moves = stage_moves(root)
+    print(f"stage moves and run endings outside {LOOP}: {len(moves)}")
+    for line in moves:
+        print(f"  {line}")
+    literals = control_literals(root)
+    print(f"control values compared with a string literal: {len(literals)}")
+    for line in literals:
+        print(f"  {line}")
     print(f"circles: {len(found)}")
     for component in found:
         print(f"  {len(component)} modules: {', '.join(component)}")

@@ -111,7 +111,11 @@ class Harness:
             llm=self.llm,
             clock=clock,
         )
-        self.worker = Worker(self.runtime, coordinator_factory=coordinator_factory, owner="test")
+        # what makes the coordinator of each run (a test may swap it between runs)
+        self.coordinator_factory = coordinator_factory
+        self.worker = Worker(
+            self.runtime, coordinator_factory=lambda: self.coordinator_factory(), owner="test"
+        )
         self.app = create_app(self.runtime, worker=self.worker, manage_runtime=False)
         self.client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=self.app), base_url="http://bot.test"

@@ -95,7 +95,7 @@ def test_status_lists_tasks_as_text_and_json(tmp_path: Path) -> None:
 
 
 def test_history_prints_a_timeline_by_id_prefix(tmp_path: Path) -> None:
-    from bot.agent.history import PlanningHistory
+    from bot.record.history import PlanningHistory
 
     task_id = "3f2a9c1e-0000-4000-8000-000000000000"
     history = PlanningHistory(tmp_path / "data", task_id, clock=lambda: 1_700_000_000.0)

@@ -98,7 +98,7 @@ def test_the_installed_wheel_renders_every_prompt_and_comment(venv: Path, tmp_pa
     assert str(ROOT) not in report["sys_path"] and "" not in report["sys_path"]
     site = venv.resolve()
     assert Path(report["prompt_dir"]).resolve().is_relative_to(site)
-    needed = {"bot", "bot._prompts", "bot.agent.prompts", "bot.comments.render"}
+    needed = {"bot", "bot._prompts", "bot.llm.prompts", "bot.comments.render"}
     assert needed <= set(report["modules"])
     for name, file in report["modules"].items():
         assert Path(file).resolve().is_relative_to(site), f"{name} came from {file}"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bot.agent.context import Outcome, PauseReason
 from bot.config.overrides import Layer
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
 from bot.forges.base import AccessDenied, ForgeError
+from bot.run_events import Outcome, PauseReason
 from bot.storage.base import Task, TaskState
 from bot.worker.outcomes import (
     LLM_UNAVAILABLE,

@@ -19,8 +19,8 @@ import jinja2
 import jinja2.meta
 import yaml
 
-from bot.agent.prompts import PHASES, TEMPLATES, PromptLibrary, default_prompt_dir
 from bot.comments.render import LANGUAGES, render, template_keys
+from bot.llm.prompts import PHASES, TEMPLATES, PromptLibrary, default_prompt_dir
 
 
 class Sample(str):

@@ -21,7 +21,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from bot.agent.context_builder import clean_untrusted
+from bot.agent.briefing import clean_untrusted
 from bot.config import PlanningSettings
 from bot.storage.base import Store
 

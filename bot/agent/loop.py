@@ -1,20 +1,15 @@
 """The agent loop: one task, stage by stage, from its checkpoint to its next resting point.
 
-The worker calls ``await AgentLoop().run(ctx)`` for each leased task. The task's stage
-is in its checkpoint (``AgentState.stage``) and is the one source of truth: each turn
-of the loop reads what people said (the safe point: stop, pause, answers, approvals,
-feedback, the time budget) and then runs the handler ``HANDLERS[stage]``, which does
-one step and moves the stage on. Every way out (done, needs a person, waiting, paused,
-stopped, budget spent, the model unusable) is an ``Exit`` carrying the run's
-``Outcome``, raised where it happens and caught here, once; a helper that finds the run
-cannot go on raises ``NeedsPerson``, and the loop asks the ``Finisher`` for a person.
-``wire`` gives each helper what it needs (and no helper another one whole).
+The worker calls ``await AgentLoop().run(ctx)`` for each leased task. The stage in the
+checkpoint (``AgentState.stage``) is the one source of truth: each turn hears what people
+said (the safe point) and runs ``HANDLERS[stage]``. The helpers (planning, people,
+execution, review, revision, delivery, finish) do the work and return what came of it
+as a value; this module alone moves the stage (``move``) and ends the run: every way out
+is an ``Exit`` carrying the run's ``Outcome``, raised here and caught here, once.
 
     PLAN     plan (or re-plan after answers)
     WAIT     a person rejected what the task waited for: revise, or reflect on the call
-    EXECUTE  feedback first; a plan not approved waits for approval (/agent plan, and
-             revised plans with require_human_approval); then the next batch of actions
-             (before a run's first batch: set-up of the workspace, preparation.py)
+    EXECUTE  feedback; a plan not approved waits for approval; set-up; the next batch
     REFLECT  the batch a stopped worker ran and did not reflect on
     REVISE   a revision that was cut short: the current plan goes on
     DELIVER  quality gate, push, change request, completion summary
@@ -25,31 +20,31 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
-from bot.agent.actions import ActionRunner, CallFailed, PendingApproval
-from bot.agent.artifacts import Artifacts
-from bot.agent.batch_review import BatchReview
-from bot.agent.budget import BudgetExceeded
+from bot.agent import finish as ends
+from bot.agent import people as heard
 from bot.agent.cache import PlanCache
-from bot.agent.context import Outcome, PauseReason, ProgressKind, TaskContext
-from bot.agent.delivery import Delivery
-from bot.agent.exits import Exit, NeedsPerson
-from bot.agent.finalise import Finisher, announce, disagreement
-from bot.agent.plan import PlanDocument, PlannedAction
-from bot.agent.plan_rules import next_batch
-from bot.agent.planning_stage import PlanningFailed, PlanningStage
-from bot.agent.preparation import Preparation
-from bot.agent.prompts import PromptLibrary
-from bot.agent.push_failure import DeliveryFailed
-from bot.agent.reflection import RevisionSuggestion
-from bot.agent.revision import Reviser
-from bot.agent.session import Session
-from bot.agent.state import ActionRecord, AgentState, Phase, Stage
-from bot.agent.waiting import Rejection, Waits
+from bot.agent.delivery import Delivered, Delivery, NeedsApproval
+from bot.agent.execution import ActionRunner, CallFailed, PendingApproval, SetupFailed
+from bot.agent.finish import Ending, Finish
+from bot.agent.people import People, Rejection
+from bot.agent.planning import NoPlan, Planning, PlanningFailed
+from bot.agent.review import Continue, GiveUp, Review, ReviewResult
+from bot.agent.revision import Revise, Reviser, RevisionSuggestion
+from bot.agent.session import Session, TaskContext
 from bot.forges.base import ForgeError
-from bot.llm.base import LLMBadRequest, LLMError, LLMUnavailable
+from bot.llm.base import LLMError, LLMUnavailable
+from bot.llm.budget import BudgetExceeded
+from bot.llm.prompts import PromptLibrary
+from bot.record.evidence import Verdict
+from bot.record.plan import PlanDocument
+from bot.record.plan_rules import next_batch
+from bot.record.runlog import Artifacts
+from bot.record.state import ActionRecord, AgentState, Phase, Stage, Waiting, can_move
+from bot.run_events import Outcome, Paused, PauseReason
 from bot.storage.base import TaskState
 
 log = logging.getLogger("bot.agent")
@@ -57,19 +52,30 @@ log = logging.getLogger("bot.agent")
 __all__ = ["HANDLERS", "AgentLoop", "Exit", "PlanningFailed"]
 
 
+class Exit(Exception):
+    """The one way out of a run: the loop raises it with the run's outcome, and catches it."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.state.value, outcome.reason)
+        self.outcome = outcome
+
+
+class InvalidTransition(RuntimeError):
+    """A stage change the stage table does not allow (a bug)."""
+
+
 @dataclass
 class Run:
-    """The parts of one run, each given what it needs by ``wire``."""
+    """The helpers of one run, each built from the session it records in."""
 
-    session: Session  # the state, the model caller, the run's logs, and the Recorder
-    planning: PlanningStage
-    waits: Waits
+    session: Session
+    planning: Planning
+    people: People
     runner: ActionRunner
+    review: Review
     reviser: Reviser
-    review: BatchReview
-    finisher: Finisher
     delivery: Delivery
-    preparation: Preparation
+    finish: Finish
     rejection: Rejection | None = None  # what the last safe point found rejected
 
     @property
@@ -77,62 +83,132 @@ class Run:
         return self.session.state
 
 
-def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[], float]) -> Run:
-    """The helpers of one run: the state, the settings section, the model caller, the tools
-    and the recorder each needs, and the one helper call another makes (a bound method)."""
-    state, recorder, caller, runlog = session.state, session, session.caller, session.runlog
-    settings = ctx.settings
-    artifacts = Artifacts(ctx.task, ctx.issue, state, runlog, ctx.built, ctx.planning)
-    planning = PlanningStage(ctx, state, recorder, caller, cache, clock=clock)
-    waits = Waits(
-        state,
-        recorder,
-        ctx.store,
-        ctx.task.id,
-        settings.planning.revision,
-        artifacts,
-        runlog,
-        clock=clock,
-        check_time=session.check_time,
+def build(session: Session, cache: PlanCache, clock: Callable[[], float]) -> Run:
+    ctx, planning = session.ctx, session.ctx.settings.planning
+    artifacts = Artifacts(ctx.task, ctx.issue, session.state, session.runlog, ctx.built,
+                          ctx.planning)  # fmt: skip
+    runner = ActionRunner(session, planning.execution)
+    return Run(
+        session,
+        Planning(session, cache, clock=clock),
+        People(session, planning.revision, clock=clock),
+        runner,
+        Review(session, planning),
+        Reviser(session, planning.revision),
+        Delivery(session, runner, artifacts),
+        Finish(session, artifacts),
     )
-    runner = ActionRunner(
-        state,
-        recorder,
-        caller,
-        ctx.tools,
-        settings.planning.execution,
-        runlog,
-        max_tokens_per_call=settings.llm.max_tokens_per_call,
-        repo_instructions=ctx.built.instructions if ctx.built is not None else "",
-    )
-    revision = settings.planning.revision
-    reviser = Reviser(state, recorder, revision, planning.engine)
-    review = BatchReview(state, recorder, caller, settings.planning, ctx.tools, reviser.revise)
-    delivery = Delivery(
-        state,
-        recorder,
-        ctx.issue,
-        ctx.forge,
-        ctx.built,
-        ctx.tools,
-        artifacts,
-        runlog,
-        runner.run_one,
-        waits.request_approval,
-        draft=settings.workspace.draft_change_requests,
-        gate_timeout=settings.sandbox.timeout,
-    )
-    finisher = Finisher(
-        state,
-        recorder,
-        caller,
-        artifacts,
-        command_prefix=settings.commands.prefix,
-        save_work=delivery.save_work,
-    )
-    waits.save_work = delivery.save_work
-    preparation = Preparation(state, recorder, ctx.built, runlog, finisher.intervene)
-    return Run(session, planning, waits, runner, reviser, review, finisher, delivery, preparation)
+
+
+# --- moving the stage and ending the run ------------------------------------------------------
+
+
+def move(run: Run, target: Stage) -> None:
+    """Move the task to the ``target`` stage (saved with the next checkpoint)."""
+    current = run.state.stage
+    if not can_move(current, target):
+        raise InvalidTransition(f"{current.value} -> {target.value} is not a stage move")
+    run.state.stage = target
+
+
+async def end(run: Run, ending: Ending) -> NoReturn:
+    """Keep the ending, move to DONE, save, and announce it."""
+    ends.keep_ending(run.state, ending)
+    move(run, Stage.DONE)
+    await run.session.show(Phase.COMPLETION)
+    await run.session.checkpoint()
+    await ends.announce(run.session)
+    raise Exit(ending.outcome)
+
+
+async def needs_person(
+    run: Run, reason: str, *, ask_model: bool = True, partial_plan: dict[str, Any] | None = None,
+    hints: Sequence[str] = (), details: dict[str, Any] | None = None,
+    verdict: Verdict | None = None, save: bool = True,
+) -> NoReturn:  # fmt: skip
+    """Stop and ask a person to step in; the work so far is pushed first (``save``)."""
+    asked = await run.finish.intervention(
+        reason, ask_model=ask_model, partial_plan=partial_plan, hints=hints, details=details,
+        verdict=verdict,
+    )  # fmt: skip
+    saved = await run.delivery.save_work() if save and run.state.outcome is None else {}
+    await end(run, await run.finish.close(asked, saved))
+
+
+async def ask(run: Run, request: Waiting) -> NoReturn:
+    """Post an approval request and wait for it."""
+    move(run, Stage.WAIT)
+    raise Exit(await run.people.ask(request))
+
+
+async def safe_point(run: Run) -> None:
+    """Act on what people said since the last look."""
+    session = run.session
+    said = await run.people.listen()
+    match said:
+        case heard.Stop(by=by):
+            await run.delivery.artifacts.keep_changes()
+            await run.delivery.save_work()  # nothing hidden: the work so far is on the branch
+            await session.checkpoint()
+            raise Exit(Outcome(TaskState.STOPPED, reason=f"stopped by {by}"))
+        case heard.Pause(by=by):
+            reason = PauseReason.PERSON
+            await session.milestone(Paused(reason=reason.value, by=by))
+            await session.checkpoint()
+            raise Exit(Outcome(TaskState.PAUSED, reason=f"paused by {by}", pause=reason))
+        case heard.GoOnWaiting(outcome=outcome):
+            raise Exit(outcome)
+        case heard.AskAgain(request=request):
+            await ask(run, request)
+        case heard.Replan() | heard.Approved():  # plan again with the answers, or go on
+            move(run, Stage.PLAN if isinstance(said, heard.Replan) else Stage.EXECUTE)
+            await session.checkpoint()
+        case Rejection():
+            run.rejection = said
+            if said.record is not None:
+                await session.checkpoint()
+            return
+        case heard.Nothing(read=read):
+            if read:
+                await session.checkpoint()
+    session.check_time()
+
+
+async def act_on(run: Run, result: ReviewResult) -> None:
+    match result:
+        case GiveUp(reason=reason):
+            await needs_person(run, reason)
+        case Revise():
+            await revise(run, result)
+        case Continue(stage=stage, show=show):
+            if stage is not None:
+                move(run, stage)
+            if show:
+                await run.session.show(Phase.EXECUTION)
+            await run.session.checkpoint()
+
+
+async def revise(run: Run, request: Revise) -> None:
+    """Revise the plan and go on executing (where a plan that needs approval waits)."""
+    over = run.reviser.over_limit(request)
+    if over is not None:
+        await needs_person(run, over)
+    move(run, Stage.REVISE)
+    await run.session.show(Phase.REVISION)
+    failed = await run.reviser.revise(request)
+    if failed is not None:
+        await needs_person(run, failed)
+    move(run, Stage.EXECUTE)
+    await run.session.show(Phase.EXECUTION)
+    await run.session.checkpoint()
+
+
+async def prepare(run: Run) -> None:
+    """Set the workspace up before the run's first action; a failure asks a person."""
+    failed: SetupFailed | None = await run.runner.prepare()
+    if failed is not None:
+        await needs_person(run, failed.reason, ask_model=False, hints=failed.hints,
+                           details=failed.details)  # fmt: skip
 
 
 # --- the stages ------------------------------------------------------------------------------
@@ -140,110 +216,108 @@ def wire(ctx: TaskContext, session: Session, cache: PlanCache, clock: Callable[[
 
 async def plan(run: Run) -> None:
     if run.session.plan is None:
-        await run.planning.run()
-    run.session.to(Stage.EXECUTE)  # a plan that needs approval waits for it there
+        match await run.planning.run():
+            case PlanningFailed() as unclear:
+                move(run, Stage.WAIT)
+                raise Exit(await run.planning.clarify(unclear))
+            case NoPlan(reason=reason, partial_plan=partial):
+                await needs_person(run, reason, partial_plan=partial)
+    move(run, Stage.EXECUTE)  # a plan that needs approval waits for it there
 
 
 async def wait(run: Run) -> None:
     rejection, run.rejection = run.rejection, None
     if rejection is None:  # nothing left to wait for
-        run.session.to(Stage.EXECUTE)
+        move(run, Stage.EXECUTE)
     elif rejection.record is not None:  # a rejected call is a failed action
-        await run.review.after_batch([rejection.record])
+        await act_on(run, await run.review.after_batch([rejection.record]))
     else:
-        suggestion = RevisionSuggestion(rejection.why)
-        await run.reviser.revise(suggestion, issues=[rejection.why])
+        await revise(run, Revise(RevisionSuggestion(rejection.why), issues=[rejection.why]))
 
 
 async def execute(run: Run) -> None:
-    if not (run.state.pending_feedback or run.state.batch):
+    state = run.state
+    if not (state.pending_feedback or state.batch):
         # /agent plan or require_human_approval: only the exact plan a person approved runs
-        await run.waits.ensure_plan_approved(plan_only=run.planning.plan_only())
+        request = run.people.plan_request(plan_only=run.planning.plan_only())
+        if request is not None:
+            await ask(run, request)
     await run.session.show(Phase.EXECUTION)
-    if run.state.pending_feedback:
-        await run.review.feedback()
-    elif run.state.batch:
-        run.session.to(Stage.REFLECT)
+    if state.pending_feedback:
+        await act_on(run, await run.review.feedback())
+    elif state.batch:
+        move(run, Stage.REFLECT)
     else:
         plan = run.session.plan
         assert plan is not None
         limit = run.session.ctx.settings.planning.execution.max_parallel
-        batch = next_batch(plan, run.state.finished_keys(), max_parallel=limit)
-        if batch:
-            await run_batch(run, batch)
-        else:
-            run.session.to(Stage.DELIVER)
-
-
-async def run_batch(run: Run, batch: list[PlannedAction]) -> None:
-    await run.preparation.ensure()  # set-up before the run's first action
-    run.state.batch = [action.key for action in batch]
-    outcomes = await run.runner.run_batch(batch)
-    errors = [o.error for o in outcomes if isinstance(o, CallFailed)]
-    if errors:
-        await run.session.checkpoint()
-        raise errors[0]
-    await run.review.after_batch([o for o in outcomes if isinstance(o, ActionRecord)])
-    approvals = [o for o in outcomes if isinstance(o, PendingApproval)]
-    if approvals:
-        first = approvals[0]
-        purpose = " - ".join(p for p in (first.action.purpose, first.why) if p)
-        await run.waits.ask_tool_approval(first.call, purpose)
+        batch = next_batch(plan, state.finished_keys(), max_parallel=limit)
+        if not batch:
+            move(run, Stage.DELIVER)
+            return
+        await prepare(run)  # set-up before the run's first action
+        state.batch = [action.key for action in batch]
+        outcomes = await run.runner.run_batch(batch)
+        errors = [o.error for o in outcomes if isinstance(o, CallFailed)]
+        if errors:
+            await run.session.checkpoint()
+            raise errors[0]
+        records = [o for o in outcomes if isinstance(o, ActionRecord)]
+        await act_on(run, await run.review.after_batch(records))
+        approvals = [o for o in outcomes if isinstance(o, PendingApproval)]
+        if approvals:
+            first = approvals[0]
+            purpose = " - ".join(p for p in (first.action.purpose, first.why) if p)
+            await ask(run, run.people.tool_request(first.call, purpose))
 
 
 async def reflect(run: Run) -> None:
     if run.state.pending_feedback:
-        await run.review.feedback()
-    else:
-        await run.review.resume()
+        await act_on(run, await run.review.feedback())
+        return
+    finished = run.review.resume()  # a batch a stopped worker ran and did not reflect on
+    no_news = Continue(Stage.EXECUTE, show=False)
+    await act_on(run, await run.review.after_batch(finished) if finished else no_news)
 
 
-async def revise(run: Run) -> None:
-    run.session.to(Stage.EXECUTE)
+async def revision(run: Run) -> None:
+    move(run, Stage.EXECUTE)
 
 
 async def deliver(run: Run) -> None:
     if run.state.pending_feedback:
-        await run.review.feedback()
+        await act_on(run, await run.review.feedback())
         return
-    await run.preparation.ensure()  # the gate needs the environment (a run resumed here)
-    try:
-        links = await run.delivery.deliver()
-    except DeliveryFailed as exc:
-        outcome = await run.finisher.intervene(exc.reason, hints=exc.hints, save=False)
-        raise Exit(outcome) from exc
-    assessment = await run.finisher.assess(links)
+    await prepare(run)  # the gate needs the environment (a run resumed here)
+    match await run.delivery.deliver():
+        case NeedsApproval(request=request):
+            await ask(run, request)
+        case Delivered(links=links):
+            pass
+        case failed:
+            await needs_person(run, failed.reason, hints=failed.hints, save=False)
+    assessment = await run.finish.assess(links)
     if assessment.achieved:
-        outcome = await run.finisher.complete(links, assessment)
+        ending = await run.finish.complete(links, assessment)
         await run.planning.remember()
-        raise Exit(outcome)
+        await end(run, ending)
     verdict = assessment.verdict
     if assessment.claimed:  # the model says done; the record disagrees: reflect, revise
-        why = assessment.why_not()
-        await run.session.milestone(
-            ProgressKind.REFLECTION,
-            action="completion",
-            status="failure",
-            evaluation=why,
-            issues=list(verdict.problems),
-        )
-        evaluation = {"status": "failure", "evaluation": why, "issues": list(verdict.problems),
-                      "plan_revision_needed": True}  # fmt: skip
-        run.session.record("reflection", action="completion", evaluation=evaluation)
+        revising = await run.review.disagreement(assessment.why_not(), verdict.problems)
         run.delivery.reopen()
-        await run.reviser.revise(RevisionSuggestion(why), issues=list(verdict.problems))
+        await revise(run, revising)
         return
     reason = "the goal was not achieved"
     if verdict.problems:
-        reason += "; " + disagreement(verdict)
-    raise Exit(await run.finisher.intervene(reason, verdict=verdict))
+        reason += "; " + ends.disagreement(verdict)
+    await needs_person(run, reason, verdict=verdict)
 
 
 async def done(run: Run) -> None:
-    await announce(run.state, run.session)
+    await ends.announce(run.session)
     stored = run.state.outcome
     assert stored is not None
-    raise Exit(stored_outcome(stored))
+    raise Exit(ends.stored_outcome(stored))
 
 
 HANDLERS: dict[Stage, Callable[[Run], Awaitable[None]]] = {
@@ -251,7 +325,7 @@ HANDLERS: dict[Stage, Callable[[Run], Awaitable[None]]] = {
     Stage.WAIT: wait,
     Stage.EXECUTE: execute,
     Stage.REFLECT: reflect,
-    Stage.REVISE: revise,
+    Stage.REVISE: revision,
     Stage.DELIVER: deliver,
     Stage.DONE: done,
 }
@@ -264,9 +338,8 @@ async def save_work_after_crash(run: Run) -> None:
     try:
         await run.delivery.save_work()
     except Exception:  # the crash is what the worker reports; this is the best effort
-        log.exception(
-            "task %s: the work could not be pushed after a crash", run.session.ctx.task.id
-        )
+        task = run.session.ctx.task.id
+        log.exception("task %s: the work could not be pushed after a crash", task)
 
 
 class AgentLoop:
@@ -287,29 +360,18 @@ class AgentLoop:
         """Run the task to its next resting state."""
         run = await self._start(ctx, persist=True)
         try:
-            while True:
-                if run.state.stage is not Stage.DONE:
-                    run.rejection = await run.waits.safe_point()
-                await HANDLERS[run.state.stage](run)
+            try:
+                while True:
+                    if run.state.stage is not Stage.DONE:
+                        await safe_point(run)
+                    await HANDLERS[run.state.stage](run)
+            except LLMUnavailable as exc:
+                return await run.finish.outage(str(exc), now=self._clock())
+            except (BudgetExceeded, LLMError) as exc:
+                reason, hints = ends.trouble(exc)
+                await needs_person(run, reason, ask_model=False, hints=hints)
         except Exit as end:
             return end.outcome
-        except NeedsPerson as end:
-            return await run.finisher.intervene(end.reason, partial_plan=end.partial_plan)
-        except LLMUnavailable as exc:
-            return await self._llm_down(run.session, str(exc))
-        except BudgetExceeded as exc:
-            hint = f"Raise {exc.setting} in the configuration if this task needs more"
-            return await run.finisher.intervene(exc.reason, ask_model=False, hints=[hint])
-        except LLMBadRequest as exc:
-            reason = f"the model endpoint refused the request: {exc}"
-            hint = (
-                "Check the llm settings (model name, context size) with `bot doctor`; if the "
-                "server refuses structured output, pin llm.structured_output"
-            )
-            return await run.finisher.intervene(reason, ask_model=False, hints=[hint])
-        except LLMError as exc:
-            reason = f"the model call failed: {exc}"
-            return await run.finisher.intervene(reason, ask_model=False)
         except ForgeError:
             raise  # transient: the worker retries the task, which finds its work in place
         except Exception:
@@ -334,42 +396,4 @@ class AgentLoop:
             ctx, state, prompts, clock=self._clock, monotonic=self._monotonic, persist=persist
         )
         cache = self._cache or PlanCache(ctx.store, ctx.settings.planning, clock=self._clock)
-        return wire(ctx, session, cache, self._clock)
-
-    async def _llm_down(self, session: Session, error: str) -> Outcome:
-        """Pause until the model answers again; people are told once per outage."""
-        reason = PauseReason.LLM_UNAVAILABLE
-        settings = session.ctx.settings.llm
-        if session.state.paused is not reason:
-            session.state.paused = reason
-            session.record("paused", reason=reason.value, error=error)
-            await session.milestone(
-                ProgressKind.PAUSED,
-                reason=reason.value,
-                endpoint=f"{settings.provider} {settings.base_url}",
-                error=error,
-            )
-        wait = outage_wait(
-            session.state.outage_pauses,
-            interval=settings.health_interval,
-            cap=settings.max_pause_interval,
-        )
-        session.state.outage_pauses += 1
-        await session.checkpoint()
-        wake = self._clock() + wait
-        return Outcome(TaskState.PAUSED, reason=reason.value, wake_at=wake, pause=reason)
-
-
-def outage_wait(pauses: int, *, interval: float, cap: float) -> float:
-    """Seconds before a task paused by an outage tries again, when its last ``pauses`` runs
-    in a row ended the same way: ``interval``, doubling each time, at most ``cap``."""
-    return float(min(interval * 2.0 ** min(pauses, 30), max(cap, interval)))
-
-
-def stored_outcome(data: dict[str, object]) -> Outcome:
-    summary = data.get("summary")
-    return Outcome(
-        TaskState(str(data["state"])),
-        summary=dict(summary) if isinstance(summary, dict) else {},
-        reason=str(data.get("reason", "")),
-    )
+        return build(session, cache, self._clock)

@@ -1,50 +1,71 @@
-"""PlanningEngine (docs/planning.md#planning): goal, decomposition, action plan, revision.
+"""Planning (docs/planning.md#planning): briefing, cache, one planning call, validation.
 
-One ``planning`` call yields the whole planning document; ``understand_goal`` makes
-it and ``decompose_task`` / ``generate_action_plan`` read their parts from it (the
-latter also validates the plan). ``strategy``, ``decomposition_level`` and, with
-``auto_adjust_level``, the task's size in tokens (``complexity_threshold``) shape
-what the prompt asks for. ``revise_plan`` asks for a new action plan for the
-remaining work and re-asks once when the answer or the plan is unusable.
+One ``planning`` call yields the whole planning document (goal, decomposition, action
+plan); ``PlanningEngine`` asks for it, reads its parts and validates the plan.
+``strategy``, ``decomposition_level`` and, with ``auto_adjust_level``, the task's size
+in tokens (``complexity_threshold``) shape what the prompt asks for.
+
+A rejected plan is re-planned once with the reasons in the prompt; a second rejection,
+or a ``decomposition_failed`` answer (#error-handling), is tried once more at the
+coarsest level, with what failed and the partial plan in the prompt. ``Planning.run``
+returns what came of it: a plan, an unclear goal (the loop posts the questions with
+``clarify`` and waits), or no plan (the loop asks a person, with the partial plan).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from bot.agent.context_builder import PlanningContext
-from bot.agent.llm_calls import PhaseCaller
-from bot.agent.plan import (
+from bot.agent.briefing import Briefing, build_context, tool_lines
+from bot.agent.cache import PlanCache
+from bot.agent.people import waiting_for_answers
+from bot.agent.session import Session
+from bot.config import ComplexityThreshold, PlanningSettings
+from bot.events import TaskMode
+from bot.llm.calls import PhaseCaller
+from bot.llm.tokens import count_tokens
+from bot.record.history import HistoryKind, previous_attempt
+from bot.record.plan import (
+    Complexity,
     PlanDocument,
     PlanFormatError,
+    PlanningAnswer,
+    PlanningError,
     Subtask,
     ToolCheck,
     parse_goal,
     parse_plan,
     parse_subtasks,
-    revised_plan,
+    planning_answer,
 )
-from bot.agent.plan_rules import validate_plan
-from bot.config import ComplexityThreshold, PlanningSettings
-from bot.llm.tokens import count_tokens
+from bot.record.plan_rules import plan_digest, validate_plan
+from bot.record.state import Phase, Waiting
+from bot.record.texts import best_guess_text
+from bot.run_events import ClarificationAsked, Outcome, PlanMade, WaitKind
+from bot.tools.registry import ToolRegistry
 
+PLANNING_ATTEMPTS = 2
 COARSEST_LEVEL = "minimal"
-LEVEL_FOR_COMPLEXITY = {"simple": "minimal", "moderate": "moderate", "complex": "detailed"}
+LEVEL_FOR_COMPLEXITY = {
+    Complexity.SIMPLE: "minimal",
+    Complexity.MODERATE: "moderate",
+    Complexity.COMPLEX: "detailed",
+}
 
 
-def classify_complexity(tokens: int, threshold: ComplexityThreshold) -> str:
+def classify_complexity(tokens: int, threshold: ComplexityThreshold) -> Complexity:
     """Simple up to ``simple`` tokens, moderate up to ``moderate``, else complex
     (docs/planning.md#plan-detail)."""
     if tokens <= threshold.simple:
-        return "simple"
+        return Complexity.SIMPLE
     if tokens <= threshold.moderate:
-        return "moderate"
-    return "complex"
+        return Complexity.MODERATE
+    return Complexity.COMPLEX
 
 
-def planning_level(planning: PlanningSettings, task_text: str) -> tuple[str, str]:
+def planning_level(planning: PlanningSettings, task_text: str) -> tuple[Complexity, str]:
     """(complexity, decomposition level) for a task."""
     complexity = classify_complexity(count_tokens(task_text), planning.complexity_threshold)
     if planning.auto_adjust_level:
@@ -52,66 +73,36 @@ def planning_level(planning: PlanningSettings, task_text: str) -> tuple[str, str
     return complexity, planning.decomposition_level
 
 
-@dataclass(frozen=True, slots=True)
-class PlanningAnswer:
-    """The planning document, or why there is none (``error_type``)."""
+class PlanningFailed(Exception):
+    """No acceptable plan: ``kind`` is an unclear goal or a failed decomposition."""
 
-    document: dict[str, Any] | None
-    error_type: str | None = None
-    message: str = ""
-    questions: tuple[str, ...] = ()
-    partial_plan: dict[str, Any] | None = None
-    comment: str = ""
-    best_guess: dict[str, Any] | None = None  # an unclear goal's plan under assumptions
-
-
-@dataclass(frozen=True, slots=True)
-class RevisionRequest:
-    reason: str
-    issues: Sequence[str] = ()
-    done: str = ""
-    feedback: str = ""
-    fallbacks: Sequence[str] = ()  # the plan's fallback_strategy of each failed action
+    def __init__(
+        self,
+        kind: PlanningError,
+        message: str,
+        *,
+        questions: Sequence[str] = (),
+        partial_plan: dict[str, Any] | None = None,
+        best_guess: PlanDocument | None = None,
+    ) -> None:
+        super().__init__(f"{kind.value}: {message}")
+        self.kind = kind
+        self.message = message
+        self.questions = tuple(questions)
+        self.partial_plan = partial_plan
+        self.best_guess = best_guess  # an unclear goal's valid plan under assumptions
 
 
-@dataclass(frozen=True, slots=True)
-class RevisionResult:
-    plan: PlanDocument | None
-    reason: str = ""
-    changes: tuple[Any, ...] = ()
-    problems: tuple[str, ...] = field(default=())
-
-
-def _answer_from(data: dict[str, Any] | None, error: str | None) -> PlanningAnswer:
-    if data is None:
-        return PlanningAnswer(None, "invalid_answer", error or "no valid planning document")
-    problem = data.get("error")
-    if not isinstance(problem, Mapping):
-        return PlanningAnswer(data, comment=str(data.get("comment", "")))
-    partial = problem.get("partial_plan")
-    kind = str(problem.get("type", "decomposition_failed"))
-    guess = (
-        data if kind == "unclear_goal" and isinstance(data.get("action_plan"), Mapping) else None
-    )
-    return PlanningAnswer(
-        None,
-        kind,
-        str(problem.get("message", "")),
-        tuple(str(q) for q in problem.get("clarification_needed") or ()),
-        dict(partial) if isinstance(partial, Mapping) else None,
-        str(data.get("comment", "")),
-        best_guess={k: v for k, v in guess.items() if k != "error"} if guess else None,
-    )
+def validated(
+    plan: PlanDocument, check_tool: ToolCheck, planning: PlanningSettings
+) -> tuple[PlanDocument | None, list[str]]:
+    problems = validate_plan(plan, check_tool=check_tool, max_subtasks=planning.max_subtasks)
+    return (None, problems) if problems else (plan, [])
 
 
 class PlanningEngine:
     def __init__(
-        self,
-        caller: PhaseCaller,
-        planning: PlanningSettings,
-        *,
-        check_tool: ToolCheck,
-        tools: str,
+        self, caller: PhaseCaller, planning: PlanningSettings, *, check_tool: ToolCheck, tools: str
     ) -> None:
         self.caller = caller
         self.planning = planning
@@ -120,7 +111,7 @@ class PlanningEngine:
 
     async def understand_goal(
         self,
-        context: PlanningContext,
+        context: Briefing,
         *,
         replan_reason: str = "",
         answers: Sequence[str] = (),
@@ -141,7 +132,7 @@ class PlanningEngine:
             coarser=coarser,
             **context.prompt_vars(),
         )
-        return _answer_from(answer.data, answer.error)
+        return planning_answer(answer.data, answer.error)
 
     def decompose_task(self, answer: PlanningAnswer) -> tuple[Subtask, ...]:
         """The subtasks of the planning document (``PlanFormatError`` when malformed)."""
@@ -163,74 +154,233 @@ class PlanningEngine:
             plan = parse_plan(document, revision=revision, done_tasks=done)
         except PlanFormatError as exc:
             return None, [str(exc)]
-        problems = validate_plan(
-            plan, check_tool=self.check_tool, max_subtasks=self.planning.max_subtasks
-        )
-        return (None, problems) if problems else (plan, [])
+        return validated(plan, self.check_tool, self.planning)
 
-    def adopt(
-        self,
-        current: PlanDocument,
-        plan_revision: Mapping[str, Any],
-        *,
-        number: int,
-        done: Iterable[str],
-    ) -> RevisionResult:
-        """A revision's ``updated_action_plan`` applied to ``current`` and validated."""
-        updated = plan_revision.get("updated_action_plan")
-        reason = str(plan_revision.get("reason", ""))
-        changes = tuple(plan_revision.get("changes") or ())
-        if not isinstance(updated, Mapping):
-            return RevisionResult(
-                None, reason, changes, ("the revision has no updated_action_plan",)
+
+def planning_engine(
+    caller: PhaseCaller, planning: PlanningSettings, tools: ToolRegistry
+) -> PlanningEngine:
+    lines = tool_lines(tools.usable())
+    return PlanningEngine(caller, planning, check_tool=tools.check, tools=lines)
+
+
+def coarser_reason(failed: PlanningFailed) -> str:
+    """What the coarser attempt is told of the finer one: why it failed, and its partial
+    plan (feasible, infeasible, alternatives) when there is one."""
+    parts = [failed.message or "the task could not be decomposed"]
+    partial = failed.partial_plan or {}
+    for key, label in (
+        ("feasible_subtasks", "feasible"),
+        ("infeasible_subtasks", "not feasible"),
+        ("alternative_approaches", "alternatives"),
+    ):
+        items = [
+            str(i.get("description") or i.get("id")) if isinstance(i, dict) else str(i)
+            for i in partial.get(key) or []
+        ]
+        if items:
+            parts.append(f"{label}: " + "; ".join(items))
+    return ". ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    plan: PlanDocument
+
+
+@dataclass(frozen=True, slots=True)
+class NoPlan:
+    reason: str
+    partial_plan: dict[str, Any] | None = None
+
+
+PlanningResult = Planned | PlanningFailed | NoPlan  # PlanningFailed: an unclear goal
+
+
+class Planning:
+    def __init__(self, session: Session, cache: PlanCache, *, clock: Callable[[], float]) -> None:
+        self.session = session
+        self.ctx = session.ctx  # the task, its issue, forge, tools and settings
+        self.state = session.state
+        self.cache = cache
+        self.clock = clock
+        self.settings = self.ctx.settings.planning
+
+    def engine(self) -> PlanningEngine:
+        return planning_engine(self.session.caller, self.settings, self.ctx.tools)
+
+    def _tool_names(self) -> list[str]:
+        return [t.name for t in self.ctx.tools.usable()]
+
+    async def context(self) -> Briefing:
+        """What the planner is told; a retry also gets the previous attempt's history."""
+        ctx = self.ctx
+        previous_id = ctx.task.request.previous_task_id
+        previous = previous_attempt(ctx.data_dir, previous_id) if previous_id else ""
+        return await build_context(
+            ctx.forge,
+            ctx.issue,
+            ctx.settings,
+            ctx.tools.usable(),
+            instructions=ctx.task.request.instructions,
+            previous=previous,
+            repo_instructions=ctx.built.instructions if ctx.built is not None else "",
+        )
+
+    async def _from_cache(self, context: Briefing, engine: PlanningEngine) -> PlanDocument | None:
+        state = self.state
+        if state.answers or state.replan_reason or context.previous_block:
+            return None  # a retry wants a new plan, not the one that was tried
+        repo = self.ctx.issue.repo.key
+        hit = await self.cache.lookup(context.task_text, repo, self._tool_names())
+        if hit is None:
+            return None
+        plan, problems = engine.accept(hit.plan)
+        if plan is None:
+            self.session.record(HistoryKind.PLAN_REJECTED, cached=True, problems=problems)
+            return None
+        state.cached_plan = True
+        return plan
+
+    async def _ask(self, context: Briefing, engine: PlanningEngine) -> PlanDocument:
+        coarser = ""  # why the finer decomposition failed, once it has
+        while True:
+            try:
+                return await self._attempt(context, engine, coarser)
+            except PlanningFailed as failed:
+                if failed.kind is not PlanningError.DECOMPOSITION_FAILED or coarser:
+                    raise
+                coarser = coarser_reason(failed)
+                # one attempt at the coarser level: a rejection ends it
+                self.state.planning_attempts = PLANNING_ATTEMPTS - 1
+                self.session.record(
+                    HistoryKind.PLAN_REJECTED, coarser=True, problems=[failed.message]
+                )
+                await self.session.checkpoint()
+
+    async def _attempt(
+        self, context: Briefing, engine: PlanningEngine, coarser: str
+    ) -> PlanDocument:
+        session, state = self.session, self.state
+        while True:
+            await session.show(Phase.GOAL_UNDERSTANDING)
+            answer = await engine.understand_goal(
+                context, replan_reason=state.replan_reason, answers=state.answers, coarser=coarser
             )
+            if answer.error in (PlanningError.UNCLEAR_GOAL, PlanningError.DECOMPOSITION_FAILED):
+                guess = None
+                if answer.best_guess is not None:
+                    guess, rejected = engine.accept(answer.best_guess)
+                    if rejected:
+                        session.record(
+                            HistoryKind.PLAN_REJECTED, best_guess=True, problems=rejected
+                        )
+                raise PlanningFailed(
+                    answer.error,
+                    answer.message,
+                    questions=answer.questions,
+                    partial_plan=answer.partial(),
+                    best_guess=guess,
+                )
+            problems: list[str] = []
+            plan = None
+            try:
+                await session.show(Phase.TASK_DECOMPOSITION)
+                engine.decompose_task(answer)
+                await session.show(Phase.ACTION_PLANNING)
+                plan, problems = engine.generate_action_plan(answer)
+            except PlanFormatError as exc:
+                problems = [str(exc)]
+            if plan is not None:
+                return plan
+            state.planning_attempts += 1
+            state.replan_reason = "; ".join(problems)
+            session.record(
+                HistoryKind.PLAN_REJECTED, problems=problems, attempt=state.planning_attempts
+            )
+            await session.checkpoint()
+            if state.planning_attempts >= PLANNING_ATTEMPTS:
+                raise PlanningFailed(
+                    PlanningError.DECOMPOSITION_FAILED,
+                    "the plan was rejected twice: " + state.replan_reason,
+                    partial_plan=answer.partial(),
+                )
+
+    async def plan_for(self, context: Briefing, engine: PlanningEngine) -> PlanDocument:
+        """A validated plan for ``context`` (from the cache when one fits)."""
+        complexity, _level = planning_level(self.settings, context.task_text)
+        self.state.complexity = complexity
+        self.state.task_text = context.task_text
+        cached = await self._from_cache(context, engine)
+        if cached is not None:
+            for phase in (
+                Phase.GOAL_UNDERSTANDING,
+                Phase.TASK_DECOMPOSITION,
+                Phase.ACTION_PLANNING,
+            ):
+                await self.session.show(phase)
+            return cached
+        return await self._ask(context, engine)
+
+    async def run(self) -> PlanningResult:
+        """Plan the task: the plan (kept and announced), an unclear goal, or no plan."""
+        session, state = self.session, self.state
+        context = await self.context()
         try:
-            plan = revised_plan(current, updated, revision=number, done_tasks=done)
-        except PlanFormatError as exc:
-            return RevisionResult(None, reason, changes, (str(exc),))
-        problems = validate_plan(
-            plan, check_tool=self.check_tool, max_subtasks=self.planning.max_subtasks
+            plan = await self.plan_for(context, self.engine())
+        except PlanningFailed as failed:
+            if failed.kind is PlanningError.UNCLEAR_GOAL:
+                return failed
+            reason = f"the task could not be decomposed: {failed.message}"
+            return NoPlan(reason, failed.partial_plan)
+        session.set_plan(plan)
+        state.replan_reason = ""
+        document = plan.to_document()
+        session.record(HistoryKind.PLAN, plan=document, cached=state.cached_plan)
+        complexity = state.complexity.value if state.complexity is not None else ""
+        statuses, cached = session.statuses(), state.cached_plan
+        await session.emit(
+            PlanMade(plan=document, statuses=statuses, cached=cached, complexity=complexity)
         )
-        if problems:
-            return RevisionResult(None, reason, changes, tuple(problems))
-        return RevisionResult(plan, reason, changes)
+        await session.checkpoint()
+        return Planned(plan)
 
-    async def revise_plan(
-        self,
-        current: PlanDocument,
-        request: RevisionRequest,
-        *,
-        number: int,
-        done: Iterable[str],
-        remaining: str,
-    ) -> RevisionResult:
-        """A new action plan for the remaining work; one re-ask when it is unusable."""
-        done_tasks = list(done)
-        rejected: Sequence[str] = ()
-        result = RevisionResult(None, request.reason)
-        for _attempt in (1, 2):
-            answer = await self.caller.ask(
-                "revision",
-                "reflection",
-                goal=current.goal,
-                number=number,
-                limit=self.planning.revision.max_revisions,
-                reason=request.reason,
-                issues=list(request.issues),
-                fallbacks=list(request.fallbacks),
-                feedback=request.feedback,
-                done=request.done,
-                remaining=remaining,
-                tools=self.tools,
-                rejected=list(rejected),
+    def plan_only(self) -> bool:
+        """``/agent plan``: the plan waits for approval before anything runs."""
+        return self.ctx.task.request.mode is TaskMode.PLAN_ONLY
+
+    async def clarify(self, failed: PlanningFailed) -> Outcome:
+        """Post the questions and wait for answers (the loop has moved the task to WAIT);
+        with a best-guess plan, show it too: ``/agent approve`` runs it as it is, answers
+        make a new plan."""
+        session, state = self.session, self.state
+        questions = list(failed.questions) or [failed.message or "What exactly should be done?"]
+        waiting = Waiting(WaitKind.ANSWERS, since=self.clock(), questions=questions)
+        guess = failed.best_guess
+        shown = ""
+        if guess is not None:
+            session.set_plan(guess)
+            document = guess.to_document()
+            waiting.plan_hash = plan_digest(document)
+            shown = best_guess_text(guess, waiting.plan_hash)
+            session.record(HistoryKind.PLAN, plan=document, cached=False, best_guess=True)
+            await session.emit(
+                PlanMade(plan=document, statuses=session.statuses(), best_guess=True)
             )
-            if answer.data is None:
-                rejected = [answer.error or "the answer was not a valid reflection document"]
-                result = RevisionResult(None, request.reason, (), tuple(rejected))
-                continue
-            revision = answer.data.get("plan_revision") or {}
-            result = self.adopt(current, revision, number=number, done=done_tasks)
-            if result.plan is not None:
-                return result
-            rejected = result.problems
-        return result
+            newer = await self.ctx.store.messages_after(self.ctx.task.id, state.message_seq)
+            waiting.after_seq = max([state.message_seq, *(m.seq for m in newer)])
+        state.waiting = waiting
+        session.record(HistoryKind.CLARIFICATION, reason=failed.message, questions=questions)
+        await session.milestone(
+            ClarificationAsked(questions=questions, message=failed.message, best_guess=shown)
+        )
+        await session.checkpoint()
+        return waiting_for_answers()
+
+    async def remember(self) -> None:
+        """Cache the plan of a task that reached its goal without revisions."""
+        state = self.state
+        if state.cached_plan or state.plan_number or state.plan is None or not state.task_text:
+            return
+        repo = self.ctx.issue.repo.key
+        await self.cache.put(state.task_text, repo, self._tool_names(), state.plan)

@@ -1,28 +1,126 @@
 """Plan revision within its limits (docs/planning.md#revision, #revision-limits).
 
 ``Reviser.revise`` applies a reflection's suggestion: the reflection's own
-``updated_action_plan`` when it is valid, else a ``revision`` call. Revisions asked
-for by failures, and by a ``/agent reject`` of a plan or revision (the plan failed a
-person's review), count against ``max_revisions`` (reaching it asks for a person);
-revisions that follow people's feedback comments do not (``counts=False``). With
-``require_human_approval`` (or after ``/agent plan``) every revised plan waits for its own
-approval before it runs: the loop asks (``Waits.ensure_plan_approved``).
-A revision that cannot go on ends the run: ``NeedsPerson``.
+``updated_action_plan`` when it is valid, else a ``revision`` call that asks for a new
+action plan for the remaining work (re-asked once when the answer or the plan is
+unusable). Revisions asked for by failures, and by a ``/agent reject`` of a plan or
+revision (the plan failed a person's review), count against ``max_revisions`` (reaching
+it asks for a person: ``over_limit``); revisions that follow people's feedback comments
+do not (``counts=False``). With ``require_human_approval`` (or after ``/agent plan``)
+every revised plan waits for its own approval before it runs: the loop asks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from bot.agent.context import ProgressKind
-from bot.agent.exits import NeedsPerson
-from bot.agent.plan import PlanDocument
-from bot.agent.planning import PlanningEngine, RevisionRequest, RevisionResult
-from bot.agent.ports import Recorder
-from bot.agent.reflection import RevisionSuggestion
-from bot.agent.results import done_text, remaining_text
-from bot.agent.state import ActionRecord, ActionStatus, AgentState, Phase, Stage
+from bot.agent.planning import PlanningEngine, planning_engine, validated
+from bot.agent.session import Session
 from bot.config import RevisionSettings
+from bot.record.evidence import done_text, remaining_text
+from bot.record.history import HistoryKind
+from bot.record.plan import PlanDocument, PlanFormatError, revised_plan
+from bot.record.state import ActionRecord, ActionStatus
+from bot.run_events import Revised
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionSuggestion:
+    reason: str
+    changes: tuple[Any, ...] = ()
+    updated_action_plan: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Revise:
+    """Revise the plan as ``suggestion`` says (the loop does it)."""
+
+    suggestion: RevisionSuggestion
+    issues: Sequence[str] = ()
+    feedback: str = ""
+    counts: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionRequest:
+    reason: str
+    issues: Sequence[str] = ()
+    done: str = ""
+    feedback: str = ""
+    fallbacks: Sequence[str] = ()  # the plan's fallback_strategy of each failed action
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionResult:
+    plan: PlanDocument | None
+    reason: str = ""
+    changes: tuple[Any, ...] = ()
+    problems: tuple[str, ...] = field(default=())
+
+
+def adopt(
+    engine: PlanningEngine,
+    current: PlanDocument,
+    plan_revision: Mapping[str, Any],
+    *,
+    number: int,
+    done: Iterable[str],
+) -> RevisionResult:
+    """A revision's ``updated_action_plan`` applied to ``current`` and validated."""
+    updated = plan_revision.get("updated_action_plan")
+    reason = str(plan_revision.get("reason", ""))
+    changes = tuple(plan_revision.get("changes") or ())
+    if not isinstance(updated, Mapping):
+        return RevisionResult(None, reason, changes, ("the revision has no updated_action_plan",))
+    try:
+        plan = revised_plan(current, updated, revision=number, done_tasks=done)
+    except PlanFormatError as exc:
+        return RevisionResult(None, reason, changes, (str(exc),))
+    accepted, problems = validated(plan, engine.check_tool, engine.planning)
+    return RevisionResult(accepted, reason, changes, tuple(problems))
+
+
+async def revise_plan(
+    engine: PlanningEngine,
+    current: PlanDocument,
+    request: RevisionRequest,
+    *,
+    number: int,
+    done: Iterable[str],
+    remaining: str,
+) -> RevisionResult:
+    """A new action plan for the remaining work; one re-ask when it is unusable."""
+    done_tasks = list(done)
+    rejected: Sequence[str] = ()
+    result = RevisionResult(None, request.reason)
+    for _attempt in (1, 2):
+        answer = await engine.caller.ask(
+            "revision",
+            "reflection",
+            goal=current.goal,
+            number=number,
+            limit=engine.planning.revision.max_revisions,
+            reason=request.reason,
+            issues=list(request.issues),
+            fallbacks=list(request.fallbacks),
+            feedback=request.feedback,
+            done=request.done,
+            remaining=remaining,
+            tools=engine.tools,
+            rejected=list(rejected),
+        )
+        if answer.data is None:
+            rejected = [answer.error or "the answer was not a valid reflection document"]
+            result = RevisionResult(None, request.reason, (), tuple(rejected))
+            continue
+        revision = answer.data.get("plan_revision") or {}
+        result = adopt(engine, current, revision, number=number, done=done_tasks)
+        if result.plan is not None:
+            return result
+        rejected = result.problems
+    return result
 
 
 def failed_fallbacks(plan: PlanDocument, records: Sequence[ActionRecord]) -> list[str]:
@@ -36,27 +134,27 @@ def failed_fallbacks(plan: PlanDocument, records: Sequence[ActionRecord]) -> lis
 
 
 class Reviser:
-    def __init__(
-        self,
-        state: AgentState,
-        recorder: Recorder,
-        settings: RevisionSettings,
-        engine: Callable[[], PlanningEngine],
-    ) -> None:
-        self.state = state
-        self.recorder = recorder
+    def __init__(self, session: Session, settings: RevisionSettings) -> None:
+        self.session = session
+        self.state = session.state
         self.settings = settings
-        self.engine = engine
 
-    def remaining_text(self) -> str:
-        return remaining_text(self.recorder.plan, self.state.finished_keys())
+    def over_limit(self, revise: Revise) -> str | None:
+        """Why a counted revision may not happen (the limit is reached), or None."""
+        limit, done = self.settings.max_revisions, self.state.revisions
+        if not revise.counts or done < limit:
+            return None
+        return (
+            f"the plan was revised {done} times (planning.revision."
+            f"max_revisions is {limit}) and still needs changes: {revise.suggestion.reason}"
+        )
 
-    async def _new_plan(
-        self, suggestion: RevisionSuggestion, issues: Sequence[str], feedback: str, number: int
-    ) -> RevisionResult:
-        plan = self.recorder.plan
+    async def _new_plan(self, revise: Revise, number: int) -> RevisionResult:
+        session, suggestion = self.session, revise.suggestion
+        plan = session.plan
         assert plan is not None
-        engine = self.engine()
+        ctx = session.ctx
+        engine = planning_engine(session.caller, ctx.settings.planning, ctx.tools)
         done = self.state.done_tasks()
         if suggestion.updated_action_plan is not None:
             offered = {
@@ -64,68 +162,53 @@ class Reviser:
                 "changes": list(suggestion.changes),
                 "updated_action_plan": suggestion.updated_action_plan,
             }
-            result = engine.adopt(plan, offered, number=number, done=done)
+            result = adopt(engine, plan, offered, number=number, done=done)
             if result.plan is not None:
                 return result
-            self.recorder.record("plan_rejected", revision=number, problems=list(result.problems))
+            problems = list(result.problems)
+            session.record(HistoryKind.PLAN_REJECTED, revision=number, problems=problems)
         records = list(self.state.records.values())
         request = RevisionRequest(
             reason=suggestion.reason,
-            issues=issues,
+            issues=revise.issues,
             done=done_text(records),
-            feedback=feedback,
+            feedback=revise.feedback,
             fallbacks=failed_fallbacks(plan, records),
         )
-        return await engine.revise_plan(
-            plan, request, number=number, done=done, remaining=self.remaining_text()
+        remaining = remaining_text(plan, self.state.finished_keys())
+        return await revise_plan(
+            engine, plan, request, number=number, done=done, remaining=remaining
         )
 
-    async def revise(
-        self,
-        suggestion: RevisionSuggestion,
-        *,
-        issues: Sequence[str] = (),
-        feedback: str = "",
-        counts: bool = True,
-    ) -> None:
-        """Revise the plan and go on executing; raises ``NeedsPerson`` when it cannot, and
-        ``Exit`` when the new plan waits for approval."""
-        recorder, state = self.recorder, self.state
-        limit = self.settings.max_revisions
-        if counts and state.revisions >= limit:
-            raise NeedsPerson(
-                f"the plan was revised {state.revisions} times (planning.revision."
-                f"max_revisions is {limit}) and still needs changes: {suggestion.reason}"
-            )
-        recorder.to(Stage.REVISE)
-        await recorder.show(Phase.REVISION)
+    async def revise(self, revise: Revise) -> str | None:
+        """Make, keep and announce the revised plan (the loop has moved the task to
+        REVISE); why it could not be revised, or None."""
+        session, state = self.session, self.state
         number = state.plan_number + 1
-        result = await self._new_plan(suggestion, issues, feedback, number)
+        result = await self._new_plan(revise, number)
         if result.plan is None:
-            reason = "the plan could not be revised: " + "; ".join(result.problems)
-            raise NeedsPerson(reason)
+            return "the plan could not be revised: " + "; ".join(result.problems)
+        counts = revise.counts
         state.revisions += 1 if counts else 0
         state.plan_number = number
         state.consecutive_failures = 0
-        recorder.set_plan(result.plan)
-        reason = result.reason or suggestion.reason
-        changes = list(result.changes or suggestion.changes)
+        session.set_plan(result.plan)
+        reason = result.reason or revise.suggestion.reason
+        changes = list(result.changes or revise.suggestion.changes)
         state.tried.append(f"revision {number}: {reason}")
         document = result.plan.to_document()
-        recorder.record(
-            "revision", number=number, counted=counts, reason=reason, changes=changes, plan=document
+        session.record(HistoryKind.REVISION, number=number, counted=counts, reason=reason,
+                       changes=changes, plan=document)  # fmt: skip
+        await session.emit(
+            Revised(
+                seq=number,
+                number=state.revisions,
+                limit=self.settings.max_revisions,
+                reason=reason,
+                changes=changes,
+                requested_by_people=not counts,
+                plan=document,
+                statuses=session.statuses(),
+            )
         )
-        await recorder.emit(
-            ProgressKind.REVISION,
-            seq=number,
-            number=state.revisions,
-            limit=limit,
-            reason=reason,
-            changes=changes,
-            requested_by_people=not counts,
-            plan=document,
-            statuses=recorder.statuses(),
-        )
-        recorder.to(Stage.EXECUTE)  # where a plan that needs approval waits for it
-        await recorder.show(Phase.EXECUTION)
-        await recorder.checkpoint()
+        return None

@@ -1,11 +1,16 @@
-"""One run of one task: its context, state, history, budget, and the moves between phases.
+"""One run of one task: what the worker hands the agent, and the run's record keeping.
 
-The loop builds one ``Session`` per run and hands its parts to the helpers: the model
-caller (``caller``), the run directory's logs (``runlog``: conversation.jsonl,
-errors.log, artifacts), and itself as their ``Recorder`` (``bot.agent.ports``): it owns
-the checkpoint (``checkpoint()`` after every action), the planning history, token
-accounting (a USAGE event and a history entry per model call), the stage (``to``
-refuses a move the stage table does not have) and the phase people see (``show``).
+The worker builds a ``TaskContext`` for each leased task and calls
+``AgentLoop().run(ctx)``; the agent reports what people should see through
+``ctx.emit`` (the progress events of ``bot.run_events``, which the comments render into
+the status comment and milestone comments) and returns an ``Outcome`` that the worker
+stores and turns into labels.
+
+The loop builds one ``Session`` per run and hands it to its helpers: the model caller
+(``caller``), the run directory's logs (``runlog``: conversation.jsonl, errors.log,
+artifacts), the checkpoint (``checkpoint()`` after every action), the planning history
+(``record``), token accounting (a USAGE event and a history entry per model call) and
+the phase people see (``show``). The stage is not the session's: only the loop moves it.
 """
 
 from __future__ import annotations
@@ -13,25 +18,48 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from bot.agent.budget import Budget, UsageLedger
-from bot.agent.context import ProgressEvent, ProgressKind, TaskContext
-from bot.agent.history import PlanningHistory
-from bot.agent.llm_calls import PhaseCaller, usage_entry
-from bot.agent.plan import PlanDocument
-from bot.agent.prompts import PromptLibrary
-from bot.agent.runlog import RunLog
-from bot.agent.snapshot import plan_of, subtask_statuses
-from bot.agent.state import AgentState, Phase, Stage, can_move
-from bot.config import secret_values
-from bot.llm.base import Usage
+from bot.config import Settings, secret_values
+from bot.config.overrides import EffectivePlanning
+from bot.events import IssueRef
+from bot.forges.base import Forge
+from bot.llm.base import LLM, Usage
+from bot.llm.budget import Budget, UsageLedger
+from bot.llm.calls import PhaseCaller, usage_entry
 from bot.llm.prices import model_price
+from bot.llm.prompts import PromptLibrary
+from bot.record.history import HistoryKind, PlanningHistory
+from bot.record.plan import PlanDocument
+from bot.record.runlog import RunLog
+from bot.record.snapshot import plan_of, subtask_statuses
+from bot.record.state import AgentState, Phase
+from bot.run_events import Emit, PhaseChanged, ProgressEvent, ProgressKind, UsageReport
+from bot.storage.base import Store, Task
+from bot.tools.factory import BuiltTools
+from bot.tools.registry import ToolRegistry
 
 
-class InvalidTransition(RuntimeError):
-    """The loop tried a stage change the stage table does not allow (a bug)."""
+@dataclass
+class TaskContext:
+    task: Task
+    issue: IssueRef
+    settings: Settings
+    store: Store
+    forge: Forge
+    llm: LLM
+    tools: ToolRegistry
+    emit: Emit
+    data_dir: Path
+    workspace: Path | None = None
+    # The parts behind ``tools`` (workspace clone, sandbox, the task's branch, the quality
+    # gate): the coordinator delivers through them. None: no workspace, no branch.
+    built: BuiltTools | None = None
+    # How ``settings.planning`` was merged from the server's, the repository's and the
+    # requester's (the run report shows it). None: the server's, unchanged.
+    planning: EffectivePlanning | None = None
 
 
 @dataclass
@@ -117,31 +145,24 @@ class Session:
             self.state.usage = self.budget.ledger.to_dict()
             await self.ctx.store.save_checkpoint(self.ctx.task.id, self.state.to_dict())
 
-    async def emit(self, kind: ProgressKind, **data: Any) -> None:
+    async def emit(self, event: ProgressEvent) -> None:
         if self.persist:
-            await self.ctx.emit(ProgressEvent(kind, data))
+            await self.ctx.emit(event)
 
-    async def milestone(self, kind: ProgressKind, **data: Any) -> None:
+    async def milestone(self, event: ProgressEvent) -> None:
         """A milestone event with a stable sequence number (a re-run replaces, not repeats)."""
-        await self.emit(kind, seq=self.next_seq(kind), **data)
+        await self.emit(replace(event, seq=self.next_seq(event.kind)))
 
-    def record(self, entry_type: str, **fields: Any) -> None:
+    def record(self, kind: HistoryKind, **fields: Any) -> None:
         if self.persist:
-            self.history.append(entry_type, **fields)
-
-    def to(self, target: Stage) -> None:
-        """Move the task to the ``target`` stage (saved with the next checkpoint)."""
-        current = self.state.stage
-        if not can_move(current, target):
-            raise InvalidTransition(f"{current.value} -> {target.value} is not a stage move")
-        self.state.stage = target
+            self.history.append(kind, **fields)
 
     async def show(self, phase: Phase) -> None:
         """Tell the status comment the phase (once while it stays in execution)."""
         if self._shown is phase and phase in (Phase.EXECUTION, Phase.COMPLETION):
             return
         self._shown = phase
-        await self.emit(ProgressKind.PHASE, phase=phase.value)
+        await self.emit(PhaseChanged(phase=phase.value))
 
     @property
     def shown_phase(self) -> Phase:
@@ -152,7 +173,7 @@ class Session:
         self.state.outage_pauses = 0
         ledger = self.budget.ledger
         self.record(
-            "usage",
+            HistoryKind.USAGE,
             phase=template,
             **usage_entry(usage),
             calls=calls,
@@ -160,16 +181,17 @@ class Session:
             cost=round(ledger.cost, 6),
         )
         await self.emit(
-            ProgressKind.USAGE,
-            phase=template,
-            total_tokens=ledger.total,
-            prompt_tokens=ledger.prompt_tokens,
-            completion_tokens=ledger.completion_tokens,
-            cached_tokens=ledger.cached_tokens,
-            cost=round(ledger.cost, 6),
-            calls=ledger.calls,
-            by_phase=ledger.to_dict()["by_phase"],
-            budget=self.budget.max_tokens_per_task,
+            UsageReport(
+                phase=template,
+                total_tokens=ledger.total,
+                prompt_tokens=ledger.prompt_tokens,
+                completion_tokens=ledger.completion_tokens,
+                cached_tokens=ledger.cached_tokens,
+                cost=round(ledger.cost, 6),
+                calls=ledger.calls,
+                by_phase=ledger.to_dict()["by_phase"],
+                budget=self.budget.max_tokens_per_task,
+            )
         )
 
     # --- views ---------------------------------------------------------------------------------

@@ -5,10 +5,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.agent.context import PauseReason, ProgressEvent, ProgressKind
 from bot.comments.render import render
 from bot.comments.status import render_links
 from bot.comments.wording import approval_subject, verdict_label
+from bot.run_events import (
+    ApprovalAsked,
+    ClarificationAsked,
+    Completed,
+    InterventionNeeded,
+    Notice,
+    Paused,
+    PauseReason,
+    ProgressEvent,
+    Reflected,
+    Revised,
+    SettingsRefused,
+)
 
 
 def _strings(items: object) -> list[str]:
@@ -40,80 +52,79 @@ def milestone_body(
     event: ProgressEvent, language: str, *, prefix: str, links: dict[str, str]
 ) -> str | None:
     """The comment for a milestone event, or None for status-only events."""
-    d: dict[str, Any] = event.data
-    kind = event.kind
-    if kind is ProgressKind.REVISION:
-        return render(
-            "revision",
-            language,
-            number=d.get("number", 1),
-            limit=d.get("limit", "?"),
-            reason=d.get("reason", ""),
-            changes=_strings(d.get("changes")),
-        )
-    if kind is ProgressKind.REFLECTION:
-        evaluation = str(d.get("evaluation", ""))
-        return render(
-            "reflection",
-            language,
-            action=d.get("action", ""),
-            status=verdict_label(str(d.get("status", "")), language),
-            evaluation=evaluation,
-            issues=[i for i in _strings(d.get("issues")) if i.strip() != evaluation.strip()],
-        )
-    if kind is ProgressKind.CLARIFICATION:
-        return render(
-            "clarification",
-            language,
-            questions=_strings(d.get("questions")),
-            best_guess=str(d.get("best_guess") or ""),
-            prefix=prefix,
-        )
-    if kind is ProgressKind.APPROVAL_REQUEST:
-        return render(
-            "approval_request",
-            language,
-            what=approval_subject(d, language),
-            details=d.get("details", ""),
-            prefix=prefix,
-            timeout=_duration(d.get("timeout", 0), language),
-        )
-    if kind is ProgressKind.PAUSED:
-        return render("paused", language, reason=pause_reason(d, language, prefix=prefix))
-    if kind is ProgressKind.COMPLETION:
-        summary = d.get("summary") or {}
-        return render(
-            "completion",
-            language,
-            completed=summary.get("tasks_completed", 0),
-            failed=summary.get("tasks_failed", 0),
-            outcomes=_strings(summary.get("key_outcomes")),
-            criteria=_strings(summary.get("criteria")),
-            lessons=_strings(summary.get("lessons_learned")),
-            links=render_links(links, language),
-            report=str(d.get("report") or ""),
-        )
-    if kind is ProgressKind.HUMAN_INTERVENTION:
-        summary = d.get("summary") or {}
-        return render(
-            "human_intervention",
-            language,
-            prefix=prefix,
-            reason=summary.get("reason") or d.get("reason", ""),
-            tried=_strings(d.get("tried")),
-            current_state=summary.get("current_state", ""),
-            criteria=_strings(summary.get("criteria")),
-            partial_plan=partial_plan_lines(d.get("partial_plan"), language),
-            recommendations=_strings(summary.get("recommendations")),
-            setup=setup_failure(d.get("setup")),
-            links=render_links(links, language),
-            report=str(d.get("report") or ""),
-        )
-    if kind is ProgressKind.NOTICE:
-        return render("notice", language, text=d.get("text", ""))
-    if kind is ProgressKind.SETTINGS_REFUSED:
-        items = [refused_item(item, language) for item in d.get("refused") or []]
-        return render("settings_refused", language, items=items) if items else None
+    match event:
+        case Revised():
+            return render(
+                "revision",
+                language,
+                number=event.number,
+                limit=event.limit,
+                reason=event.reason,
+                changes=_strings(event.changes),
+            )
+        case Reflected():
+            evaluation = event.evaluation
+            return render(
+                "reflection",
+                language,
+                action=event.action,
+                status=verdict_label(event.status, language),
+                evaluation=evaluation,
+                issues=[i for i in _strings(event.issues) if i.strip() != evaluation.strip()],
+            )
+        case ClarificationAsked():
+            return render(
+                "clarification",
+                language,
+                questions=_strings(event.questions),
+                best_guess=event.best_guess,
+                prefix=prefix,
+            )
+        case ApprovalAsked():
+            return render(
+                "approval_request",
+                language,
+                what=approval_subject(event, language),
+                details=event.details,
+                prefix=prefix,
+                timeout=_duration(event.timeout, language),
+            )
+        case Paused():
+            return render("paused", language, reason=pause_reason(event, language, prefix=prefix))
+        case Completed():
+            summary = event.summary
+            return render(
+                "completion",
+                language,
+                completed=summary.get("tasks_completed", 0),
+                failed=summary.get("tasks_failed", 0),
+                outcomes=_strings(summary.get("key_outcomes")),
+                criteria=_strings(summary.get("criteria")),
+                lessons=_strings(summary.get("lessons_learned")),
+                links=render_links(links, language),
+                report=event.report,
+            )
+        case InterventionNeeded():
+            summary = event.summary
+            return render(
+                "human_intervention",
+                language,
+                prefix=prefix,
+                reason=summary.get("reason") or event.reason,
+                tried=_strings(event.tried),
+                current_state=summary.get("current_state", ""),
+                criteria=_strings(summary.get("criteria")),
+                partial_plan=partial_plan_lines(event.partial_plan, language),
+                recommendations=_strings(summary.get("recommendations")),
+                setup=setup_failure(event.setup),
+                links=render_links(links, language),
+                report=event.report,
+            )
+        case Notice():
+            return render("notice", language, text=event.text)
+        case SettingsRefused():
+            items = [refused_item(item, language) for item in event.refused]
+            return render("settings_refused", language, items=items) if items else None
     return None
 
 
@@ -184,16 +195,15 @@ REFUSAL_REASONS = frozenset(
 )
 
 
-def pause_reason(data: dict[str, Any], language: str, *, prefix: str) -> str:
+def pause_reason(event: Paused, language: str, *, prefix: str) -> str:
     """Why the task is paused, in words; a reason that is not a ``PauseReason`` (a
     person's own words) is shown as it is."""
-    text = str(data.get("reason", PauseReason.PERSON.value))
     try:
-        reason = PauseReason(text)
+        reason = PauseReason(event.reason)
     except ValueError:
-        return text
+        return event.reason
     if reason is PauseReason.LLM_UNAVAILABLE:
-        return render("paused_llm", language, endpoint=data.get("endpoint", "LLM"))
+        return render("paused_llm", language, endpoint=event.endpoint)
     if reason is PauseReason.APPROVAL_TIMEOUT:
         return render("paused_approval", language, prefix=prefix)
-    return render("paused_user", language, prefix=prefix, by=str(data.get("by") or ""))
+    return render("paused_user", language, prefix=prefix, by=event.by)

@@ -7,13 +7,16 @@ import datetime as dt
 from bot.comments.language import choose_language
 from bot.comments.render import Marker, excerpt, finish, quote, render
 from bot.config import secret_values
-from bot.events import ForgeKind, IssueRef
+from bot.events import CommandName, ForgeKind, IssueRef
 from bot.runtime import Runtime
 from bot.storage.base import Task
-from bot.triggers import Action, ActionKind
+from bot.triggers import Action, Reply, ReplyKind, SendMessage, ShowStatus
 from bot.webhooks.commands import help_text
 
-_ACKS = {"approve", "reject", "stop", "pause", "resume"}
+_ACKS = frozenset(
+    {CommandName.APPROVE, CommandName.REJECT, CommandName.STOP, CommandName.PAUSE,
+     CommandName.RESUME}
+)  # fmt: skip
 
 
 def _when(epoch: float) -> str:
@@ -29,49 +32,50 @@ class Replier:
         settings = self.runtime.settings
         lang = choose_language(settings, f"{issue.title}\n{issue.body}")
         prefix = settings.commands.prefix
-        q = quote(action.quote)
-        if action.kind is ActionKind.STATUS:
-            if task is None:
-                return render("status_none", lang, quote=q, prefix=prefix)
-            return render(
-                "status_reply",
-                lang,
-                quote=q,
-                task_id=task.id,
-                state=render(f"state_{task.state.value}", lang),
-                phase=task.phase,
-                created=_when(task.created_at),
-                updated=_when(task.updated_at),
-                error=task.error or "",
-            )
-        if action.kind is ActionKind.MESSAGE:
-            name = str(action.payload.get("name", ""))
-            if name not in _ACKS:
-                return None
-            return render(
-                f"ack_{name}",
-                lang,
-                quote=q,
-                prefix=prefix,
-                author=action.payload.get("author", ""),
-                reason=excerpt(str(action.payload.get("args", ""))),
-            )
-        key = action.text
-        if key == "help":
-            word = action.quote.split()[1] if len(action.quote.split()) > 1 else ""
-            if word and word != "help":
+        match action:
+            case ShowStatus(quote=said):
+                q = quote(said)
+                if task is None:
+                    return render("status_none", lang, quote=q, prefix=prefix)
                 return render(
-                    "unknown_command",
+                    "status_reply",
                     lang,
                     quote=q,
-                    word=excerpt(word, limit=40),
-                    commands=help_text(prefix),
+                    task_id=task.id,
+                    state=render(f"state_{task.state.value}", lang),
+                    phase=task.phase,
+                    created=_when(task.created_at),
+                    updated=_when(task.updated_at),
+                    error=task.error or "",
                 )
-            return render("help", lang, quote=q, commands=help_text(prefix))
-        if key == "denied":
-            who = "who_github" if issue.repo.forge is ForgeKind.GITHUB else "who_gitlab"
-            return render("denied", lang, quote=q, who=render(who, lang))
-        return render(key, lang, quote=q, prefix=prefix)
+            case SendMessage(command=command, quote=said) if command in _ACKS:
+                assert command is not None
+                return render(
+                    f"ack_{command.value}",
+                    lang,
+                    quote=quote(said),
+                    prefix=prefix,
+                    author=action.payload.get("author", ""),
+                    reason=excerpt(str(action.payload.get("args", ""))),
+                )
+            case Reply(text=ReplyKind.HELP, quote=said):
+                q = quote(said)
+                word = said.split()[1] if len(said.split()) > 1 else ""
+                if word and word != CommandName.HELP:
+                    return render(
+                        "unknown_command",
+                        lang,
+                        quote=q,
+                        word=excerpt(word, limit=40),
+                        commands=help_text(prefix),
+                    )
+                return render("help", lang, quote=q, commands=help_text(prefix))
+            case Reply(text=ReplyKind.DENIED, quote=said):
+                who = "who_github" if issue.repo.forge is ForgeKind.GITHUB else "who_gitlab"
+                return render("denied", lang, quote=quote(said), who=render(who, lang))
+            case Reply(text=key, quote=said):
+                return render(key.value, lang, quote=quote(said), prefix=prefix)
+        return None
 
     async def reply(
         self, issue: IssueRef, action: Action, task: Task | None, *, seq: int = 0
@@ -98,8 +102,11 @@ class Replier:
 
 def reply_kind(action: Action) -> str:
     """The marker kind of a reply: ``reply-<template or command>``."""
-    if action.kind is ActionKind.STATUS:
-        return "reply-status"
-    if action.kind is ActionKind.MESSAGE:
-        return f"reply-{action.payload.get('name', 'message')}"
-    return f"reply-{action.text or 'text'}"
+    match action:
+        case ShowStatus():
+            return "reply-status"
+        case SendMessage(command=command):
+            return f"reply-{command.value if command is not None else 'message'}"
+        case Reply(text=key):
+            return f"reply-{key.value}"
+    return "reply-text"

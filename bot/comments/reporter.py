@@ -26,7 +26,6 @@ import weakref
 from typing import Any
 
 from bot import offload
-from bot.agent.context import Outcome, PauseReason, ProgressEvent, ProgressKind
 from bot.comments.labels import managed, transition
 from bot.comments.language import choose_language
 from bot.comments.milestones import milestone_body
@@ -34,6 +33,15 @@ from bot.comments.render import Marker, find_markers, finish, fits, render
 from bot.comments.status import StatusView, render_links
 from bot.config import Settings, bot_names, secret_values
 from bot.forges.base import Forge, ForgeError
+from bot.run_events import (
+    InterventionNeeded,
+    Outcome,
+    Paused,
+    PauseReason,
+    PhaseChanged,
+    ProgressEvent,
+    ProgressKind,
+)
 from bot.runtime import Runtime
 from bot.storage.base import Task, TaskState
 from bot.storage.runs import RunDirectory
@@ -56,10 +64,12 @@ def _nothing_new(event: ProgressEvent) -> bool:
     """Whether an event of a run resumed after an outage leaves the issue as it is: the
     phase it resumes in, or the same outage again (another pause, e.g. ``/agent pause``,
     is news)."""
-    if event.kind is ProgressKind.PHASE:
-        return True
-    reason = event.data.get("reason")
-    return event.kind is ProgressKind.PAUSED and reason == PauseReason.LLM_UNAVAILABLE.value
+    match event:
+        case PhaseChanged():
+            return True
+        case Paused():
+            return event.reason == PauseReason.LLM_UNAVAILABLE
+    return False
 
 
 def save_full_text(settings: Settings, marker: Marker, text: str) -> str:
@@ -137,7 +147,7 @@ class IssueReporter:
             await self._show_running()
         body = milestone_body(event, self.language, prefix=self.prefix, links=self.view.links)
         if body is not None:
-            seq = int(event.data.get("seq", self._next_seq(event.kind.value)))
+            seq = event.seq if event.seq is not None else self._next_seq(event.kind.value)
             kind = event.kind.value
             self._counts[kind] = max(self._counts.get(kind, 0), seq + 1)
             await self._upsert(Marker(self.task.id, kind, seq), body)
@@ -187,18 +197,14 @@ class IssueReporter:
         elif outcome.state is TaskState.FAILED:
             body = render("failed", self.language, reason=reason, prefix=self.prefix)
         else:
-            kind = _ENDINGS[outcome.state]
-            assert kind is not None
             summary = dict(outcome.summary)
+            closing: ProgressEvent
             if outcome.state is TaskState.NEEDS_HUMAN:
                 summary.setdefault("reason", reason)
-            data = {"reason": reason or "user", "summary": summary}
-            body = (
-                milestone_body(
-                    ProgressEvent(kind, data), self.language, prefix=self.prefix, links={}
-                )
-                or reason
-            )
+                closing = InterventionNeeded(summary=summary, reason=reason or "user")
+            else:
+                closing = Paused(reason=reason or PauseReason.PERSON.value)
+            body = milestone_body(closing, self.language, prefix=self.prefix, links={}) or reason
         kind_name = f"end-{outcome.state.value}"
         await self._upsert(Marker(self.task.id, kind_name, self._next_seq(kind_name)), body)
 

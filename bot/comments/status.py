@@ -6,18 +6,35 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.agent.context import ProgressEvent, ProgressKind
 from bot.comments.render import render
 from bot.comments.wording import gate_text, phase_label, waiting_label
+from bot.events import TaskState
 from bot.llm.prices import dollars
-from bot.storage.base import TaskState
+from bot.run_events import (
+    ActionProgress,
+    ApprovalAsked,
+    ClarificationAsked,
+    LinksShown,
+    PhaseChanged,
+    PlanMade,
+    ProgressEvent,
+    Revised,
+    SubtaskStatus,
+    UsageReport,
+)
 
 WAITING_STATES = frozenset(
     {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
 )
 # What the status comment links to. Never a path on the bot's host.
 LINK_KEYS = frozenset({"branch", "change_request_url", "report_url"})
-ICONS = {"pending": "⬜", "running": "🔄", "done": "✅", "failed": "❌", "skipped": "⏭️"}
+ICONS: dict[str, str] = {
+    SubtaskStatus.PENDING: "⬜",
+    SubtaskStatus.RUNNING: "🔄",
+    SubtaskStatus.DONE: "✅",
+    SubtaskStatus.FAILED: "❌",
+    SubtaskStatus.SKIPPED: "⏭️",
+}
 
 
 @dataclass
@@ -35,38 +52,39 @@ class StatusView:
     gate: dict[str, Any] = field(default_factory=dict)  # result, steps (LINKS ``gate``)
 
     def apply(self, event: ProgressEvent) -> None:
-        data = event.data
-        kind = event.kind
-        if kind is ProgressKind.PHASE:
-            self.phase = str(data.get("phase", self.phase))
-        elif kind in (ProgressKind.PLAN, ProgressKind.REVISION) and isinstance(
-            data.get("plan"), dict
-        ):
-            self.plan = data["plan"]
-            self.statuses.update(data.get("statuses") or {})
-            if kind is ProgressKind.REVISION:
-                self.revisions = int(data.get("number", self.revisions + 1))
-        elif kind is ProgressKind.ACTION and data.get("task_id"):
-            self.statuses[str(data["task_id"])] = str(data.get("status", "running"))
-        elif kind is ProgressKind.USAGE:
-            self.tokens = int(data.get("total_tokens", self.tokens))
-            self.cached_tokens = int(data.get("cached_tokens", self.cached_tokens))
-            self.cost = float(data.get("cost", self.cost))
-        elif kind is ProgressKind.LINKS:
-            if isinstance(data.get("gate"), dict):
-                self.gate = dict(data["gate"])
-            shown = {k: v for k, v in data.items() if k in LINK_KEYS}
-            self.links.update({k: str(v) for k, v in shown.items() if v is not None and v != ""})
-        if kind is ProgressKind.CLARIFICATION:
-            self.waiting = {"subject": "clarification"}
-        elif kind is ProgressKind.APPROVAL_REQUEST:
-            keys = ("subject", "what", "tool", "number")
-            self.waiting = {k: data[k] for k in keys if data.get(k)}
-        elif kind in (ProgressKind.ACTION, ProgressKind.PHASE):
-            self.waiting = {}
+        match event:
+            case PhaseChanged():
+                self.phase = event.phase
+            case PlanMade():
+                self.plan = event.plan
+                self.statuses.update(event.statuses)
+            case Revised() if event.plan is not None:
+                self.plan = event.plan
+                self.statuses.update(event.statuses)
+                self.revisions = event.number
+            case ActionProgress() if event.task_id:
+                self.statuses[event.task_id] = event.status
+            case UsageReport():
+                self.tokens = event.total_tokens
+                self.cached_tokens = event.cached_tokens
+                self.cost = event.cost
+            case LinksShown():
+                if event.gate is not None:
+                    self.gate = dict(event.gate)
+                shown = {"branch": event.branch, "change_request_url": event.change_request_url}
+                self.links.update({k: v for k, v in shown.items() if v})
+        match event:
+            case ClarificationAsked():
+                self.waiting = {"subject": "clarification"}
+            case ApprovalAsked():
+                asked: dict[str, Any] = {"subject": event.subject, "what": event.what,
+                                         "tool": event.tool, "number": event.number}  # fmt: skip
+                self.waiting = {k: v for k, v in asked.items() if v}
+            case ActionProgress() | PhaseChanged():
+                self.waiting = {}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        """Take over what a checkpoint says (``bot.agent.snapshot``): a restarted worker's
+        """Take over what a checkpoint says (``bot.record.snapshot``): a restarted worker's
         status comment keeps its plan, progress, tokens, revisions, waiting and links."""
         self.phase = str(snapshot.get("phase") or self.phase)
         if isinstance(snapshot.get("plan"), dict):
@@ -91,7 +109,7 @@ class StatusView:
     def render(self, language: str) -> str:
         checklist = []
         for sub in self.subtasks():
-            status = self.statuses.get(str(sub.get("id")), "pending")
+            status = self.statuses.get(str(sub.get("id")), SubtaskStatus.PENDING)
             checklist.append(
                 {
                     "status": status,
@@ -99,7 +117,7 @@ class StatusView:
                     "description": str(sub.get("description", sub.get("id", ""))),
                 }
             )
-        done = sum(1 for item in checklist if item["status"] == "done")
+        done = sum(1 for item in checklist if item["status"] == SubtaskStatus.DONE)
         return render(
             "status",
             language,

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from bot.comments.render import render, template_keys
+from bot.run_events import ApprovalAsked, WaitKind
 
-SUBJECTS = ("plan", "revision", "tool", "clarification")
+SUBJECTS = (WaitKind.PLAN, WaitKind.REVISION, WaitKind.TOOL, WaitKind.ANSWERS)
 
 
 def _known(key: str, language: str) -> bool:
@@ -27,17 +28,17 @@ def _values(waiting: dict[str, Any]) -> dict[str, Any]:
 def waiting_label(waiting: dict[str, Any], language: str) -> str:
     """What the task waits on people for, for the status comment ("" when nothing)."""
     subject = str(waiting.get("subject") or "")
-    if subject in SUBJECTS and (subject != "tool" or waiting.get("tool")):
+    if subject in SUBJECTS and (subject != WaitKind.TOOL or waiting.get("tool")):
         return render(f"waiting_{subject}", language, **_values(waiting))
     return str(waiting.get("what") or subject)
 
 
-def approval_subject(data: dict[str, Any], language: str) -> str:
+def approval_subject(event: ApprovalAsked, language: str) -> str:
     """The first line of an approval request: what is to be approved."""
-    subject = str(data.get("subject") or "")
-    if subject in ("plan", "revision") or (subject == "tool" and data.get("tool")):
-        return render(f"approve_{subject}", language, **_values(data))
-    what = str(data.get("what") or "")
+    subject = event.subject
+    if subject in (WaitKind.PLAN, WaitKind.REVISION) or (subject is WaitKind.TOOL and event.tool):
+        return render(f"approve_{subject}", language, tool=event.tool, number=event.number)
+    what = event.what
     return what[:1].upper() + what[1:]
 
 

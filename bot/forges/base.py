@@ -8,7 +8,7 @@ so callers never see an HTTP library's exception.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from typing import Protocol, runtime_checkable
 
 from bot.change_state import (
@@ -114,10 +114,15 @@ class FileContent:
         return self.content.decode("utf-8", errors="replace")
 
 
+class EntryKind(StrEnum):
+    FILE = "file"
+    DIR = "dir"
+
+
 @dataclass(frozen=True, slots=True)
 class TreeEntry:
     path: str
-    kind: str  # "file" | "dir"
+    kind: str  # EntryKind: "file" | "dir"
     size: int | None = None
 
 

@@ -2,7 +2,7 @@
 
 Providers (``openai.py``, ``anthropic.py``, ``scripted.py``) turn an ``LLMRequest``
 into a call to their endpoint and return the raw text with token usage. Parsing,
-validation, repair and re-asking live in ``bot/agent/schema.py`` and are the same
+validation, repair and re-asking live in ``bot/llm/documents.py`` and are the same
 for every provider.
 """
 

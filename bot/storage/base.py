@@ -14,26 +14,14 @@ message it produced. Worker slots lease tasks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Protocol
 
 from bot.events import TaskRequest
+from bot.events import TaskState as TaskState  # re-exported: the store keeps it
 
 
 class StoreError(Exception):
     """The store failed (could not open, write or read)."""
-
-
-class TaskState(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    AWAITING_INPUT = "awaiting_input"
-    AWAITING_APPROVAL = "awaiting_approval"
-    PAUSED = "paused"
-    DONE = "done"
-    NEEDS_HUMAN = "needs_human"
-    FAILED = "failed"
-    STOPPED = "stopped"
 
 
 ACTIVE_STATES: frozenset[TaskState] = frozenset(

@@ -22,13 +22,18 @@ from bot.comments.replies import Replier
 from bot.events import EventKind, ForgeEvent
 from bot.forges.base import Forge, ForgeError, Permission
 from bot.runtime import Runtime
-from bot.storage.base import InboxEvent, Task
+from bot.storage.base import InboxEvent, Store, Task
 from bot.triggers import (
     Action,
-    ActionKind,
+    CreateTask,
     Ignore,
     Intent,
     IntentKind,
+    React,
+    Reply,
+    ReplyKind,
+    SendMessage,
+    ShowStatus,
     classify,
     decide,
     needs_permission,
@@ -38,8 +43,7 @@ from bot.worker.readback import read_back
 
 log = logging.getLogger("bot.worker.dispatcher")
 
-# Also the worker's limit for events whose handling fails unexpectedly (it imports this).
-MAX_EVENT_ATTEMPTS = 6
+MAX_EVENT_ATTEMPTS = 6  # for events whose handling fails (``give_back``)
 
 
 def reaction_target(event: ForgeEvent) -> tuple[int | None, bool]:
@@ -69,6 +73,26 @@ def comment_key(event: ForgeEvent) -> str | None:
 def denial_key(event: ForgeEvent) -> str:
     assert event.issue is not None
     return f"denied:{event.issue.key}:{event.actor.login.lower()}"
+
+
+async def give_back(store: Store, item: InboxEvent, exc: Exception) -> None:
+    """The one retry of an inbox event whose handling failed: a forge error (waited out as
+    the forge asks) or a crash of the handling itself, later, up to
+    ``MAX_EVENT_ATTEMPTS``; then it is finished with the error kept."""
+    forge = isinstance(exc, ForgeError)
+    error = f"forge error: {exc}" if forge else repr(exc)
+    if item.attempts >= MAX_EVENT_ATTEMPTS:
+        log.error("giving up on event %s after %d attempts: %s", item.id, item.attempts, exc)
+        await store.finish_event(item.id, error=error if forge else f"gave up: {error}")
+        metrics.EVENTS.labels("failed").inc()
+        return
+    delay = event_retry_delay(item.attempts)
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(retry_after, (int, float)):
+        delay = max(delay, float(retry_after))
+    log.warning("event %s: retrying in %.0f s: %s", item.id, delay, error)
+    await store.retry_event(item.id, error=str(exc) if forge else error, delay_seconds=delay)
+    metrics.EVENTS.labels("retried").inc()
 
 
 class PermissionCache:
@@ -106,22 +130,7 @@ class Dispatcher:
         try:
             await self._handle(item, event)
         except ForgeError as exc:
-            await self._retry(item, exc)
-
-    async def _retry(self, item: InboxEvent, exc: ForgeError) -> None:
-        store = self.runtime.store
-        if item.attempts >= MAX_EVENT_ATTEMPTS:
-            log.error("giving up on event %s after %d attempts: %s", item.id, item.attempts, exc)
-            await store.finish_event(item.id, error=f"forge error: {exc}")
-            metrics.EVENTS.labels("failed").inc()
-            return
-        delay = event_retry_delay(item.attempts)
-        retry_after = getattr(exc, "retry_after", None)
-        if isinstance(retry_after, (int, float)):
-            delay = max(delay, float(retry_after))
-        log.warning("event %s: forge error, retrying in %.0f s: %s", item.id, delay, exc)
-        await store.retry_event(item.id, error=str(exc), delay_seconds=delay)
-        metrics.EVENTS.labels("retried").inc()
+            await give_back(store, item, exc)
 
     async def _verdict(self, event: ForgeEvent, forge: Forge | None) -> Intent | Ignore:
         """``classify``, with the change request looked up when what the payload leaves
@@ -204,47 +213,49 @@ class Dispatcher:
         event_id: int | None = item.id
         # A label start reacts once its task exists: GitHub sends "opened" and "labeled"
         # for one new issue, and the second finds the task the first just created.
-        react_later = intent.from_label and any(a.kind is ActionKind.REACT for a in actions)
-        if any(a.kind is ActionKind.REACT for a in actions) and not react_later:
+        reacts = any(isinstance(a, React) for a in actions)
+        react_later = intent.from_label and reacts
+        if reacts and not react_later:
             await self._react(forge, event)
         replies: list[tuple[Action, Task | None]] = []
-        task: Task | None
         for action in actions:
-            if action.kind is ActionKind.CREATE_TASK:
-                assert action.request is not None
-                task, created = await store.create_task(action.request, event_id=event_id)
-                event_id = None
-                react_later = react_later and created
-                if not created and not intent.from_label:
-                    replies.append((Action(ActionKind.REPLY, text="already_running"), task))
-            elif action.kind is ActionKind.MESSAGE:
-                assert action.task_id is not None
-                await store.add_message(
-                    action.task_id,
-                    action.message_kind,
-                    dict(action.payload),
-                    event_id=event_id,
-                    requeue=action.requeue,
-                )
-                event_id = None
-                if action.message_kind == "command":
-                    replies.append((action, await store.get_task(action.task_id)))
-            elif action.kind is ActionKind.REPLY and action.text == "denied":
-                # One answer per person and issue in a while: five refused comments (or
-                # GitHub's "opened" and "labeled" for one new issue) get one reply.
-                owner, quiet = str(item.id), DENIAL_QUIET_SECONDS
-                if await store.claim(denial_key(event), owner=owner, window=quiet):
+            match action:
+                case CreateTask(request=request):
+                    task, created = await store.create_task(request, event_id=event_id)
+                    event_id = None
+                    react_later = react_later and created
+                    if not created and not intent.from_label:
+                        replies.append((Reply(ReplyKind.ALREADY_RUNNING), task))
+                case SendMessage(task_id=task_id):
+                    await store.add_message(
+                        task_id,
+                        action.message_kind,
+                        dict(action.payload),
+                        event_id=event_id,
+                        requeue=action.requeue,
+                    )
+                    event_id = None
+                    if action.command is not None:  # a command is acknowledged
+                        replies.append((action, await store.get_task(task_id)))
+                case Reply(text=ReplyKind.DENIED):
+                    # One answer per person and issue in a while: five refused comments (or
+                    # GitHub's "opened" and "labeled" for one new issue) get one reply.
+                    owner, quiet = str(item.id), DENIAL_QUIET_SECONDS
+                    if await store.claim(denial_key(event), owner=owner, window=quiet):
+                        replies.append((action, None))
+                case Reply():
                     replies.append((action, None))
-            elif action.kind in (ActionKind.REPLY, ActionKind.STATUS):
-                task = await store.get_task(action.task_id) if action.task_id else None
-                replies.append((action, task))
+                case ShowStatus(task_id=task_id):
+                    replies.append((action, await store.get_task(task_id) if task_id else None))
+                case React():
+                    pass
         if event_id is not None:
             await store.finish_event(event_id)
         if react_later:
             await self._react(forge, event)
-        for action, task in replies:
+        for action, about in replies:
             try:
-                await self.replier.reply(event.issue, action, task, seq=item.id)
+                await self.replier.reply(event.issue, action, about, seq=item.id)
             except ForgeError as exc:  # the store change is done; a lost reply is logged
                 log.warning("could not reply on %s: %s", event.issue.key, exc)
 

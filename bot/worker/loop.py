@@ -22,16 +22,16 @@ import time
 import uuid
 from collections.abc import Callable
 
-from bot.agent.context import Outcome
 from bot.comments.replies import Replier
 from bot.config import Settings
 from bot.progress import RunProgress, awaited_by, describe_stall, watch
+from bot.run_events import Outcome
 from bot.runtime import Runtime
 from bot.storage.base import StoreError, Task, TaskState
-from bot.worker.dispatcher import MAX_EVENT_ATTEMPTS, Dispatcher
+from bot.worker.dispatcher import Dispatcher, give_back
 from bot.worker.maintenance import Maintenance
 from bot.worker.operator import read_switch
-from bot.worker.outcomes import event_retry_delay, stalled
+from bot.worker.outcomes import stalled
 from bot.worker.run import Coordinator, TaskRunner, default_coordinator
 
 log = logging.getLogger("bot.worker")
@@ -69,15 +69,6 @@ class Worker:
     def settings(self) -> Settings:
         """The runtime's current settings (they may be reloaded while running)."""
         return self.runtime.settings
-
-    @property
-    def coordinator_factory(self) -> Callable[[], Coordinator]:
-        """Makes the coordinator of each run (tests swap it between runs)."""
-        return self._runner.coordinator_factory
-
-    @coordinator_factory.setter
-    def coordinator_factory(self, factory: Callable[[], Coordinator]) -> None:
-        self._runner.coordinator_factory = factory
 
     def _now(self) -> float:
         return self.runtime.clock() if self.runtime.clock else time.time()
@@ -166,11 +157,7 @@ class Worker:
             await self.dispatcher.handle(item)
         except Exception as exc:
             log.exception("event %s could not be handled", item.id)
-            if item.attempts >= MAX_EVENT_ATTEMPTS:
-                await self.store.finish_event(item.id, error=f"gave up: {exc!r}")
-            else:
-                delay = event_retry_delay(item.attempts)
-                await self.store.retry_event(item.id, error=repr(exc), delay_seconds=delay)
+            await give_back(self.store, item, exc)
         self._wake.set()
         return True
 

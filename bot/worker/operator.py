@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bot.events import CommandName, TaskMode, TaskRequest
+from bot.events import CommandName, MessageKind, TaskMode, TaskRequest
 from bot.storage.base import ACTIVE_STATES, Store, Task, TaskState
 from bot.triggers import WAITING_STATES
 
@@ -96,7 +96,7 @@ async def command(store: Store, task_id: str, name: TaskCommand, *, by: str) -> 
         raise OperatorError(f"task {task.id} has ended ({task.state.value}); nothing to {name}")
     payload: dict[str, object] = {"name": name.value, "args": "", "author": by}
     requeue = task.state in WAITING_STATES and name is not TaskCommand.PAUSE
-    await store.add_message(task.id, "command", payload, requeue=requeue)
+    await store.add_message(task.id, MessageKind.COMMAND, payload, requeue=requeue)
     return task
 
 
@@ -123,7 +123,7 @@ async def pause_all(store: Store, *, by: str) -> Switch:
     running = await store.list_tasks(states=frozenset({TaskState.RUNNING}), limit=100_000)
     payload: dict[str, object] = {"name": CommandName.PAUSE.value, "args": "", "author": by}
     for task in running:
-        await store.add_message(task.id, "command", payload)
+        await store.add_message(task.id, MessageKind.COMMAND, payload)
     paused = tuple(dict.fromkeys([*current.tasks, *(t.id for t in running)]))
     switch = Switch(paused=True, by=by, since=time.time(), tasks=paused)
     await store.put_mark(SWITCH_KEY, switch.to_json())
@@ -142,6 +142,6 @@ async def resume_all(store: Store, *, by: str) -> list[str]:
         if task is None or task.state not in ACTIVE_STATES:
             continue
         requeue = task.state is TaskState.PAUSED
-        await store.add_message(task.id, "command", payload, requeue=requeue)
+        await store.add_message(task.id, MessageKind.COMMAND, payload, requeue=requeue)
         resumed.append(task.id)
     return resumed

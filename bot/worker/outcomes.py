@@ -3,9 +3,9 @@ way a task run can stop maps to. No I/O, no clock: callers pass ``now`` in."""
 
 from __future__ import annotations
 
-from bot.agent.context import Outcome, PauseReason
 from bot.config.overrides import Layer
 from bot.forges.base import ForgeError
+from bot.run_events import Outcome, PauseReason
 from bot.storage.base import Task, TaskState
 
 MAX_TASK_ATTEMPTS = 6

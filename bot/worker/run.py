@@ -16,16 +16,17 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot import metrics
-from bot.agent.context import Outcome, ProgressEvent, ProgressKind, TaskContext
 from bot.agent.loop import AgentLoop
-from bot.agent.snapshot import status_snapshot
-from bot.agent.state import consumed_message_seq
+from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
 from bot.config import Settings, secret_values
 from bot.config.overrides import EffectivePlanning, Layer
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
+from bot.record.snapshot import status_snapshot
+from bot.record.state import consumed_message_seq
+from bot.run_events import Outcome, SettingsRefused
 from bot.runtime import Runtime
 from bot.storage.base import ACTIVE_STATES, Task, TaskState
 from bot.storage.runs import RunDirectory
@@ -239,9 +240,7 @@ class TaskRunner:
             return
         user = task.request.requested_by
         refused = [{**r.as_data(), "user": user} for r in planning.refused]
-        await reporter.handle(
-            ProgressEvent(ProgressKind.SETTINGS_REFUSED, {"refused": refused, "seq": 0})
-        )
+        await reporter.handle(SettingsRefused(refused=refused, seq=0))
 
     def _clean_workspace(self, task_id: str) -> None:
         path = self.settings.data_dir / "workspaces" / task_id

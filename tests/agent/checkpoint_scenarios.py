@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.agent.context import ProgressEvent, ProgressKind
 from bot.events import TaskMode
 from bot.llm.scripted import ScriptedLLM
+from bot.run_events import ProgressEvent, ProgressKind
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import Harness, make_harness, planning_settings, script

@@ -19,13 +19,14 @@ import pytest
 import yaml
 
 from bot.agent.cache import PlanCache
-from bot.agent.context import Outcome, ProgressEvent, ProgressKind, TaskContext
 from bot.agent.loop import AgentLoop
+from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.config import PlanningSettings, Settings, StorageSettings, secret_values
 from bot.events import IssueRef, RepoRef, TaskMode, TaskRequest
 from bot.llm.base import LLM
 from bot.llm.scripted import ScriptedLLM
+from bot.run_events import Outcome, ProgressEvent, ProgressKind
 from bot.storage.base import Task
 from bot.storage.sqlite import SqliteStore
 from bot.tools.factory import BuiltTools, build_tools

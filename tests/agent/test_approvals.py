@@ -8,12 +8,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bot.agent.approval_text import MAX_SHOWN_CHARS, plain, tool_call_text
-from bot.agent.context import ProgressEvent, ProgressKind
-from bot.agent.control import Decision, read_inbox
 from bot.comments.milestones import milestone_body
 from bot.events import TaskMode
 from bot.llm.scripted import ScriptedLLM
+from bot.record.inbox import Decision, read_inbox
+from bot.record.state import Feedback
+from bot.record.texts import MAX_SHOWN_CHARS, plain, tool_call_text
+from bot.run_events import ProgressEvent, ProgressKind, progress_event
 from bot.storage.base import TaskMessage, TaskState
 from tests.agent import docs
 from tests.agent.conftest import Harness, make_harness, planning_settings
@@ -44,7 +45,7 @@ def _write_plan(content: str, purpose: str = "Write the README") -> dict[str, An
 
 
 def _comment(data: dict[str, Any]) -> str:
-    event = ProgressEvent(ProgressKind.APPROVAL_REQUEST, data)
+    event = progress_event(ProgressKind.APPROVAL_REQUEST, data)
     body = milestone_body(event, "en", prefix="/agent", links={})
     assert body is not None
     return body
@@ -143,8 +144,8 @@ def test_decisions_sent_before_the_request_are_kept_but_decide_nothing() -> None
 
     stale = read_inbox(messages, 3, decisions_after=5)
     assert stale.decision is None and stale.last_seq == 6
-    assert [c.get("stale") for c in stale.commands] == [True, True]
-    assert stale.feedback == [{"author": "eve", "body": "why?", "seq": 6}]
+    assert [c.stale for c in stale.commands] == [True, True]
+    assert stale.feedback == [Feedback("eve", "why?", 6)]
 
     fresh = read_inbox(messages, 3, decisions_after=4)
     assert fresh.decision == Decision(False, "eve", "no")

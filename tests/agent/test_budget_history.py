@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.budget import (
+from bot.llm.base import Usage
+from bot.llm.budget import (
     MIN_ANSWER_TOKENS,
     Budget,
     BudgetExceeded,
     UsageLedger,
 )
-from bot.agent.history import HistoryError, PlanningHistory, format_timeline, history_path
-from bot.agent.results import compact_results
-from bot.agent.state import ActionRecord, ActionStatus
-from bot.llm.base import Usage
+from bot.record.evidence import compact_results
+from bot.record.history import HistoryError, PlanningHistory, format_timeline, history_path
+from bot.record.state import ActionRecord, ActionStatus
 
 
 def words(text: str) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bot.agent.snapshot import status_snapshot
+from bot.record.snapshot import status_snapshot
 from tests.agent.checkpoint_scenarios import CHECKPOINTS, SCENARIOS, harness_for, resume
 
 

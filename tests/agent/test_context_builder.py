@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.agent.context_builder import (
+from bot.agent.briefing import (
     MAX_COMMENT_CHARS,
     as_data,
     build_context,

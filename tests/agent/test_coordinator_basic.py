@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from bot.agent.context import ProgressKind
-from bot.agent.history import format_timeline, history_path
-from bot.agent.state import AgentState, Phase, Stage
 from bot.llm.scripted import ScriptedLLM
+from bot.record.history import format_timeline, history_path
+from bot.record.state import AgentState, Phase, Stage
+from bot.run_events import ProgressKind
 from bot.storage.base import TaskState
 from tests.agent.conftest import Harness, script
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from bot.agent.context import ProgressKind
 from bot.comments.status import StatusView
 from bot.config.sections import ModelPrice
 from bot.llm.prices import price_for
 from bot.llm.scripted import ScriptedLLM
+from bot.run_events import ProgressKind
 from bot.storage.base import TaskState
 from tests.agent.conftest import make_harness, planning_settings, script
 

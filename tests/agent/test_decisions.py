@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from bot.agent.control import Decision, read_inbox
-from bot.agent.plan import PlannedAction
 from bot.agent.planning import classify_complexity, planning_level
-from bot.agent.reflection import differs_from_expected, should_reflect
-from bot.agent.state import ActionRecord, ActionStatus
+from bot.agent.review import differs_from_expected, should_reflect
 from bot.config import ComplexityThreshold, ReflectionSettings
+from bot.record.inbox import Decision, read_inbox
+from bot.record.plan import PlannedAction
+from bot.record.state import ActionRecord, ActionStatus, Feedback
 from bot.storage.base import TaskMessage
 from tests.agent.conftest import planning_settings
 
@@ -76,7 +76,7 @@ def test_the_inbox_folds_commands_and_feedback() -> None:
 
     assert inbox.last_seq == 9
     assert inbox.decision == Decision(False, "cy", "too broad")  # the latest decides
-    assert inbox.feedback == [{"author": "bob", "body": "also docs", "seq": 7}]
+    assert inbox.feedback == [Feedback("bob", "also docs", 7)]
     assert not inbox.stop and not inbox.pause and not inbox.empty
 
 

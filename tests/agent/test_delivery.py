@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from bot.agent.context import ProgressKind
-from bot.agent.history import format_timeline, history_path
 from bot.llm.scripted import ScriptedLLM
+from bot.record.history import format_timeline, history_path
+from bot.run_events import ProgressKind
 from bot.storage.base import TaskState
 from bot.storage.runs import RunDirectory
 from tests.agent import docs

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot.agent.context import ProgressEvent, ProgressKind
-from bot.agent.push_failure import push_failure, push_hints
 from bot.llm.scripted import ScriptedLLM
+from bot.record.texts import push_failure, push_hints
+from bot.run_events import ProgressEvent, ProgressKind
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import Harness, make_harness, planning_settings

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent.evidence import judge, unresolved_failures
-from bot.agent.finalise import stored_quality
-from bot.agent.plan import parse_plan
-from bot.agent.state import ActionRecord, ActionStatus
+from bot.agent.finish import stored_quality
+from bot.record.evidence import judge, unresolved_failures
+from bot.record.plan import parse_plan
+from bot.record.state import ActionRecord, ActionStatus
 from tests.agent import docs
 
 PLAN = parse_plan(

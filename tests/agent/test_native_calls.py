@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.agent.native_calls import native_offer, safe_name
-from bot.agent.schema import ask_phase
 from bot.llm.base import FunctionCall, Message
+from bot.llm.documents import ask_phase
+from bot.llm.offers import native_offer, safe_name
 from bot.llm.openai import OpenAICompatibleLLM
 from bot.tools.registry import Tool
 from tests.llm.local_server import ModelServer, Queue

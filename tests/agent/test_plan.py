@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bot.agent.plan import PlanFormatError, parse_plan, revised_plan
-from bot.agent.plan_rules import find_cycle, next_batch, ordered_actions, validate_plan
+from bot.record.plan import PlanFormatError, parse_plan, revised_plan
+from bot.record.plan_rules import find_cycle, next_batch, ordered_actions, validate_plan
 from bot.tools.policy import ToolPolicy
 from tests.agent import docs
 

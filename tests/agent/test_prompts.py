@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from bot.agent.context_builder import RepoFacts
-from bot.agent.plan import Goal, PlannedAction
-from bot.agent.prompts import PHASES, TEMPLATES, PromptError, PromptLibrary, default_prompt_dir
+from bot.agent.briefing import RepoFacts
+from bot.llm.prompts import PHASES, TEMPLATES, PromptError, PromptLibrary, default_prompt_dir
 from bot.llm.tokens import count_messages
+from bot.record.plan import Goal, PlannedAction
 
 GOAL = Goal("Add installation steps", ("README has them",), (), "")
 ACTION = PlannedAction("task_2", "task_2", "write", purpose="Write it", expected_outcome="done")

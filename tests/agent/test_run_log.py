@@ -9,11 +9,11 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from bot.agent.llm_calls import exchange
 from bot.agent.loop import AgentLoop
-from bot.agent.runlog import CONTENT_CHARS, RunLog
 from bot.llm.base import LLMRequest, LLMResponse, Message
+from bot.llm.calls import CONTENT_CHARS, exchange
 from bot.llm.scripted import ScriptedLLM
+from bot.record.runlog import RunLog
 from bot.storage.base import TaskState
 from tests.agent.conftest import make_harness, script
 

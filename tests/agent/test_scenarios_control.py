@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from bot.agent.context import ProgressEvent, ProgressKind
-from bot.agent.state import NEXT_STAGES, AgentState, Phase, Stage, can_move
 from bot.events import TaskMode
 from bot.llm.base import LLMRequest, LLMResponse
 from bot.llm.scripted import ScriptedLLM
+from bot.record.state import NEXT_STAGES, AgentState, Phase, Stage, can_move
+from bot.run_events import ProgressEvent, ProgressKind
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import Harness, make_harness, planning_settings, script

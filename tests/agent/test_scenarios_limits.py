@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from bot.agent.cache import PlanCache
-from bot.agent.context import ProgressKind
-from bot.agent.history import history_path
 from bot.agent.loop import PlanningFailed
 from bot.llm.scripted import ScriptedLLM
+from bot.record.history import history_path
+from bot.run_events import ProgressKind
 from bot.storage.base import TaskState
 from bot.tools.registry import Tool, ToolResult
 from tests.agent import docs

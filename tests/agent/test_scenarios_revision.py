@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from bot.agent.context import ProgressEvent, ProgressKind
-from bot.agent.history import history_path
 from bot.llm.scripted import ScriptedLLM
+from bot.record.history import history_path
+from bot.run_events import ProgressEvent, ProgressKind
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import Harness, make_harness, planning_settings, script

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.agent.schema import (
+from bot.llm.base import LLMBadRequest, LLMUnavailable, Message
+from bot.llm.documents import (
     PHASES,
     REASK,
     ask_phase,
@@ -18,7 +19,6 @@ from bot.agent.schema import (
     phase_schema,
     validate_phase,
 )
-from bot.llm.base import LLMBadRequest, LLMUnavailable, Message
 from bot.llm.scripted import ScriptedLLM
 
 # --- the examples of seed 004 (values translated, structure kept) -------------------------

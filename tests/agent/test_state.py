@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.agent.context import PauseReason
-from bot.agent.state import (
+from bot.record.state import (
     CHECKPOINT_VERSION,
     NEXT_STAGES,
     ActionRecord,
@@ -24,6 +23,7 @@ from bot.agent.state import (
     consumed_message_seq,
     upgrade_v1,
 )
+from bot.run_events import PauseReason
 
 
 def test_the_happy_path_is_allowed() -> None:

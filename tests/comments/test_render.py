@@ -1,7 +1,6 @@
 import jinja2
 import pytest
 
-from bot.agent.context import PauseReason, ProgressEvent, ProgressKind
 from bot.comments.labels import label_for, managed, transition
 from bot.comments.language import detect_language
 from bot.comments.milestones import milestone_body, pause_reason
@@ -16,6 +15,7 @@ from bot.comments.render import (
 )
 from bot.comments.status import StatusView
 from bot.config import LabelSettings
+from bot.run_events import Paused, PauseReason, ProgressEvent, ProgressKind, progress_event
 from bot.storage.base import TaskState
 
 
@@ -105,12 +105,12 @@ PLAN = {
 
 def test_status_view_checklist_progress_tokens_links() -> None:
     view = StatusView(state=TaskState.RUNNING)
-    view.apply(ProgressEvent(ProgressKind.PLAN, {"plan": PLAN}))
-    view.apply(ProgressEvent(ProgressKind.ACTION, {"task_id": "task_1", "status": "done"}))
-    view.apply(ProgressEvent(ProgressKind.ACTION, {"task_id": "task_2", "status": "running"}))
-    view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 4321}))
+    view.apply(progress_event(ProgressKind.PLAN, {"plan": PLAN}))
+    view.apply(progress_event(ProgressKind.ACTION, {"task_id": "task_1", "status": "done"}))
+    view.apply(progress_event(ProgressKind.ACTION, {"task_id": "task_2", "status": "running"}))
+    view.apply(progress_event(ProgressKind.USAGE, {"total_tokens": 4321}))
     view.apply(
-        ProgressEvent(
+        progress_event(
             ProgressKind.LINKS,
             {
                 "branch": "agent/7-x",
@@ -149,7 +149,7 @@ def test_a_gate_with_no_checks_configured_is_not_shown_as_passed() -> None:
     view = StatusView(state=TaskState.DONE)
     steps = [{"name": n, "command": "", "status": "not_configured", "counts": {}}
              for n in ("lint", "test")]  # fmt: skip
-    view.apply(ProgressEvent(ProgressKind.LINKS, {"gate": {"result": "not_configured",
+    view.apply(progress_event(ProgressKind.LINKS, {"gate": {"result": "not_configured",
                                                            "steps": steps}}))  # fmt: skip
     text = view.render("en")
     assert "**Quality gate:** ⚪ no checks configured" in text and "passed" not in text
@@ -158,17 +158,17 @@ def test_a_gate_with_no_checks_configured_is_not_shown_as_passed() -> None:
 
 def test_waiting_shows_in_the_status() -> None:
     view = StatusView(state=TaskState.AWAITING_APPROVAL)
-    view.apply(ProgressEvent(ProgressKind.APPROVAL_REQUEST, {"what": "the revised plan"}))
+    view.apply(progress_event(ProgressKind.APPROVAL_REQUEST, {"what": "the revised plan"}))
     assert "Waiting on you:** the revised plan" in view.render("en")
 
 
 def test_milestones_render_in_both_languages() -> None:
     events = [
-        ProgressEvent(
+        progress_event(
             ProgressKind.REVISION,
             {"number": 1, "limit": 3, "reason": "404", "changes": ["list files first"]},
         ),
-        ProgressEvent(
+        progress_event(
             ProgressKind.REFLECTION,
             {
                 "action": "get file",
@@ -177,10 +177,10 @@ def test_milestones_render_in_both_languages() -> None:
                 "issues": ["path"],
             },
         ),
-        ProgressEvent(ProgressKind.CLARIFICATION, {"questions": ["Which file?"]}),
-        ProgressEvent(ProgressKind.APPROVAL_REQUEST, {"what": "plan", "timeout": 3600}),
-        ProgressEvent(ProgressKind.PAUSED, {"reason": "llm_unavailable", "endpoint": "http://x"}),
-        ProgressEvent(
+        progress_event(ProgressKind.CLARIFICATION, {"questions": ["Which file?"]}),
+        progress_event(ProgressKind.APPROVAL_REQUEST, {"what": "plan", "timeout": 3600}),
+        progress_event(ProgressKind.PAUSED, {"reason": "llm_unavailable", "endpoint": "http://x"}),
+        progress_event(
             ProgressKind.COMPLETION,
             {
                 "summary": {
@@ -191,7 +191,7 @@ def test_milestones_render_in_both_languages() -> None:
                 }
             },
         ),
-        ProgressEvent(
+        progress_event(
             ProgressKind.HUMAN_INTERVENTION,
             {"summary": {"reason": "limit", "recommendations": ["check the path"]}},
         ),
@@ -203,7 +203,7 @@ def test_milestones_render_in_both_languages() -> None:
     en = milestone_body(events[3], "en", prefix="/agent", links={})
     assert en is not None and "`/agent approve`" in en and "1 h" in en
     assert (
-        milestone_body(ProgressEvent(ProgressKind.USAGE, {}), "en", prefix="/a", links={}) is None
+        milestone_body(progress_event(ProgressKind.USAGE, {}), "en", prefix="/a", links={}) is None
     )
 
 
@@ -226,22 +226,22 @@ def test_each_pause_reason_has_its_own_words_and_a_persons_words_are_kept(
     language: str,
 ) -> None:
     said = {
-        reason: pause_reason({"reason": reason.value, "endpoint": "E"}, language, prefix="/x")
+        reason: pause_reason(Paused(reason=reason.value, endpoint="E"), language, prefix="/x")
         for reason in PauseReason
     }
     assert len(set(said.values())) == len(PauseReason)  # three different texts
     assert "E" in said[PauseReason.LLM_UNAVAILABLE]
     assert "/x" in said[PauseReason.APPROVAL_TIMEOUT] and "/x" in said[PauseReason.PERSON]
-    assert pause_reason({"reason": "maintenance window"}, language, prefix="/x") == (
+    assert pause_reason(Paused(reason="maintenance window"), language, prefix="/x") == (
         "maintenance window"
     )
 
 
 def test_status_shows_cached_tokens_apart_in_both_languages() -> None:
     view = StatusView(state=TaskState.RUNNING)
-    view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 4321}))
+    view.apply(progress_event(ProgressKind.USAGE, {"total_tokens": 4321}))
     assert view.render("en").endswith("Tokens: 4,321")  # nothing cached: nothing said
-    view.apply(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 9000, "cached_tokens": 3072}))
+    view.apply(progress_event(ProgressKind.USAGE, {"total_tokens": 9000, "cached_tokens": 3072}))
     assert "Tokens: 9,000 (3,072 cached)" in view.render("en")
     assert "トークン: 9,000（うちキャッシュ 3,072）" in view.render("ja")
     restored = StatusView(state=TaskState.RUNNING)
@@ -251,7 +251,7 @@ def test_status_shows_cached_tokens_apart_in_both_languages() -> None:
 
 def test_a_failed_set_up_shows_its_command_and_output_tail_in_english_and_japanese() -> None:
     tail = "Collecting nosuchpkg\nERROR: ```no``` matching distribution"
-    event = ProgressEvent(
+    event = progress_event(
         ProgressKind.HUMAN_INTERVENTION,
         {
             "summary": {"reason": "the set-up command failed"},
@@ -266,7 +266,7 @@ def test_a_failed_set_up_shows_its_command_and_output_tail_in_english_and_japane
     for body in (en, ja):
         # the output's own ``` cannot close the block: the fence is longer
         assert f"````text\n{tail}\n````" in body
-    timed_out = ProgressEvent(
+    timed_out = progress_event(
         ProgressKind.HUMAN_INTERVENTION,
         {"summary": {"reason": "r"}, "setup": {"command": "x", "timed_out": True, "tail": "t"}},
     )
@@ -277,7 +277,7 @@ def test_a_failed_set_up_shows_its_command_and_output_tail_in_english_and_japane
 
 
 def events_without_setup() -> ProgressEvent:
-    return ProgressEvent(ProgressKind.HUMAN_INTERVENTION, {"summary": {"reason": "limit"}})
+    return progress_event(ProgressKind.HUMAN_INTERVENTION, {"summary": {"reason": "limit"}})
 
 
 def test_a_request_for_a_person_shows_criteria_partial_plan_work_and_the_report() -> None:
@@ -297,7 +297,7 @@ def test_a_request_for_a_person_shows_criteria_partial_plan_work_and_the_report(
         "report": "# Run report: Release\n\n**Outcome:** needs a person",
     }
     links = {"branch": "agent/3-release", "change_request_url": "https://pr/3"}
-    event = ProgressEvent(ProgressKind.HUMAN_INTERVENTION, data)
+    event = progress_event(ProgressKind.HUMAN_INTERVENTION, data)
     body = milestone_body(event, "en", prefix="/agent", links=links)
     assert body is not None
     assert "**Success criteria and their evidence:**\n- ? The release is on PyPI" in body
@@ -321,7 +321,7 @@ def test_the_done_comment_lists_each_criterion_with_its_evidence() -> None:
         "tasks_failed": 0,
         "criteria": ["✔ README has an Installation section — quality gate test: passed"],
     }
-    event = ProgressEvent(ProgressKind.COMPLETION, {"summary": summary, "report": "r"})
+    event = progress_event(ProgressKind.COMPLETION, {"summary": summary, "report": "r"})
     body = milestone_body(event, "en", prefix="/agent", links={})
     assert body is not None and body.startswith("### ✅ Done\n")
     assert "not fully achieved" not in body

@@ -8,9 +8,9 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from bot.agent.context import Outcome, PauseReason, ProgressEvent, ProgressKind
 from bot.comments.reporter import IssueReporter
 from bot.forges.retry import WritePacer
+from bot.run_events import Outcome, PauseReason, ProgressKind, progress_event
 from bot.storage.base import TaskState
 from tests.e2e.support import gh_labeled, github_repo
 from tests.fakes import FakeIssue
@@ -28,7 +28,7 @@ async def test_the_final_status_goes_out_after_a_cancelled_paced_edit(tmp_path: 
         bot.github.pacer = WritePacer(interval=0.5)
         # A milestone comment, then at once the coalesced status edit: it takes its
         # turn to write and sleeps out the rest of the pause after the milestone.
-        await reporter.handle(ProgressEvent(ProgressKind.NOTICE, {"text": "milestone"}))
+        await reporter.handle(progress_event(ProgressKind.NOTICE, {"text": "milestone"}))
         await asyncio.sleep(0.1)
         await asyncio.wait_for(reporter.end(Outcome(TaskState.DONE)), timeout=5.0)
         assert "coding agent done" in issue.labels
@@ -45,7 +45,7 @@ async def _resumed_after_an_outage(bot: Harness) -> tuple[IssueReporter, FakeIss
     first = IssueReporter(bot.runtime, task, bot.github)
     await first.begin()
     paused = {"reason": PauseReason.LLM_UNAVAILABLE.value, "endpoint": "openai http://x"}
-    await first.handle(ProgressEvent(ProgressKind.PAUSED, paused))
+    await first.handle(progress_event(ProgressKind.PAUSED, paused))
     await first.end(Outcome(TaskState.PAUSED, pause=PauseReason.LLM_UNAVAILABLE))
     assert issue.labels == ["coding agent paused"]
     resumed = dataclasses.replace(task, error=PauseReason.LLM_UNAVAILABLE.value)
@@ -59,9 +59,9 @@ async def test_a_resume_that_meets_the_same_outage_writes_nothing(tmp_path: Path
     async with Harness(tmp_path, overrides={"comments": {"edit_interval": 0}}) as bot:
         reporter, issue, before = await _resumed_after_an_outage(bot)
         await reporter.begin()
-        await reporter.handle(ProgressEvent(ProgressKind.PHASE, {"phase": "execution"}))
+        await reporter.handle(progress_event(ProgressKind.PHASE, {"phase": "execution"}))
         paused = {"reason": PauseReason.LLM_UNAVAILABLE.value}
-        await reporter.handle(ProgressEvent(ProgressKind.PAUSED, paused))
+        await reporter.handle(progress_event(ProgressKind.PAUSED, paused))
         await reporter.end(Outcome(TaskState.PAUSED, pause=PauseReason.LLM_UNAVAILABLE))
         writes = [name for name, _ in bot.github.calls[before:] if name in WRITES]
     assert writes == [] and issue.labels == ["coding agent paused"]
@@ -72,7 +72,7 @@ async def test_a_resume_shows_itself_once_the_run_moves_on(tmp_path: Path) -> No
         reporter, issue, _ = await _resumed_after_an_outage(bot)
         await reporter.begin()
         assert issue.labels == ["coding agent paused"]
-        await reporter.handle(ProgressEvent(ProgressKind.USAGE, {"total_tokens": 120}))
+        await reporter.handle(progress_event(ProgressKind.USAGE, {"total_tokens": 120}))
         assert issue.labels == ["coding agent processing"]  # the model answered
         await reporter.end(Outcome(TaskState.DONE))
     assert issue.labels == ["coding agent done"]
@@ -83,7 +83,7 @@ async def test_a_persons_pause_during_a_quiet_resume_is_announced(tmp_path: Path
         reporter, issue, _ = await _resumed_after_an_outage(bot)
         await reporter.begin()
         by_person = {"reason": PauseReason.PERSON.value, "by": "alice"}
-        await reporter.handle(ProgressEvent(ProgressKind.PAUSED, by_person))
+        await reporter.handle(progress_event(ProgressKind.PAUSED, by_person))
         await reporter.end(Outcome(TaskState.PAUSED, pause=PauseReason.PERSON))
     pauses = [c.body for c in issue.comments if "/agent resume" in c.body]
     assert len(pauses) == 1 and issue.labels == ["coding agent paused"]

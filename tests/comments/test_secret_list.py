@@ -17,7 +17,7 @@ from bot.llm.scripted import ScriptedLLM
 from bot.redact import REDACTED
 from bot.runtime import Runtime
 from bot.storage.sqlite import SqliteStore
-from bot.triggers import Action, ActionKind
+from bot.triggers import Reply, ReplyKind
 from tests.fakes import FakeForge
 
 MCP_ENV = "mcp-env-value-1234"  # no token shape: only the configured list can hide it
@@ -85,7 +85,7 @@ async def test_an_mcp_secret_is_redacted_in_a_comment(tmp_path: Path) -> None:
         forges={ForgeKind.GITHUB: forge},
         llm=ScriptedLLM([]),
     )
-    action = Action(ActionKind.REPLY, text="help", quote=f"/agent help {MCP_ENV} {MCP_HEADER}")
+    action = Reply(ReplyKind.HELP, quote=f"/agent help {MCP_ENV} {MCP_HEADER}")
     await Replier(runtime).reply(issue, action, None)
     [comment] = forge.issue(issue.repo, 7).comments
     assert f"{REDACTED} {REDACTED}" in comment.body

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bot.agent.context import ProgressEvent, ProgressKind
 from bot.comments.milestones import milestone_body
 from bot.config import PlanningSettings
 from bot.config.overrides import Layer, OverrideLayer, merge_planning
+from bot.run_events import ProgressEvent, ProgressKind, progress_event
 
 
 def event() -> ProgressEvent:
@@ -24,7 +24,7 @@ def event() -> ProgressEvent:
         ],
     )
     refused = [{**r.as_data(), "user": "alice"} for r in merged.refused]
-    return ProgressEvent(ProgressKind.SETTINGS_REFUSED, {"refused": refused, "seq": 0})
+    return progress_event(ProgressKind.SETTINGS_REFUSED, {"refused": refused, "seq": 0})
 
 
 def test_the_english_comment_names_each_key_its_source_and_its_bound() -> None:
@@ -58,5 +58,5 @@ def test_the_japanese_comment_says_the_same() -> None:
 
 
 def test_nothing_refused_posts_nothing() -> None:
-    empty = ProgressEvent(ProgressKind.SETTINGS_REFUSED, {"refused": []})
+    empty = progress_event(ProgressKind.SETTINGS_REFUSED, {"refused": []})
     assert milestone_body(empty, "en", prefix="/agent", links={}) is None

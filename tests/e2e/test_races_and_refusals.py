@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.context import Outcome, TaskContext
 from bot.agent.loop import AgentLoop
+from bot.agent.session import TaskContext
+from bot.run_events import Outcome
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import script

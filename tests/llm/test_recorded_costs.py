@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.agent.budget import Budget
+from bot.llm.budget import Budget
 from bot.llm.prices import price_for
 from tests.llm.local_server import ModelServer, Queue
 from tests.llm.payloads import anthropic_message, cached_usage, tool_call_completion, tool_use

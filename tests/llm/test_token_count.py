@@ -58,7 +58,7 @@ def test_falls_back_to_characters_and_says_so_once(
 
 def test_no_work_at_import() -> None:
     code = (
-        "import sys, bot.llm.factory, bot.llm.tokens, bot.agent.schema; "
+        "import sys, bot.llm.factory, bot.llm.tokens, bot.llm.documents; "
         "print('tiktoken' in sys.modules, bot.llm.tokens._encoding.cache_info().currsize)"
     )
     result = subprocess.run(

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.context import Outcome, ProgressEvent, ProgressKind, TaskContext
+from bot.agent.session import TaskContext
 from bot.events import ForgeKind, RepoRef, TaskMode, TaskRequest
 from bot.forges.base import ForgeError, Permission
+from bot.run_events import Outcome, ProgressKind, progress_event
 from bot.storage.base import TaskState
 from tests.harness import Harness, fixture
 
@@ -21,10 +22,10 @@ class DoneCoordinator:
 
     async def run(self, ctx: TaskContext) -> Outcome:
         plan = {"task_decomposition": {"subtasks": [{"id": "t1", "description": "Edit"}]}}
-        await ctx.emit(ProgressEvent(ProgressKind.PLAN, {"plan": plan}))
-        await ctx.emit(ProgressEvent(ProgressKind.ACTION, {"task_id": "t1", "status": "done"}))
+        await ctx.emit(progress_event(ProgressKind.PLAN, {"plan": plan}))
+        await ctx.emit(progress_event(ProgressKind.ACTION, {"task_id": "t1", "status": "done"}))
         await ctx.emit(
-            ProgressEvent(
+            progress_event(
                 ProgressKind.COMPLETION,
                 {"summary": {"goal_achieved": True, "tasks_completed": 1, "tasks_failed": 0}},
             )

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from bot.agent.context import Outcome, TaskContext
+from bot.agent.session import TaskContext
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
+from bot.run_events import Outcome
 from bot.storage.base import TaskState
 from bot.storage.sqlite import SqliteStore
 from tests.harness import ROOT, Harness
@@ -83,7 +84,7 @@ async def test_kill_9_mid_task_loses_nothing(tmp_path: Path) -> None:
     later = time.time() + 120
     async with Harness(tmp_path, clock=lambda: later) as bot:
         coordinator = QuickCoordinator()
-        bot.worker.coordinator_factory = lambda: coordinator
+        bot.coordinator_factory = lambda: coordinator
         bot.github.add_repo("octo/hello")
         for number in (1, 2, 3):
             bot.github.add_issue(REPO, number, title=f"issue {number}")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.agent.context import Outcome, TaskContext
+from bot.agent.session import TaskContext
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
 from bot.forges.base import ForgeError, NotFound
+from bot.run_events import Outcome
 from bot.storage.base import TaskState
 from tests.harness import Harness
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.agent.context import Outcome, TaskContext
+from bot.agent.session import TaskContext
 from bot.app import create_app
 from bot.config import load_settings
 from bot.events import ForgeKind
 from bot.llm.scripted import ScriptedLLM
+from bot.run_events import Outcome
 from bot.runtime import Runtime
 from bot.storage.base import TaskState
 from bot.storage.postgres import PostgresStore

@@ -7,10 +7,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bot.agent.context import Outcome, TaskContext
+from bot.agent.session import TaskContext
 from bot.config import load_settings
 from bot.events import ForgeKind
 from bot.llm.scripted import ScriptedLLM
+from bot.run_events import Outcome
 from bot.runtime import Runtime
 from bot.storage.sqlite import SqliteStore
 from bot.worker import Worker

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bot.agent.snapshot import status_snapshot
+from bot.record.snapshot import status_snapshot
 from tests.agent.checkpoint_scenarios import CHECKPOINTS, SCENARIOS, capture
 
 

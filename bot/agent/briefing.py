@@ -1,4 +1,5 @@
-"""What the planner is told: the issue, its comments, repository facts, the tools.
+"""The briefing: what the planner is told (the issue, its comments, repository facts,
+the tools).
 
 Issue and comment text is untrusted: ``clean_untrusted`` strips HTML comments,
 invisible, zero-width and bidirectional control characters and fence tags, again
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from bot.config import Settings
 from bot.events import IssueRef
-from bot.forges.base import Comment, Forge, ForgeError, TreeEntry
+from bot.forges.base import Comment, EntryKind, Forge, ForgeError, TreeEntry
 from bot.text import clip
 from bot.tools.registry import Tool
 
@@ -91,7 +92,7 @@ class RepoFacts:
 
 
 @dataclass(frozen=True, slots=True)
-class PlanningContext:
+class Briefing:
     """Prompt variables describing the task (all untrusted text already fenced)."""
 
     task_text: str
@@ -147,7 +148,7 @@ def comments_block(comments: Iterable[Comment], *, bot_logins: Iterable[str]) ->
 
 
 def _tree_lines(entries: list[TreeEntry]) -> tuple[str, ...]:
-    names = [e.path + ("/" if e.kind == "dir" else "") for e in entries[:MAX_TREE_ENTRIES]]
+    names = [e.path + ("/" if e.kind == EntryKind.DIR else "") for e in entries[:MAX_TREE_ENTRIES]]
     if len(entries) > MAX_TREE_ENTRIES:
         names.append(f"... {len(entries) - MAX_TREE_ENTRIES} more")
     return tuple(names)
@@ -170,7 +171,7 @@ async def repo_facts(forge: Forge, issue: IssueRef) -> RepoFacts:
         entries = await forge.list_tree(issue.repo, ref=branch)
     except ForgeError:
         entries = []
-    files = {e.path for e in entries if e.kind == "file"}
+    files = {e.path for e in entries if e.kind == EntryKind.FILE}
     readme_name = next((e.path for e in entries if e.path.lower().startswith("readme")), None)
     readme = ""
     if readme_name is not None:
@@ -197,7 +198,7 @@ async def build_context(
     instructions: str = "",
     previous: str = "",
     repo_instructions: str = "",
-) -> PlanningContext:
+) -> Briefing:
     """Read the issue (fresh, with comments) and the repository facts for the planner;
     ``previous`` is the summary of the previous attempt's history (a retry)."""
     comments: tuple[Comment, ...] = ()
@@ -212,7 +213,7 @@ async def build_context(
         details = details.for_task(confidential_task=details.confidential)
         issue, comments = details.issue, details.comments
     bots = (settings.bot.github_login, settings.bot.gitlab_username)
-    return PlanningContext(
+    return Briefing(
         task_text=task_text(issue, instructions),
         issue_block=issue_block(issue, instructions),
         comments_block=comments_block(comments, bot_logins=bots),

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from bot.agent.context import PauseReason
-from bot.agent.plan_approval import plan_digest
+from bot.record.plan import Complexity
+from bot.record.plan_rules import plan_digest
+from bot.run_events import PauseReason, WaitKind
 
 CHECKPOINT_VERSION = 2
 
@@ -69,14 +70,20 @@ def can_move(current: Stage, target: Stage) -> bool:
     return target in NEXT_STAGES[current]
 
 
-class WaitKind(StrEnum):
-    """What a waiting task waits for (the value is the APPROVAL_REQUEST ``subject``)."""
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """A person's comment on the running task (kept until a reflection reads it)."""
 
-    ANSWERS = "clarification"  # answers to the questions about an unclear goal
-    PLAN = "plan"  # approval of the plan (/agent plan)
-    REVISION = "revision"  # approval of a revised plan (require_human_approval)
-    TOOL = "tool"  # approval of one tool call the policy wants approved
-    PUSH = "push"  # approval of CI definitions in the push (planning.security)
+    author: str
+    body: str
+    seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"author": self.author, "body": self.body, "seq": self.seq}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Feedback:
+        return cls(str(data.get("author", "")), str(data.get("body", "")), int(data.get("seq", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +208,7 @@ class AgentState:
     consecutive_failures: int = 0
     actions_since_reflection: int = 0
     message_seq: int = 0
-    pending_feedback: list[dict[str, Any]] = field(default_factory=list)
+    pending_feedback: list[Feedback] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     waiting: Waiting | None = None
     # A pause people were told about and that is not over yet (an announced LLM outage
@@ -218,11 +225,11 @@ class AgentState:
     planning_attempts: int = 0
     replan_reason: str = ""
     approved_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
-    approved_plan: str = ""  # the digest of the plan a person approved (plan_approval.py)
+    approved_plan: str = ""  # the digest of the plan a person approved (plan_rules.py)
     # Guarded paths (CI definitions) -> the content a person approved (content_digest).
     approved_paths: dict[str, str] = field(default_factory=dict)
     cached_plan: bool = False
-    complexity: str = ""
+    complexity: Complexity | None = None
     task_text: str = ""
     milestones: dict[str, int] = field(default_factory=dict)
     delivery: dict[str, Any] = field(default_factory=dict)
@@ -270,6 +277,8 @@ class AgentState:
         data["stage"] = self.stage.value
         data["paused"] = self.paused.value if self.paused is not None else None
         data["records"] = {key: r.to_dict() for key, r in self.records.items()}
+        data["pending_feedback"] = [f.to_dict() for f in self.pending_feedback]
+        data["complexity"] = self.complexity.value if self.complexity is not None else ""
         data["waiting"] = self.waiting.to_dict() if self.waiting is not None else None
         return data
 
@@ -289,6 +298,10 @@ class AgentState:
         }
         waiting = fields.get("waiting")
         fields["waiting"] = Waiting.from_dict(waiting) if isinstance(waiting, dict) else None
+        feedback = fields.get("pending_feedback") or []
+        fields["pending_feedback"] = [Feedback.from_dict(f) for f in feedback]
+        complexity = fields.get("complexity") or ""
+        fields["complexity"] = Complexity(complexity) if complexity else None
         if "approved_plan" not in fields:
             fields["approved_plan"] = _approved_before(fields["stage"], fields.get("plan"))
         known = set(cls.__dataclass_fields__)
@@ -354,7 +367,8 @@ def _stage_v1(data: dict[str, Any], waiting: dict[str, Any] | None) -> Stage:
 
 def _waiting_v1(old: dict[str, Any]) -> dict[str, Any]:
     details = dict(old.get("details") or {})
-    kind = WaitKind.ANSWERS if old.get("kind") == "clarification" else WaitKind(old["subject"])
+    answers = old.get("kind") == WaitKind.ANSWERS  # v1: kind "clarification" or "approval"
+    kind = WaitKind.ANSWERS if answers else WaitKind(old["subject"])
     call = None
     if kind is WaitKind.TOOL:
         call = {

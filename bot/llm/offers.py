@@ -14,11 +14,24 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from bot.agent.schema import extract_json
 from bot.llm.base import FunctionCall, FunctionSpec
-from bot.tools.registry import Tool
+from bot.llm.documents import extract_json
+
+
+class Offered(Protocol):
+    """A tool as it is offered: its name, what it is for, its arguments' schema."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def purpose(self) -> str: ...
+
+    @property
+    def schema(self) -> dict[str, Any]: ...
+
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _NAME_CHARS = 64
@@ -61,7 +74,7 @@ class NativeOffer:
         return json.dumps(self.document(call, comment), ensure_ascii=False)
 
 
-def native_offer(task_id: str, tools: Sequence[Tool]) -> NativeOffer:
+def native_offer(task_id: str, tools: Sequence[Offered]) -> NativeOffer:
     functions: list[FunctionSpec] = []
     names: dict[str, str] = {}
     for index, tool in enumerate(tools):

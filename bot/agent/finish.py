@@ -2,34 +2,43 @@
 
 ``assess`` asks the ``completion`` phase for the summary (docs/planning.md#completion) and
 judges it against the record (``evidence.judge``): the model's word is one input, not the
-verdict. ``complete`` ends a task the record shows achieved and emits COMPLETION, with
-each success criterion and its evidence; ``disagreement`` words what the record shows
-against the model's claim (the loop reflects and revises on it). ``intervene`` builds
-the ``requires_human_intervention`` report (what was tried, the current state,
-recommendations) and emits HUMAN_INTERVENTION, after copying the workspace's changes to
-the run directory (the worker removes the workspace). Counts are facts from the state,
-never the model's guesses; when the model cannot help (invalid answer, budget spent,
-endpoint down) the report is built from the state alone.
+verdict. ``complete`` gives the ending of a task the record shows achieved (COMPLETION,
+with each success criterion and its evidence); ``disagreement`` words what the record
+shows against the model's claim (the loop reflects and revises on it). ``intervention``
+builds the ``requires_human_intervention`` report (what was tried, the current state,
+recommendations) and ``close`` gives its ending (HUMAN_INTERVENTION, with the work the
+loop saved to the branch), after copying the workspace's changes to the run directory
+(the worker removes the workspace). Counts are facts from the state, never the model's
+guesses; when the model cannot help (invalid answer, budget spent, endpoint down) the
+report is built from the state alone. The loop keeps the ending (``Ending``) and
+announces it (``announce``): only the loop ends the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from bot.agent.artifacts import Artifacts
-from bot.agent.budget import BudgetExceeded
-from bot.agent.context import Outcome, ProgressKind
-from bot.agent.context_builder import as_data
-from bot.agent.evidence import Verdict, judge
-from bot.agent.llm_calls import PhaseCaller
-from bot.agent.plan import PlanDocument
-from bot.agent.ports import Recorder
-from bot.agent.results import compact_results, one_line
-from bot.agent.state import ActionStatus, AgentState, Phase, Stage
-from bot.llm.base import LLMError, LLMUnavailable
+from bot.agent.briefing import as_data
+from bot.agent.session import Session
+from bot.llm.base import LLMBadRequest, LLMError, LLMUnavailable
+from bot.llm.budget import BudgetExceeded
 from bot.llm.tokens import count_tokens
+from bot.record.evidence import Verdict, compact_results, judge, one_line
+from bot.record.history import CompletionStatus, HistoryKind
+from bot.record.plan import PlanDocument
+from bot.record.runlog import Artifacts
+from bot.record.state import ActionStatus, AgentState
+from bot.run_events import (
+    Completed,
+    InterventionNeeded,
+    Outcome,
+    Paused,
+    PauseReason,
+    ProgressEvent,
+    progress_event,
+)
 from bot.storage.base import TaskState
 
 RESULTS_TOKENS = 700
@@ -103,23 +112,30 @@ def _citations(model: dict[str, Any] | None) -> dict[str, str]:
     return cited
 
 
-class Finisher:
-    def __init__(
-        self,
-        state: AgentState,
-        recorder: Recorder,
-        caller: PhaseCaller,
-        artifacts: Artifacts,
-        *,
-        command_prefix: str,
-        save_work: Callable[[], Awaitable[dict[str, Any]]] | None = None,
-    ) -> None:
-        self.state = state
-        self.recorder = recorder
-        self.caller = caller
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How the run ends: the outcome, and the event that announces it."""
+
+    outcome: Outcome
+    event: ProgressEvent
+
+
+@dataclass
+class Intervention:
+    """A request for a person, before the work so far is saved and it is announced."""
+
+    reason: str
+    summary: dict[str, Any]
+    data: dict[str, Any] = field(default_factory=dict)  # the closing event's other fields
+
+
+class Finish:
+    def __init__(self, session: Session, artifacts: Artifacts) -> None:
+        self.session = session
+        self.state = session.state
+        self.caller = session.caller
         self.artifacts = artifacts
-        self.command_prefix = command_prefix
-        self.save_work = save_work  # pushes the work so far when the run stops unfinished
+        self.command_prefix = session.ctx.settings.commands.prefix
 
     def _facts(self) -> dict[str, Any]:
         done, failed = self.state.counts()
@@ -130,17 +146,21 @@ class Finisher:
         }
 
     async def _ask(
-        self, status: str, *, reason: str = "", delivery: dict[str, Any] | None = None
+        self,
+        status: CompletionStatus,
+        *,
+        reason: str = "",
+        delivery: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """The model's summary; None when it gives none. An unreachable model pauses a
         completion (it is worth waiting for) but not a request for help."""
-        plan = self.recorder.plan
+        plan = self.session.plan
         records = list(self.state.records.values())
         try:
             answer = await self.caller.ask(
                 "completion",
                 "completion",
-                status=status,
+                status=status.value,
                 goal=plan.goal if plan else None,
                 results=as_data(
                     compact_results(records, budget_tokens=RESULTS_TOKENS, count=count_tokens)
@@ -151,7 +171,7 @@ class Finisher:
                 **self._facts(),
             )
         except LLMUnavailable:
-            if status == "completed":
+            if status is CompletionStatus.COMPLETED:
                 raise
             return None
         except (LLMError, BudgetExceeded):
@@ -159,7 +179,7 @@ class Finisher:
         summary = answer.data.get("summary") if answer.data else None
         return dict(summary) if isinstance(summary, dict) else None
 
-    async def intervene(
+    async def intervention(
         self,
         reason: str,
         *,
@@ -168,19 +188,20 @@ class Finisher:
         hints: Sequence[str] = (),
         details: dict[str, Any] | None = None,
         verdict: Verdict | None = None,
-        save: bool = True,
-    ) -> Outcome:
-        """Stop and ask a person to step in (docs/planning.md#revision-limits); ``details``
-        go into the closing event as they are (``setup``: the failing set-up command)."""
+    ) -> Intervention:
+        """The request for a person to step in (docs/planning.md#revision-limits);
+        ``details`` go into the closing event as they are (``setup``: the failing set-up
+        command)."""
         state = self.state
         summary: dict[str, Any] = {
             "goal_achieved": False,
             **self._facts(),
             "reason": reason,
-            "current_state": current_state(state, self.recorder.plan),
+            "current_state": current_state(state, self.session.plan),
             "recommendations": local_recommendations(state, self.command_prefix, hints),
         }
-        model = await self._ask("requires_human_intervention", reason=reason) if ask_model else None
+        status = CompletionStatus.NEEDS_PERSON
+        model = await self._ask(status, reason=reason) if ask_model else None
         if model:
             if model.get("current_state"):
                 summary["current_state"] = model["current_state"]
@@ -190,28 +211,29 @@ class Finisher:
                 summary["recommendations"] = [*hints, *advice]
         if verdict is not None:
             summary["criteria"] = criteria_lines(verdict)
-        tried = tried_lines(state)
-        self.recorder.record("completion", status="requires_human_intervention", summary=summary)
-        data: dict[str, Any] = {"summary": summary, "tried": tried, "reason": reason}
-        if partial_plan:
-            data["partial_plan"] = partial_plan
-        data.update(details or {})
-        outcome = Outcome(TaskState.NEEDS_HUMAN, summary=summary, reason=reason)
-        if save and self.save_work is not None and state.outcome is None:
-            links = await self.save_work()
-            if links.get("branch"):
-                summary["recommendations"].insert(0, _check_work(links))
+        self.session.record(HistoryKind.COMPLETION, status=status, summary=summary)
+        data: dict[str, Any] = {"partial_plan": partial_plan} if partial_plan else {}
+        return Intervention(reason, summary, {**data, **(details or {})})
+
+    async def close(self, asked: Intervention, saved: dict[str, Any]) -> Ending:
+        """The ending of a request for a person; ``saved``: the links of the work so far
+        the loop pushed to the branch ({} when nothing is there)."""
+        summary, reason = asked.summary, asked.reason
+        tried = tried_lines(self.state)
+        if saved.get("branch"):
+            summary["recommendations"].insert(0, _check_work(saved))
         await self.artifacts.keep_changes()
-        data["report"] = self.artifacts.write_report(
+        report = self.artifacts.write_report(
             f"needs a person: {reason}", [*summary.get("criteria", []), *tried]
         )
-        await self._end(outcome, ProgressKind.HUMAN_INTERVENTION, data)
-        return outcome
+        data = {"summary": summary, "tried": tried, "reason": reason, **asked.data}
+        event = progress_event(InterventionNeeded.kind, {**data, "report": report})
+        return Ending(Outcome(TaskState.NEEDS_HUMAN, summary=summary, reason=reason), event)
 
     async def assess(self, links: dict[str, Any]) -> Assessment:
         """The model's completion summary, judged against the record."""
-        model = await self._ask("completed", delivery=_shown(links))
-        plan = self.recorder.plan
+        model = await self._ask(CompletionStatus.COMPLETED, delivery=_shown(links))
+        plan = self.session.plan
         records = list(self.state.records.values())
         quality = stored_quality(self.state.delivery)
         delivered = {
@@ -231,53 +253,97 @@ class Finisher:
         if not model:
             changed = [r for r in records if r.changed]
             summary["key_outcomes"] = [one_line(r).removeprefix("- ") for r in changed][:8]
-        self.recorder.record(
-            "evidence", claimed=claimed, agrees=verdict.agrees, **verdict.to_dict()
+        self.session.record(
+            HistoryKind.EVIDENCE, claimed=claimed, agrees=verdict.agrees, **verdict.to_dict()
         )
         return Assessment(summary, claimed, verdict, answered=model is not None)
 
-    async def complete(self, links: dict[str, Any], assessment: Assessment) -> Outcome:
-        """End a task the record shows achieved: the summary and the DONE outcome."""
+    async def complete(self, links: dict[str, Any], assessment: Assessment) -> Ending:
+        """The ending of a task the record shows achieved: the summary, DONE."""
         assert assessment.achieved, "only a task the record shows achieved is done"
         summary = assessment.summary
-        self.recorder.record("completion", status="completed", summary=summary, **_shown(links))
-        outcome = Outcome(TaskState.DONE, summary=summary, reason="")
+        status = CompletionStatus.COMPLETED
+        self.session.record(HistoryKind.COMPLETION, status=status, summary=summary, **_shown(links))
         lines = [
             *map(str, summary.get("key_outcomes") or []),
             *summary["criteria"],
             *tried_lines(self.state),
         ]
         report = self.artifacts.write_report("goal achieved", lines)
-        data = {"summary": summary, **links, "report": report}
-        await self._end(outcome, ProgressKind.COMPLETION, data)
-        return outcome
+        event = progress_event(Completed.kind, {"summary": summary, **links, "report": report})
+        return Ending(Outcome(TaskState.DONE, summary=summary, reason=""), event)
 
-    async def _end(self, outcome: Outcome, kind: ProgressKind, data: dict[str, Any]) -> None:
-        """Keep the outcome (and the event that announces it) before announcing it, so a
-        re-run after a crash returns the same outcome and announces it exactly once."""
-        recorder = self.recorder
-        self.state.outcome = {
-            "state": outcome.state.value,
-            "summary": outcome.summary,
-            "reason": outcome.reason,
-            "event": {"kind": kind.value, "data": data},
-            "announced": False,
-        }
-        recorder.to(Stage.DONE)
-        await recorder.show(Phase.COMPLETION)
-        await recorder.checkpoint()
-        await announce(self.state, recorder)
+    async def outage(self, error: str, *, now: float) -> Outcome:
+        """Pause until the model answers again; people are told once per outage."""
+        session = self.session
+        reason = PauseReason.LLM_UNAVAILABLE
+        settings = session.ctx.settings.llm
+        if session.state.paused is not reason:
+            session.state.paused = reason
+            session.record(HistoryKind.PAUSED, reason=reason.value, error=error)
+            endpoint = f"{settings.provider} {settings.base_url}"
+            await session.milestone(Paused(reason=reason.value, endpoint=endpoint, error=error))
+        wait = outage_wait(
+            session.state.outage_pauses,
+            interval=settings.health_interval,
+            cap=settings.max_pause_interval,
+        )
+        session.state.outage_pauses += 1
+        await session.checkpoint()
+        wake = now + wait
+        return Outcome(TaskState.PAUSED, reason=reason.value, wake_at=wake, pause=reason)
 
 
-async def announce(state: AgentState, recorder: Recorder) -> None:
+def trouble(exc: BudgetExceeded | LLMError) -> tuple[str, list[str]]:
+    """Why the run cannot go on after a spent budget or a model error, and what to check."""
+    if isinstance(exc, BudgetExceeded):
+        return exc.reason, [f"Raise {exc.setting} in the configuration if this task needs more"]
+    if isinstance(exc, LLMBadRequest):
+        hint = (
+            "Check the llm settings (model name, context size) with `bot doctor`; if the "
+            "server refuses structured output, pin llm.structured_output"
+        )
+        return f"the model endpoint refused the request: {exc}", [hint]
+    return f"the model call failed: {exc}", []
+
+
+def outage_wait(pauses: int, *, interval: float, cap: float) -> float:
+    """Seconds before a task paused by an outage tries again, when its last ``pauses`` runs
+    in a row ended the same way: ``interval``, doubling each time, at most ``cap``."""
+    return float(min(interval * 2.0 ** min(pauses, 30), max(cap, interval)))
+
+
+def keep_ending(state: AgentState, ending: Ending) -> None:
+    """Keep the outcome (and the event that announces it) before announcing it, so a
+    re-run after a crash returns the same outcome and announces it exactly once."""
+    outcome, event = ending.outcome, ending.event
+    state.outcome = {
+        "state": outcome.state.value,
+        "summary": outcome.summary,
+        "reason": outcome.reason,
+        "event": {"kind": event.kind.value, "data": event.data},
+        "announced": False,
+    }
+
+
+async def announce(session: Session) -> None:
     """Emit the stored closing event unless it went out already."""
-    stored = state.outcome
+    stored = session.state.outcome
     if stored is None or stored.get("announced"):
         return
     event = stored["event"]
-    await recorder.milestone(ProgressKind(event["kind"]), **event["data"])
+    await session.milestone(progress_event(event["kind"], event["data"]))
     stored["announced"] = True
-    await recorder.checkpoint()
+    await session.checkpoint()
+
+
+def stored_outcome(data: dict[str, object]) -> Outcome:
+    summary = data.get("summary")
+    return Outcome(
+        TaskState(str(data["state"])),
+        summary=dict(summary) if isinstance(summary, dict) else {},
+        reason=str(data.get("reason", "")),
+    )
 
 
 def stored_quality(delivery: dict[str, Any]) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ when they do not, or when the task has used up ``planning.execution.total_timeou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from bot import metrics
@@ -19,18 +20,25 @@ from bot.llm.prices import FREE, Price, dollars
 MIN_ANSWER_TOKENS = 256
 
 
+class BudgetKind(StrEnum):
+    COST = "cost"
+    TOKENS = "tokens"
+    CALL_TOKENS = "call_tokens"
+    TIME = "time"
+
+
 _SETTINGS = {
-    "cost": "planning.budget.max_cost",
-    "tokens": "llm.max_tokens_per_task",
-    "call_tokens": "llm.max_tokens_per_call",
-    "time": "planning.execution.total_timeout",
+    BudgetKind.COST: "planning.budget.max_cost",
+    BudgetKind.TOKENS: "llm.max_tokens_per_task",
+    BudgetKind.CALL_TOKENS: "llm.max_tokens_per_call",
+    BudgetKind.TIME: "planning.execution.total_timeout",
 }
 
 
 class BudgetExceeded(Exception):
-    """A budget ran out; ``kind`` is ``cost``, ``tokens``, ``call_tokens`` or ``time``."""
+    """A budget ran out (``kind``)."""
 
-    def __init__(self, kind: str, reason: str) -> None:
+    def __init__(self, kind: BudgetKind, reason: str) -> None:
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
@@ -130,7 +138,7 @@ class Budget:
         self._check_cost(phase, prompt_tokens)
         if self.remaining < prompt_tokens + MIN_ANSWER_TOKENS:
             raise BudgetExceeded(
-                "tokens",
+                BudgetKind.TOKENS,
                 f"the task has used {self.ledger.total} of llm.max_tokens_per_task "
                 f"({self.max_tokens_per_task}); the next {phase} call needs about "
                 f"{prompt_tokens + MIN_ANSWER_TOKENS}",
@@ -138,7 +146,7 @@ class Budget:
         room = self.max_tokens_per_call - prompt_tokens
         if room < MIN_ANSWER_TOKENS:
             raise BudgetExceeded(
-                "call_tokens",
+                BudgetKind.CALL_TOKENS,
                 f"a {phase} prompt needs {prompt_tokens} tokens, which leaves less than "
                 f"{MIN_ANSWER_TOKENS} for the answer within llm.max_tokens_per_call "
                 f"({self.max_tokens_per_call})",
@@ -151,7 +159,7 @@ class Budget:
         least = self.price.cost(prompt_tokens, MIN_ANSWER_TOKENS)  # the next call, at least
         if self.ledger.cost + least > self.max_cost:
             raise BudgetExceeded(
-                "cost",
+                BudgetKind.COST,
                 f"the task has spent {dollars(self.ledger.cost)} of planning.budget.max_cost "
                 f"({dollars(self.max_cost)}); the next {phase} call costs at least "
                 f"{dollars(least)}",
@@ -160,7 +168,7 @@ class Budget:
     def check_time(self, elapsed: float) -> None:
         if elapsed > self.total_timeout:
             raise BudgetExceeded(
-                "time",
+                BudgetKind.TIME,
                 f"the task has run for {elapsed:.0f} s, more than "
                 f"planning.execution.total_timeout ({self.total_timeout:g} s)",
             )

@@ -1,12 +1,13 @@
 """One place where the agent talks to the model: render, budget, ask, account, record.
 
 ``PhaseCaller.ask(template, phase, **vars)`` renders ``prompts/{template}.j2``,
-checks the budgets, asks for the ``phase`` document (``bot.agent.schema``
+checks the budgets, asks for the ``phase`` document (``bot.llm.documents``
 validates, repairs and re-asks), and reports the usage. Several templates share a
 document type: a plan revision and human feedback are answered as ``reflection``
 documents whose ``plan_revision`` holds the new action plan. With a ``journal``
-(the task's ``RunLog``) every request and its answer (or error) is written to
-``conversation.jsonl``, and failed calls and invalid answers to ``errors.log``.
+(the task's run log, ``bot.record.runlog.RunLog``) every request and its answer (or
+error) is written to ``conversation.jsonl``, and failed calls and invalid answers to
+``errors.log``.
 """
 
 from __future__ import annotations
@@ -14,19 +15,30 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from bot import metrics
-from bot.agent.budget import Budget
-from bot.agent.prompts import PromptLibrary
-from bot.agent.runlog import ANSWER_CHARS, CONTENT_CHARS, RunLog
-from bot.agent.schema import CallAsDocument, PhaseAnswer, ask_phase
 from bot.llm.base import LLM, HealthReport, LLMError, LLMRequest, LLMResponse, LLMUnavailable, Usage
+from bot.llm.budget import Budget
+from bot.llm.documents import CallAsDocument, PhaseAnswer, ask_phase
+from bot.llm.prompts import PromptLibrary
 from bot.llm.tokens import count_messages
 from bot.progress import step
 from bot.text import clip
 
 UsageHook = Callable[[str, Usage, int], Awaitable[None]]
+CONTENT_CHARS = 4000  # per message in conversation.jsonl
+ANSWER_CHARS = 16000
+
+
+class Journal(Protocol):
+    """Where the exchanges go (the run directory's log), redacted."""
+
+    def redact(self, text: str) -> str: ...
+
+    def conversation(self, entry: dict[str, Any]) -> None: ...
+
+    def error(self, category: str, message: str) -> None: ...
 
 
 async def _no_hook(template: str, usage: Usage, calls: int) -> None:
@@ -84,7 +96,7 @@ class _Recorder:
 
     llm: LLM
     template: str
-    journal: RunLog
+    journal: Journal
     monotonic: Callable[[], float]
     name: str = field(init=False)
 
@@ -129,7 +141,7 @@ class PhaseCaller:
     budget: Budget
     temperature: float = 0.2
     on_usage: UsageHook = _no_hook
-    journal: RunLog | None = None
+    journal: Journal | None = None
     monotonic: Callable[[], float] = time.monotonic
 
     def _model(self, template: str) -> LLM:
@@ -158,7 +170,7 @@ class PhaseCaller:
         self, template: str, phase: str, native: CallAsDocument | None, /, **variables: object
     ) -> PhaseAnswer:
         """``ask``, with ``native``'s functions offered to call instead where the endpoint
-        supports native calls (``bot.agent.native_calls``)."""
+        supports native calls (``bot.llm.offers``)."""
         messages = self.prompts.messages(template, **variables)
         max_tokens = self.budget.answer_allowance(template, count_messages(messages))
         answer = await ask_phase(

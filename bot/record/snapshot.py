@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent.plan import PlanDocument, PlanFormatError, parse_plan
-from bot.agent.state import ActionStatus, AgentState
+from bot.record.plan import PlanDocument, PlanFormatError, parse_plan
+from bot.record.state import ActionStatus, AgentState
+from bot.run_events import SubtaskStatus
 
 _SHOWN_STATUS = {
-    ActionStatus.RUNNING: "running",
-    ActionStatus.DONE: "done",
-    ActionStatus.FAILED: "failed",
+    ActionStatus.RUNNING: SubtaskStatus.RUNNING,
+    ActionStatus.DONE: SubtaskStatus.DONE,
+    ActionStatus.FAILED: SubtaskStatus.FAILED,
 }
 # report_path: kept in old checkpoints' links; the status comment no longer shows it
 _LINK_KEYS = ("branch", "change_request_url", "report_path")
@@ -36,12 +37,12 @@ def plan_of(document: dict[str, Any] | None) -> PlanDocument | None:
 
 def subtask_statuses(state: AgentState, plan: PlanDocument | None) -> dict[str, str]:
     """Subtask id -> pending / running / done / failed, for the plan checklist."""
-    out = {record.task_id: _SHOWN_STATUS[record.status] for record in state.records.values()}
+    out: dict[str, str] = {r.task_id: _SHOWN_STATUS[r.status] for r in state.records.values()}
     if plan is not None:
         finished = state.finished_keys()
         for action in plan.actions:
             if action.key not in finished and action.key not in state.records:
-                out[action.task_id] = "pending"
+                out[action.task_id] = SubtaskStatus.PENDING
     return out
 
 
@@ -97,7 +98,7 @@ def checklist(snapshot: dict[str, Any]) -> list[dict[str, str]]:
         {
             "id": str(item.get("id", "")),
             "description": str(item.get("description", "")),
-            "status": str(statuses.get(str(item.get("id", "")), "pending")),
+            "status": str(statuses.get(str(item.get("id", "")), SubtaskStatus.PENDING.value)),
         }
         for item in decomposition.get("subtasks", [])
         if isinstance(item, dict)

@@ -1,17 +1,30 @@
-"""Rules over a plan: validation and scheduling (docs/planning.md#plan-validation,
-#parallel-groups). Pure: no I/O.
+"""Rules over a plan: validation, scheduling, and which plan an approval binds
+(docs/planning.md#plan-validation, #parallel-groups, #waiting). Pure: no I/O.
 
 ``validate_plan`` returns every reason to reject a plan (empty: the plan is
-acceptable). ``next_batch`` returns the actions to run next: the first ready action
-in execution order, plus the other ready actions of its parallel group that do not
-depend on each other.
+acceptable): unknown or policy-forbidden tools, duplicate ids, dangling dependencies,
+dependency cycles, too many subtasks. ``next_batch`` returns the actions to run next:
+the first ready action in execution order, plus the other ready actions of its
+parallel group that do not depend on each other.
+
+In plan-approval mode (the task was started with ``/agent plan``, or
+``planning.revision.require_human_approval`` holds for revised plans) a plan runs only
+when a person approved exactly that plan: the approval request keeps the digest of the
+plan document it showed, an approval stores that digest, and the loop compares it with
+the digest of the plan about to run. A revision makes a new digest, so it needs its own
+approval. ``/agent approve <plan id>`` may name the plan (its first ``SHOWN_CHARS`` hex
+digits or more); a name that is not the waiting plan's approves nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Collection, Iterable
+from typing import Any
 
-from bot.agent.plan import PlanDocument, PlannedAction, ToolCheck
+from bot.record.plan import PlanDocument, PlannedAction, ToolCheck
 
 # An action plan may hold a few actions per subtask; more suggests a runaway plan.
 ACTIONS_PER_SUBTASK = 3
@@ -188,3 +201,39 @@ def _depends_on_batch(
 
 def pending_actions(plan: PlanDocument, finished: Collection[str]) -> list[PlannedAction]:
     return [a for a in ordered_actions(plan) if a.key not in finished]
+
+
+# --- which plan an approval binds ---------------------------------------------------------
+
+SHOWN_CHARS = 10
+_PLAN_ID = re.compile(r"[0-9a-f]{6,64}")
+
+
+def plan_digest(document: dict[str, Any]) -> str:
+    """SHA-256 of the plan document in a canonical JSON form."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def plan_id(digest: str) -> str:
+    """The short id people see and may quote."""
+    return digest[:SHOWN_CHARS]
+
+
+def named_plan(args: str) -> str | None:
+    """The plan id an ``/agent approve`` names, if its first word looks like one."""
+    words = args.split()
+    if not words:
+        return None
+    word = words[0].strip("`").lower()
+    return word if _PLAN_ID.fullmatch(word) else None
+
+
+def names_other_plan(args: str, digest: str) -> bool:
+    """``/agent approve <id>`` for a plan that is not ``digest`` (an older one)."""
+    named = named_plan(args)
+    return named is not None and bool(digest) and not digest.startswith(named)
+
+
+def needs_plan_approval(*, plan_only: bool, require_for_revisions: bool, revised: bool) -> bool:
+    return plan_only or (require_for_revisions and revised)

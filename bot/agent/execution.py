@@ -1,4 +1,13 @@
-"""Running planned actions: one at a time, or a parallel group at once.
+"""Execution: setting the workspace up, then running planned actions, one at a time or a
+parallel group at once.
+
+Before a run's first batch, ``prepare`` asks the task's ``Preparer`` (bot/tools/setup.py)
+once per run; what it did (the commands, their exit codes and times, or the cache it
+restored) goes into ``AgentState.setup`` and the planning history (a server without a
+sandbox skips set-up: no command could use it). A failing set-up is a ``SetupFailed``
+(the loop asks a person, with the failing command and the tail of its output, without
+asking the model: there is nothing for it to judge). A workspace an earlier run
+prepared is not set up again.
 
 An action whose planned ``arguments`` are complete (valid for the tool's schema) is
 called directly; otherwise the ``execution`` phase gives the function call, seeing
@@ -19,20 +28,20 @@ from typing import Any
 
 import jsonschema
 
-from bot.agent.budget import BudgetExceeded
-from bot.agent.context import ProgressKind
-from bot.agent.context_builder import as_data, repo_instructions_block
-from bot.agent.llm_calls import PhaseCaller
-from bot.agent.native_calls import native_offer
-from bot.agent.plan import PlannedAction
-from bot.agent.ports import Recorder
-from bot.agent.results import compact_results
-from bot.agent.runlog import RunLog
-from bot.agent.state import ActionRecord, ActionStatus, AgentState, ToolCall
+from bot.agent.briefing import as_data, repo_instructions_block
+from bot.agent.session import Session
 from bot.config import ExecutionSettings
 from bot.llm.base import LLMError
+from bot.llm.budget import BudgetExceeded
+from bot.llm.offers import native_offer
 from bot.llm.tokens import count_tokens
-from bot.tools.registry import ApprovalRequired, Tool, ToolRegistry
+from bot.record.evidence import compact_results
+from bot.record.history import HistoryKind
+from bot.record.plan import PlannedAction
+from bot.record.state import ActionRecord, ActionStatus, ToolCall
+from bot.run_events import ActionProgress
+from bot.tools.registry import ApprovalRequired, Tool
+from bot.tools.setup import SetupResult, SetupStatus
 
 MAX_OUTPUT_CHARS = 20_000
 MAX_LOGGED_CHARS = 2_000  # of a failed action's output, in errors.log
@@ -74,27 +83,67 @@ def _data_subset(data: dict[str, Any]) -> dict[str, Any]:
     return {k: data[k] for k in DATA_KEYS if k in data and isinstance(data[k], str | int | list)}
 
 
+@dataclass(frozen=True, slots=True)
+class SetupFailed:
+    """Set-up failed: why, what to check, and the failing command for the comment."""
+
+    reason: str
+    hints: list[str]
+    details: dict[str, Any]
+
+
+def setup_failed(result: SetupResult) -> SetupFailed:
+    step = result.failure
+    assert step is not None
+    how = "timed out" if step.timed_out else f"exit code {step.exit_code}"
+    reason = f"the set-up command `{step.command}` failed ({how}, {step.duration:.0f} s)"
+    hints = [
+        "Check that the project installs in a fresh clone, or name the set-up commands in "
+        "`.agent.yaml` (`setup:`; `setup: []` turns set-up off)",
+    ]
+    failed = {"command": step.command, "exit_code": step.exit_code,
+              "timed_out": step.timed_out, "tail": step.tail}  # fmt: skip
+    return SetupFailed(reason, hints, {"setup": failed})
+
+
 class ActionRunner:
-    def __init__(
-        self,
-        state: AgentState,
-        recorder: Recorder,
-        caller: PhaseCaller,
-        tools: ToolRegistry,
-        settings: ExecutionSettings,
-        runlog: RunLog,
-        *,
-        max_tokens_per_call: int,
-        repo_instructions: str = "",
-    ) -> None:
-        self.state = state
-        self.recorder = recorder
-        self.caller = caller
-        self.tools = tools
+    def __init__(self, session: Session, settings: ExecutionSettings) -> None:
+        ctx = session.ctx
+        self.session = session
+        self.state = session.state
+        self.caller = session.caller
+        self.tools = ctx.tools
         self.settings = settings
-        self.runlog = runlog
-        self.results_budget = max(300, max_tokens_per_call // 2 - 600)
-        self.repo_instructions = repo_instructions_block(repo_instructions)
+        self.runlog = session.runlog
+        self.results_budget = max(300, ctx.settings.llm.max_tokens_per_call // 2 - 600)
+        built = ctx.built
+        self.repo_instructions = repo_instructions_block(built.instructions if built else "")
+        self._ready = False
+
+    async def prepare(self) -> SetupFailed | None:
+        """Prepare the workspace once per run (set-up before work)."""
+        built = self.session.ctx.built
+        preparer = built.preparer if built is not None else None
+        if self._ready or preparer is None:
+            return None
+        directory = self.runlog.directory
+        result = await preparer.prepare(log_dir=directory.path / "setup" if directory else None)
+        if result.status is SetupStatus.UNAVAILABLE:
+            return None  # no clone yet: the next batch tries again
+        self._ready = True
+        if result.status is SetupStatus.READY:
+            return None  # recorded by the run that prepared it
+        self.state.setup = result.to_dict()
+        self.session.record(HistoryKind.SETUP, **result.to_dict())
+        await self.session.checkpoint()
+        if result.status is not SetupStatus.FAILED:
+            return None
+        failed = setup_failed(result)
+        step = result.failure
+        assert step is not None
+        how = "timed out" if step.timed_out else f"exit code {step.exit_code}"
+        self.runlog.error("setup", f"{step.command}: {how}\n{step.tail}")
+        return failed
 
     async def run_batch(self, batch: list[PlannedAction]) -> list[ActionOutcome]:
         """Run ``batch`` (concurrently, at most ``max_parallel`` at a time)."""
@@ -127,7 +176,7 @@ class ActionRunner:
             return f"the tool {action.tool} is not available"
         if not feedback and complete_arguments(tool, action.arguments):
             return tool.name, dict(action.arguments or {})
-        plan = self.recorder.plan
+        plan = self.session.plan
         offered = choices or [tool]
         answer = await self.caller.ask_offering(
             "execution",
@@ -167,7 +216,7 @@ class ActionRunner:
     ) -> ActionRecord | PendingApproval:
         """Run ``action``. ``ready_tool``: a tool among ``choices`` the model names to say
         it has nothing more to do here (a quality fix round): recorded, never called."""
-        state, recorder = self.state, self.recorder
+        state, session = self.state, self.session
         existing = state.records.get(action.key)
         if existing is not None and existing.finished:
             return existing
@@ -196,15 +245,11 @@ class ActionRunner:
         )
         state.records[action.key] = record
         if record.writes:  # a write in flight is never repeated blindly after a restart
-            await recorder.checkpoint()
-        await recorder.emit(
-            ProgressKind.ACTION,
-            task_id=action.task_id,
-            key=action.key,
-            tool=name,
-            purpose=action.purpose,
-            status="running",
-        )
+            await session.checkpoint()
+        await session.emit(
+            ActionProgress(task_id=action.task_id, key=action.key, tool=name,
+                           purpose=action.purpose, status=ActionStatus.RUNNING.value)
+        )  # fmt: skip
         approved = action.key in state.approved_calls
         try:
             result = await self.tools.call(
@@ -212,7 +257,7 @@ class ActionRunner:
             )
         except ApprovalRequired as asked:
             del state.records[action.key]
-            await recorder.checkpoint()
+            await session.checkpoint()
             return PendingApproval(action, name, arguments, asked.why)
         state.approved_calls.pop(action.key, None)
         if approved and result.ok:  # an approved write approves what it wrote, exactly
@@ -225,20 +270,20 @@ class ActionRunner:
         return record
 
     def _rev(self) -> int:
-        plan = self.recorder.plan
+        plan = self.session.plan
         return plan.revision if plan else 0
 
     async def _finish(self, record: ActionRecord, *, ok: bool, output: str) -> ActionRecord:
-        recorder = self.recorder
+        session = self.session
         record.status = ActionStatus.DONE if ok else ActionStatus.FAILED
         record.output = output[:MAX_OUTPUT_CHARS]
         self.state.records[record.key] = record
-        await recorder.checkpoint()
+        await session.checkpoint()
         if not ok:
             shown = self.runlog.redact(output)[:MAX_LOGGED_CHARS]  # redact, then cut
             self.runlog.error("action", f"{record.key} ({record.tool}) failed: {shown}")
-        recorder.record(
-            "action",
+        session.record(
+            HistoryKind.ACTION,
             key=record.key,
             task_id=record.task_id,
             tool=record.tool,
@@ -248,15 +293,11 @@ class ActionRunner:
             result=output[:300],
             duration=round(record.duration, 3),
         )
-        await recorder.emit(
-            ProgressKind.ACTION,
-            task_id=record.task_id,
-            key=record.key,
-            tool=record.tool,
-            status=record.status.value,
-            changed=record.changed,
-            result=output[:200],
-        )
+        await session.emit(
+            ActionProgress(task_id=record.task_id, key=record.key, tool=record.tool,
+                           status=record.status.value, changed=record.changed,
+                           result=output[:200])
+        )  # fmt: skip
         return record
 
     async def _interrupted(self, record: ActionRecord) -> ActionRecord:
@@ -272,7 +313,7 @@ class ActionRunner:
     async def _summarise(self, record: ActionRecord) -> None:
         if len(record.output) <= SUMMARY_OVER_CHARS:
             return
-        plan = self.recorder.plan
+        plan = self.session.plan
         try:
             record.summary = await self.caller.text(
                 "summarise",
@@ -283,4 +324,4 @@ class ActionRunner:
             )
         except BudgetExceeded:
             return
-        await self.recorder.checkpoint()
+        await self.session.checkpoint()
