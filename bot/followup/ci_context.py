@@ -17,7 +17,7 @@ from bot.events import Check
 from bot.redact import redact
 
 # (text, where it came from) -> the text fenced as untrusted data; the agent's
-# ``fence`` (today ``bot.agent.context_builder.fence``).
+# ``fence`` (today ``bot.agent.briefing.fence``).
 Fence = Callable[[str, str], str]
 
 MAX_CHARS = 24_000

@@ -24,11 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot import offload
 from bot.config.overrides import EffectivePlanning
 from bot.events import IssueRef
 from bot.llm.prices import dollars
 from bot.record.state import ActionRecord, AgentState
-from bot import offload
 from bot.redact import redact
 from bot.storage.base import Task
 from bot.storage.runs import RunDirectory, copy_artifacts, render_report

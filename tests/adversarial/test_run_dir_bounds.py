@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bot.agent.runlog import RunLog
+from bot.record.runlog import RunLog
 from bot.comments.render import agent_comment
 from bot.config import SandboxSettings, Settings, StorageSettings
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
