@@ -88,7 +88,6 @@ def sandboxed(seccomp: Path, ws: Path, command: list[str]) -> subprocess.Complet
         BWRAP,
         Mounts(writable=ws, tmp_bytes=64 << 20, hide_dirs=hidden),
         cwd=ws,
-        network=False,
         env=sandbox_env(None),
     )
     prlimit = shutil.which("prlimit") or "prlimit"
