@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from bot.config.web import WebSettings
+
 
 class ConfigError(Exception):
     """The configuration is invalid; the message names the key and the file."""
@@ -351,6 +353,7 @@ class Settings(_Section):
     sandbox: SandboxSettings = SandboxSettings()
     workspace: WorkspaceSettings = WorkspaceSettings()
     mcp_servers: tuple[McpServer, ...] = ()
+    web: WebSettings = WebSettings()
     source_path: Path | None = None
 
     @model_validator(mode="after")

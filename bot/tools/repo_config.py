@@ -29,6 +29,7 @@ from bot.config import SecuritySettings, Settings
 from bot.events import RepoRef
 from bot.forges.base import Forge, NotFound
 from bot.tools.policy import ToolPolicy
+from bot.tools.web_policy import RepoWeb
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,7 @@ class RepoConfig(_Strict):
     instructions: str = Field("", max_length=MAX_INSTRUCTIONS_CHARS)
     policy: RepoPolicy = RepoPolicy()
     sandbox: RepoSandbox = RepoSandbox()
+    web: RepoWeb = RepoWeb()  # narrows the server's web tools (bot/tools/web_policy.py)
     # Checked against the server's bounds per task (bot.config.overrides.merge_planning).
     planning: dict[str, Any] = {}
 
