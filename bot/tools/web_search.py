@@ -24,7 +24,7 @@ from bot.tools.web_fetch import WebError, read_bounded
 MAX_ANSWER_BYTES = 2 * 1_048_576
 MAX_TITLE_CHARS = 200
 MAX_SNIPPET_CHARS = 500
-MAX_URL_CHARS = 2048
+MAX_URL_CHARS = 500
 _PARSE_ON_LOOP = 65_536  # bytes; a larger answer is parsed in an offload worker
 
 

@@ -143,10 +143,17 @@ class WebToolkit:
             return ToolResult.success(
                 "No results for the query:\n" + fence_web(query, "web search query"), results=0
             )
-        listing = fence_web(_hits_text(query, hits), "web search")
+        listing = await _fenced(_hits_text(query, hits), "web search")
         return ToolResult.success(
             f"{len(hits)} results of a web search:\n{listing}", results=len(hits)
         )
+
+
+async def _fenced(text: str, source: str) -> str:
+    """``fence_web``, in an offload worker when the text is large (a loop over characters)."""
+    if len(text) <= offload.LARGE_TEXT:
+        return fence_web(text, source)
+    return await offload.run(fence_web, text, source)
 
 
 def _describe(fetched: Fetched, page: ReadPage, max_bytes: int) -> str:

@@ -10,7 +10,7 @@ from ipaddress import ip_address
 
 import pytest
 
-from bot.tools.web_fetch import Fetcher, FetchRules, WebError, checked_url
+from bot.tools.web_fetch import Fetcher, FetchRules, Inflater, WebError, checked_url
 from tests.tools.web_site import Resolver, allow_test_server, redirect, send, site
 
 PAGE = b"<html><head><title>T</title></head><body><p>Hello</p></body></html>"
@@ -207,3 +207,10 @@ async def test_huge_headers_are_refused() -> None:
 async def test_an_error_status_is_a_failure_with_its_code() -> None:
     with site({}) as web, pytest.raises(WebError, match="answered HTTP 404"):
         await fetcher().fetch(web.url("/missing"))
+
+
+def test_decompression_never_gives_more_than_the_room_left() -> None:
+    inflater = Inflater("gzip")
+    bomb = gzip.compress(b"A" * 50_000_000)  # about 50 KB that would grow to 50 MB
+    assert len(inflater.take(bomb, 1000)) == 1000
+    assert len(Inflater("identity").take(b"x" * 5000, 10)) == 10
