@@ -250,3 +250,21 @@ def test_gitlab_webhook_secrets_refuse_inline_missing_and_ambiguous_sources(
     not_a_map = write(tmp_path, "gitlab:\n  webhook_secrets:\n    acme: token\n")
     with pytest.raises(ConfigError, match=r"webhook_secrets\.acme: must be"):
         load_settings({}, not_a_map)
+
+
+def test_the_web_tools_are_off_by_default_and_checked_when_on(tmp_path: Path) -> None:
+    web = Settings().web
+    assert not web.fetch.enabled and not web.search.enabled and web.fetch.allowed_domains == ()
+    text = "web:\n  fetch:\n    enabled: true\n    allowed_domains: [Docs.Python.org., Bücher.ex]\n"
+    loaded = load_settings({}, write(tmp_path, text))
+    assert loaded.web.fetch.allowed_domains == ("docs.python.org", "xn--bcher-kva.ex")
+    for bad, why in [
+        ("web:\n  fetch:\n    enabled: true\n", "at least one domain"),
+        ("web:\n  fetch:\n    allowed_domains: [https://x.org/]\n", "not a host name"),
+        ("web:\n  fetch:\n    allowed_domains: [a..b]\n", "not a valid host name"),
+        ("web:\n  fetch:\n    max_bytes: 1\n", "web.fetch.max_bytes"),
+        ("web:\n  search:\n    enabled: true\n", "web.search.url must be an http"),
+        ("web:\n  search:\n    provider: google\n", "web.search.provider"),
+    ]:
+        with pytest.raises(ConfigError, match=why):
+            load_settings({}, write(tmp_path, bad))

@@ -11,6 +11,7 @@ This module only re-exports; the code lives in one module per job:
 - ``bot.config.sections``: the pydantic models of every section, and ``ConfigError``;
 - ``bot.config.env``: environment variables and secret sources merged into the raw data;
 - ``bot.config.load``: finding, reading and validating the file (``load_settings``);
+- ``bot.config.web``: the ``web:`` section (the optional web tools);
 - ``bot.config.views``: views of loaded settings (``disabled_forges``, ``secret_values``,
   ``masked``).
 
@@ -50,6 +51,7 @@ from bot.config.sections import (
     WorkspaceSettings,
 )
 from bot.config.views import bot_names, disabled_forges, masked, secret_values
+from bot.config.web import WebFetchSettings, WebSearchSettings, WebSettings
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",
@@ -77,6 +79,9 @@ __all__ = [
     "Settings",
     "StorageSettings",
     "UserConfigApiSettings",
+    "WebFetchSettings",
+    "WebSearchSettings",
+    "WebSettings",
     "WebhookSecretSource",
     "WorkerSettings",
     "WorkspaceSettings",

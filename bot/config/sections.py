@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from bot.config.web import WebSettings
+
 
 class ConfigError(Exception):
     """The configuration is invalid; the message names the key and the file."""
@@ -440,6 +442,7 @@ class Settings(_Section):
     ci: CiSettings = CiSettings()
     review: ReviewSettings = ReviewSettings()
     mcp_servers: tuple[McpServer, ...] = ()
+    web: WebSettings = WebSettings()
     source_path: Path | None = None
 
     @model_validator(mode="after")

@@ -1,7 +1,8 @@
 """Everything one task may use, built in one place.
 
 ``build_tools`` gives a task its branch, its workspace (a clone made on first use),
-its sandbox, its forge API tools, its workspace tools and the MCP servers' tools,
+its sandbox, its forge API tools, its workspace tools, the web tools the server turns
+on (``web:``, narrowed by the repository) and the MCP servers' tools,
 all in one ``ToolRegistry`` whose policy is the server's ``planning.security``
 tightened by the repository's ``.agent.yaml``. The MCP sessions enter the task's
 ``AsyncExitStack`` and close with it.
@@ -31,6 +32,8 @@ from bot.tools.setup import Preparer
 from bot.tools.setup_cache import SetupCache
 from bot.tools.setup_env import package_config
 from bot.tools.setup_plan import sandbox_which
+from bot.tools.web_policy import web_limits
+from bot.tools.web_tools import web_tools
 from bot.tools.workspace import Workspace, branch_name
 from bot.tools.workspace_tools import workspace_tools
 
@@ -123,6 +126,8 @@ async def build_tools(
     builtin = _builtin_tools(
         settings, forge, issue, finish_comment, workspace, sandbox, quality, effective, logs
     )
+    web = web_limits(settings.web, repo.web)  # off unless the server turns the tools on
+    builtin += web_tools(web, secrets=secret_values(settings))
     mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
     await stack.enter_async_context(mcp)
     tools, skipped = combine(builtin, mcp.tools)
@@ -142,7 +147,7 @@ async def build_tools(
         instructions=repo.instructions,
         preparer=preparer,
         mcp_unavailable=dict(mcp.unavailable),
-        notes=effective.notes + tuple(skipped) + tuple(unavailable),
+        notes=effective.notes + web.notes + tuple(skipped) + tuple(unavailable),
     )
 
 

@@ -30,6 +30,7 @@ from bot.events import RepoRef
 from bot.forges.base import Forge, NotFound
 from bot.tools.ci_includes import load_ci_includes
 from bot.tools.policy import ToolPolicy
+from bot.tools.web_policy import RepoWeb
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class RepoConfig(_Strict):
     instructions: str = Field("", max_length=MAX_INSTRUCTIONS_CHARS)
     policy: RepoPolicy = RepoPolicy()
     sandbox: RepoSandbox = RepoSandbox()
+    web: RepoWeb = RepoWeb()  # narrows the server's web tools (bot/tools/web_policy.py)
     # Checked against the server's bounds per task (bot.config.overrides.merge_planning).
     planning: dict[str, Any] = {}
 

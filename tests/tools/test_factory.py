@@ -18,6 +18,9 @@ from bot.config import (
     SecuritySettings,
     Settings,
     StorageSettings,
+    WebFetchSettings,
+    WebSearchSettings,
+    WebSettings,
 )
 from bot.events import ForgeKind, IssueRef
 from bot.tools.factory import BuiltTools, build_tools, combine
@@ -272,3 +275,26 @@ async def test_workspace_clones_with_the_forge_credentials_on_first_use(
         assert asked and set(asked) == {("acme/demo",)}
         assert (built.workspace.path / ".git").is_dir()
         assert built.workspace.path.is_relative_to(tmp_path / "data" / "workspaces")
+
+
+async def test_the_web_tools_are_off_by_default_and_the_server_turns_them_on(
+    tmp_path: Path,
+) -> None:
+    async with _built(_settings(tmp_path, mcp=False)) as (built, _):
+        assert not {"fetch_url", "web_search"} & set(built.registry.names())
+    web = WebSettings(
+        fetch=WebFetchSettings(enabled=True, allowed_domains=("docs.python.org",)),
+        search=WebSearchSettings(enabled=True, url="http://127.0.0.1:8888"),
+    )
+    async with _built(_settings(tmp_path, mcp=False, web=web)) as (built, _):
+        tools = {t.name: t for t in built.registry.usable()}
+        assert {"fetch_url", "web_search"} <= set(tools)
+        assert "docs.python.org" in tools["fetch_url"].purpose
+        assert not tools["fetch_url"].writes and not tools["web_search"].writes
+        # The whole fetch gets its own time even under a shorter action timeout.
+        assert tools["fetch_url"].min_timeout > web.fetch.timeout
+    repo = parse_repo_config("web:\n  fetch: false\n  allowed_domains: [example.org]\n")
+    async with _built(_settings(tmp_path, mcp=False, web=web), repo_config=repo) as (built, _):
+        assert "fetch_url" not in built.registry.names()
+        assert "web_search" in built.registry.names()
+        assert any("example.org" in note for note in built.notes)

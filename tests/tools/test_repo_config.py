@@ -81,6 +81,9 @@ def test_one_step_only() -> None:
         ("instructions: [a, b]\n", "instructions"),
         ("- just\n- a list\n", "the top level must be a mapping"),
         ("policy: [\n", "not valid YAML"),
+        ("web:\n  enabled: true\n", "web.enabled: unknown key"),
+        ("web:\n  allowed_domains: [https://x.org/]\n", "not a host name"),
+        ("web:\n  max_bytes: 10\n", "web.max_bytes"),
     ],
 )
 def test_invalid_config_names_the_problem(text: str, message: str) -> None:
