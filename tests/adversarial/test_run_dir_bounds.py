@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bot.record.runlog import RunLog
 from bot.comments.render import agent_comment
 from bot.config import SandboxSettings, Settings, StorageSettings
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
+from bot.record.runlog import RunLog
 from bot.storage.base import TaskState
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools

@@ -4,7 +4,6 @@ rounds and their threads, and how the base comes into the bot's branch."""
 from __future__ import annotations
 
 from bot.agent.briefing import fence
-
 from bot.change_state import (
     Annotation,
     ChangeRequestState,
