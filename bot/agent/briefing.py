@@ -18,9 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.config import Settings
-from bot.events import IssueRef
+from bot.events import FollowUpRound, IssueRef, RoundKind
 from bot.forges.base import Comment, EntryKind, Forge, ForgeError, TreeEntry
 from bot.text import clip
+from bot.tools.quality import QualityCommands
 from bot.tools.registry import Tool
 
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
@@ -102,6 +103,8 @@ class Briefing:
     tools: str
     previous_block: str = ""  # a retry: what the previous attempt did (fenced)
     repo_instructions: str = ""  # the repository's .agent.yaml ``instructions`` (fenced)
+    # a follow-up round on the bot's change request (``RoundFacts``), None otherwise
+    round: RoundFacts | None = None
 
     def prompt_vars(self) -> dict[str, object]:
         return {
@@ -111,7 +114,62 @@ class Briefing:
             "repo": self.repo,
             "tools": self.tools,
             "previous_block": self.previous_block,
+            "round": self.round,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class RoundFacts:
+    """What the planner is told of a follow-up round (``prompts/planning.j2``): its kind
+    (``RoundKind`` value), number and limit, the head commit it answers, what it answers
+    (``context``: the failed checks or the review threads, fenced by the worker), the
+    files a base merge left conflicted, the base branch, and the quality gate's commands."""
+
+    kind: str
+    number: int
+    limit: int
+    head: str
+    base: str
+    context: str = ""
+    items: int = 0  # review threads
+    conflicts: tuple[str, ...] = ()
+    gate: str = ""
+
+
+def thread_labels(found: FollowUpRound | None) -> list[str]:
+    """``T1``, ``T2``, ... for the threads of a review round, in checklist order (its
+    completion summary answers each by that label)."""
+    if found is None or found.kind is not RoundKind.REVIEW:
+        return []
+    return [f"T{index}" for index in range(1, len(found.threads) + 1)]
+
+
+def round_facts(
+    found: FollowUpRound | None,
+    *,
+    context: str,
+    settings: Settings,
+    conflicts: tuple[str, ...] = (),
+    gate: QualityCommands | None = None,
+) -> RoundFacts | None:
+    """The planner's view of a follow-up round (None for a task that is not one):
+    ``context`` is what it answers (the failed checks or the review threads, fenced by
+    the worker that read them), ``gate`` the quality gate's commands the agent
+    reproduces a CI failure with."""
+    if found is None:
+        return None
+    steps = [("lint", gate.lint), ("tests", gate.test)] if gate is not None else []
+    return RoundFacts(
+        kind=found.kind.value,
+        number=found.number,
+        limit=settings.ci.max_fix_rounds if found.kind is RoundKind.CI else 0,
+        head=found.head_sha[:12],
+        base=found.base_branch,
+        context=context,
+        items=len(found.threads),
+        conflicts=conflicts,
+        gate="; ".join(f"{name}: `{' '.join(argv)}`" for name, argv in steps if argv),
+    )
 
 
 def task_text(issue: IssueRef, instructions: str = "") -> str:
@@ -198,6 +256,7 @@ async def build_context(
     instructions: str = "",
     previous: str = "",
     repo_instructions: str = "",
+    round_facts: RoundFacts | None = None,
 ) -> Briefing:
     """Read the issue (fresh, with comments) and the repository facts for the planner;
     ``previous`` is the summary of the previous attempt's history (a retry)."""
@@ -221,4 +280,5 @@ async def build_context(
         tools=tool_lines(tools),
         previous_block=fence(previous, "the previous attempt's history") if previous else "",
         repo_instructions=repo_instructions_block(repo_instructions),
+        round=round_facts,
     )

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent.briefing import Briefing, build_context, tool_lines
+from bot.agent.briefing import Briefing, build_context, round_facts, tool_lines
 from bot.agent.cache import PlanCache
 from bot.agent.people import waiting_for_answers
 from bot.agent.session import Session
@@ -44,6 +44,7 @@ from bot.record.plan_rules import plan_digest, validate_plan
 from bot.record.state import Phase, Waiting
 from bot.record.texts import best_guess_text
 from bot.run_events import ClarificationAsked, Outcome, PlanMade, WaitKind
+from bot.tools.quality import detect_commands
 from bot.tools.registry import ToolRegistry
 
 PLANNING_ATTEMPTS = 2
@@ -217,20 +218,26 @@ class Planning:
         ctx = self.ctx
         previous_id = ctx.task.request.previous_task_id
         previous = previous_attempt(ctx.data_dir, previous_id) if previous_id else ""
+        built = ctx.built
+        gate = built.quality or detect_commands(built.workspace.path) if built else None
+        facts = round_facts(ctx.task.request.round, context=ctx.task.request.instructions,
+                            settings=ctx.settings, conflicts=ctx.conflicts, gate=gate)  # fmt: skip
         return await build_context(
             ctx.forge,
             ctx.issue,
             ctx.settings,
             ctx.tools.usable(),
-            instructions=ctx.task.request.instructions,
+            # a round's instructions are what it answers, told apart (``RoundFacts``)
+            instructions="" if facts is not None else ctx.task.request.instructions,
             previous=previous,
             repo_instructions=ctx.built.instructions if ctx.built is not None else "",
+            round_facts=facts,
         )
 
     async def _from_cache(self, context: Briefing, engine: PlanningEngine) -> PlanDocument | None:
         state = self.state
-        if state.answers or state.replan_reason or context.previous_block:
-            return None  # a retry wants a new plan, not the one that was tried
+        if state.answers or state.replan_reason or context.previous_block or context.round:
+            return None  # a retry (or a round) wants a new plan, not the one that was tried
         repo = self.ctx.issue.repo.key
         hit = await self.cache.lookup(context.task_text, repo, self._tool_names())
         if hit is None:
@@ -382,5 +389,7 @@ class Planning:
         state = self.state
         if state.cached_plan or state.plan_number or state.plan is None or not state.task_text:
             return
+        if self.ctx.task.request.round is not None:
+            return  # a round's plan answers one CI failure, review or merge: not reusable
         repo = self.ctx.issue.repo.key
         await self.cache.put(state.task_text, repo, self._tool_names(), state.plan)
