@@ -55,6 +55,7 @@ _ENDINGS: dict[TaskState, ProgressKind | None] = {
     TaskState.NEEDS_HUMAN: ProgressKind.HUMAN_INTERVENTION,
     TaskState.PAUSED: ProgressKind.PAUSED,
 }
+_STATUS = Marker("", "status", 0)  # the status comment's marker kind and key
 # Repositories whose labels exist, per forge object (weakly: a forge that is gone, or a
 # new one at the same address, starts afresh).
 _ensured_labels: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
@@ -169,6 +170,27 @@ class IssueReporter:
         await self._write_status()
         await self._set_labels(outcome.state)
 
+    async def refresh(self, snapshot: dict[str, Any] | None, *, after: str) -> None:
+        """Show the task's status comment again, as its checkpoint says, with ``after``
+        (its change request after it was opened) below: one edit when the store knows
+        the comment (a look at the issue's comments first otherwise)."""
+        if await self.runtime.store.get_comment_id(self.task.id, _STATUS.key) is None:
+            await self._recover_markers()
+        if snapshot is not None:
+            self.view.restore(snapshot)
+        self.view.state = self.task.state
+        self.view.after = after
+        await self._write_status()
+
+    async def note(self, kind: str, body: str) -> None:
+        """Post (or edit, the second time) this task's one comment of ``kind``."""
+        await self._upsert(Marker(self.task.id, kind, 0), body)
+
+    async def label(self, state: TaskState) -> None:
+        """The issue's labels for ``state`` (the managed labels created when missing)."""
+        await self._ensure_labels()
+        await self._set_labels(state)
+
     async def aclose(self) -> None:
         """Drop a pending coalesced status edit (``end`` does; so should a run that is
         cancelled, so no stale view is written after it)."""
@@ -264,7 +286,8 @@ class IssueReporter:
     async def _write_status(self) -> None:
         self._last_edit = time.monotonic()
         try:
-            await self._upsert(Marker(self.task.id, "status", 0), self.view.render(self.language))
+            await self._upsert(Marker(self.task.id, _STATUS.kind, 0),
+                               self.view.render(self.language))  # fmt: skip
         finally:  # the interval runs from when the edit went out, however long it took
             self._last_edit = time.monotonic()
 

@@ -50,6 +50,9 @@ class StatusView:
     waiting: dict[str, Any] = field(default_factory=dict)  # subject, what, tool, number
     links: dict[str, str] = field(default_factory=dict)
     gate: dict[str, Any] = field(default_factory=dict)  # result, steps (LINKS ``gate``)
+    # after the change request was opened: its checks, rounds and ready state (rendered
+    # by ``bot.comments.change_status``), "" before
+    after: str = ""
 
     def apply(self, event: ProgressEvent) -> None:
         match event:
@@ -133,6 +136,7 @@ class StatusView:
             checklist=checklist,
             links=render_links(self.links, language),
             gate=gate_text(self.gate, language),
+            after=self.after,
             plan_json=json.dumps(self.plan, ensure_ascii=False, indent=2) if self.plan else "",
         )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 import msgspec.structs
 from cachetools import TTLCache
@@ -32,12 +33,15 @@ from bot.triggers import (
     React,
     Reply,
     ReplyKind,
+    ScheduleRound,
     SendMessage,
+    SetAutofix,
     ShowStatus,
     classify,
     decide,
     needs_permission,
 )
+from bot.worker.aftercare import Aftercare
 from bot.worker.outcomes import event_retry_delay
 from bot.worker.readback import read_back
 
@@ -113,10 +117,13 @@ class PermissionCache:
 
 
 class Dispatcher:
-    def __init__(self, runtime: Runtime, replier: Replier) -> None:
+    def __init__(
+        self, runtime: Runtime, replier: Replier, aftercare: Aftercare | None = None
+    ) -> None:
         self.runtime = runtime
         self.replier = replier
         self.permissions = PermissionCache()
+        self.aftercare = aftercare or Aftercare(runtime, clock=time.time, wake=lambda: None)
 
     async def handle(self, item: InboxEvent) -> None:
         """Handle one leased inbox event; never raises for forge trouble."""
@@ -141,6 +148,8 @@ class Dispatcher:
             return verdict
         if forge is None:
             return Ignore("forge not configured")
+        if verdict.kind in (IntentKind.CI, IntentKind.PUSHED):
+            return verdict  # about a commit or branch, not an issue's conversation
         issue = verdict.event.issue
         assert issue is not None
         head_unknown = issue.is_change_request and issue.head_branch is None
@@ -156,6 +165,22 @@ class Dispatcher:
             head_repo=issue.head_repo or details.head_repo,
         )
         return classify(msgspec.structs.replace(event, issue=issue), self.runtime.settings)
+
+    async def _after_change_request(self, item: InboxEvent, verdict: Intent) -> bool:
+        """CI results and pushes on the bot's branches, and review activity waiting for
+        its round: the aftercare's (no permission to look up: the forge reports them, or
+        they were looked at already). Whether it took the event."""
+        event = verdict.event
+        match verdict.kind:
+            case IntentKind.CI:
+                await self.aftercare.on_checks(item, event)
+            case IntentKind.PUSHED:
+                await self.aftercare.on_push(item, event)
+            case IntentKind.ROUND if await self.aftercare.scheduled(item, event):
+                await self.aftercare.on_review(item, event)
+            case _:
+                return False
+        return True
 
     async def _as_stored(self, verdict: Intent, forge: Forge) -> Intent | Ignore:
         """The verdict on what the forge stores now (``readback``: GitLab's notes and
@@ -173,6 +198,9 @@ class Dispatcher:
             reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
             await store.finish_event(item.id, error=f"ignored: {reason}")
             metrics.EVENTS.labels("ignored").inc()
+            return
+        if await self._after_change_request(item, verdict):
+            metrics.EVENTS.labels("handled").inc()
             return
         key = comment_key(event)
         if key is not None and not await store.claim(key, owner=str(item.id)):
@@ -247,6 +275,12 @@ class Dispatcher:
                     replies.append((action, None))
                 case ShowStatus(task_id=task_id):
                     replies.append((action, await store.get_task(task_id) if task_id else None))
+                case ScheduleRound():
+                    await self.aftercare.on_review(item, event)  # it finishes the event
+                    event_id = None  # or keeps it waiting: nothing else may finish it
+                case SetAutofix(enabled=enabled, quote=said):
+                    answer = await self.aftercare.set_autofix(event.issue, enabled)
+                    replies.append((Reply(answer, quote=said), None))
                 case React():
                     pass
         if event_id is not None:

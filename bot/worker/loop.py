@@ -28,6 +28,7 @@ from bot.progress import RunProgress, awaited_by, describe_stall, watch
 from bot.run_events import Outcome
 from bot.runtime import Runtime
 from bot.storage.base import StoreError, Task, TaskState
+from bot.worker.aftercare import Aftercare
 from bot.worker.dispatcher import Dispatcher, give_back
 from bot.worker.maintenance import Maintenance
 from bot.worker.operator import read_switch
@@ -51,10 +52,11 @@ class Worker:
         self.store = runtime.store
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.replier = Replier(runtime)
-        self.dispatcher = Dispatcher(runtime, self.replier)
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self.aftercare = Aftercare(runtime, clock=self._now, wake=self.poke)
+        self.dispatcher = Dispatcher(runtime, self.replier, self.aftercare)
         self._running: dict[str, RunProgress] = {}
         self._runner = TaskRunner(
             runtime,
@@ -63,7 +65,9 @@ class Worker:
             clock=self._now,
             wake=self.poke,
         )
-        self._maintenance = Maintenance(runtime, clock=self._now, wake=self.poke)
+        self._maintenance = Maintenance(
+            runtime, clock=self._now, wake=self.poke, aftercare=self.aftercare
+        )
 
     @property
     def settings(self) -> Settings:
@@ -199,7 +203,16 @@ class Worker:
         await self._runner.settle(task.id, outcome)
         if stalled_run and outcome.state is TaskState.FAILED:  # the run could not say so
             await self._runner.report_late(task, outcome)
+        await self._after(task, outcome)
         return outcome
+
+    async def _after(self, task: Task, outcome: Outcome) -> None:
+        """What follows a task on the bot's change request (its watch, a round's record
+        and answers); a failure there is logged, never the task's."""
+        try:
+            await self.aftercare.task_ended(task, outcome)
+        except Exception:
+            log.exception("task %s: what follows it on its change request failed", task.id)
 
     def stuck(self) -> list[str]:
         """The runs that have made no progress for longer than the bound, described."""

@@ -1,9 +1,11 @@
 """The worker's periodic maintenance: re-queue tasks whose lease expired, wake waiting
 tasks whose time has come (probing the LLM first, with the small structured request a
 task would make, for tasks paused because it was down), ask the forge again for webhook
-deliveries missed while the bot was down (``redelivery.py``), prune handled webhook
-events and the dedup window after 14 days, and delete the run directories of tasks that
-ended more than ``storage.runs_retention_days`` ago."""
+deliveries missed while the bot was down (``redelivery.py``), queue a look at the checks
+of the bot's open change requests every ``ci.poll_seconds`` (``aftercare.py``: a lost CI
+event costs minutes), prune handled webhook events and the dedup window after 14 days,
+and delete the run directories of tasks that ended more than
+``storage.runs_retention_days`` ago."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from bot import offload
 from bot.runtime import Runtime
 from bot.storage.base import ACTIVE_STATES, Task, TaskState
 from bot.storage.runs import old_runs, remove_runs
+from bot.worker.aftercare import Aftercare
 from bot.worker.outcomes import LLM_UNAVAILABLE, waits_for_llm
 from bot.worker.redelivery import Redeliveries
 
@@ -32,6 +35,7 @@ class Maintenance:
         *,
         clock: Callable[[], float],
         wake: Callable[[], None],
+        aftercare: Aftercare | None = None,
     ) -> None:
         self.runtime = runtime
         self.store = runtime.store
@@ -39,6 +43,7 @@ class Maintenance:
         self._wake = wake
         self._next_prune = 0.0
         self.redeliveries = Redeliveries(runtime, clock=clock)
+        self.aftercare = aftercare or Aftercare(runtime, clock=clock, wake=wake)
 
     async def say_llm_health(self) -> None:
         """Say once at start-up whether the LLM endpoint answers, with setup steps if not."""
@@ -70,6 +75,7 @@ class Maintenance:
         await self._wake_due()
         await self._prune_if_due()
         await self.redeliveries.run_if_due()
+        await self.aftercare.poll_if_due()
 
     async def _wake_due(self) -> None:
         due = await self.store.due_tasks(self._clock())

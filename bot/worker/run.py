@@ -22,7 +22,7 @@ from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
 from bot.config import Settings, secret_values
 from bot.config.overrides import EffectivePlanning, Layer
-from bot.events import TaskMode
+from bot.events import RoundKind, TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.record.snapshot import status_snapshot
 from bot.record.state import consumed_message_seq
@@ -31,6 +31,7 @@ from bot.runtime import Runtime
 from bot.storage.base import ACTIVE_STATES, Task, TaskState
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
+from bot.tools.gitcmd import WorkspaceError
 from bot.tools.repo_config import RepoConfigError, load_repo_config
 from bot.worker.outcomes import (
     crashed,
@@ -38,6 +39,7 @@ from bot.worker.outcomes import (
     invalid_repo_config,
     may_have_missed_reply,
     may_retry_task,
+    merge_failed,
     planning_disabled,
     refused,
 )
@@ -203,12 +205,14 @@ class TaskRunner:
         branch = None
         if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
             branch = issue.head_branch
+        found = task.request.round  # a round on the change request: against its own base
+        base_branch = found.base_branch if found and found.base_branch else info.default_branch
         built = await build_tools(
             settings=settings,
             forge=forge,
             issue=issue,
             task_id=task.id,
-            base_branch=info.default_branch,
+            base_branch=base_branch,
             repo_config=repo_config,
             stack=stack,
             finish_comment=agent_comment(task.id, secret_values(settings)),
@@ -217,6 +221,12 @@ class TaskRunner:
         )
         for note in built.notes:
             log.info("task %s: %s", task.id, note)
+        conflicts: tuple[str, ...] = ()
+        if found is not None and found.kind is RoundKind.BASE:
+            try:  # the base comes in before the agent plans: it resolves what is left
+                conflicts = tuple(await built.workspace.merge_base())
+            except WorkspaceError as exc:
+                return merge_failed(exc, base_branch)
         return TaskContext(
             task=task,
             issue=issue,
@@ -230,6 +240,7 @@ class TaskRunner:
             workspace=built.workspace.path,
             built=built,
             planning=planning,
+            conflicts=conflicts,
         )
 
     async def _say_refused(
