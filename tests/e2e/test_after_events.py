@@ -1,0 +1,212 @@
+"""One decision per head commit, whatever the events: in any order, twice, late, or not
+at all (the poll), through the real app and worker; a check still running is shown,
+not decided; ``/agent autofix off`` reports a failure instead of fixing it."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.change_state import Mergeable
+from bot.events import CheckState, IssueRef, RoundKind, TaskRequest
+from bot.followup.ci import ci_mark
+from bot.followup.record import ChangeRecord
+from bot.storage.base import TaskState, Watch
+from tests.e2e.after import (
+    PROJECT,
+    SETTLE,
+    actions_check,
+    bot_with_clock,
+    check_run,
+    check_suite,
+)
+from tests.e2e.support import GH_BRANCH, GH_REPO, OWNER, gh_comment, status_comment
+from tests.harness import Harness
+
+HEAD = "a" * 40
+REPO_KEY = f"github:{GH_REPO}"
+
+
+async def watched_pull_request(bot: Harness, *, gate: bool = True) -> Any:
+    """The bot's draft pull request #100 from issue #1, watched since its task ended (the
+    bot's gate passed on ``HEAD`` when ``gate``)."""
+    repo = bot.github.add_repo(GH_REPO, dict(PROJECT), writers=(OWNER,))
+    bot.github.add_issue(repo, 1, title="Add calc.sh", author=OWNER)
+    issue = IssueRef(repo, 1, title="Add calc.sh")
+    task, _ = await bot.store.create_task(TaskRequest(issue, OWNER))
+    await bot.store.set_state(task.id, TaskState.DONE)
+    change = await bot.github.open_change_request(
+        repo, head=GH_BRANCH, base="main", title="Add calc.sh (#1)", body="", draft=True
+    )
+    fake = bot.github.change(repo, change.number)
+    fake.head_sha, fake.base_sha, fake.mergeable, fake.commits = (
+        HEAD,
+        "b" * 40,
+        Mergeable.MERGEABLE,
+        [],
+    )
+    pull = IssueRef(
+        repo,
+        change.number,
+        is_change_request=True,
+        web_url=change.web_url,
+        author="coding-agent[bot]",
+        head_branch=GH_BRANCH,
+        head_repo=GH_REPO,
+    )
+    record = ChangeRecord(head_sha=HEAD, gate_sha=HEAD if gate else "")
+    await bot.store.add_watch(
+        Watch(pull.key, repo.key, GH_BRANCH, task.id, pull, data=record.to_dict())
+    )
+    return change
+
+
+def events(number: int) -> dict[str, tuple[str, dict[str, Any]]]:
+    return {
+        "queued": ("check_run", check_run(HEAD, number, conclusion=None, status="queued")),
+        "passed": ("check_run", check_run(HEAD, number, conclusion="success")),
+        "lint": (
+            "check_run",
+            check_run(HEAD, number, name="lint", conclusion="success", run_id=12),
+        ),
+        "suite": ("check_suite", check_suite(HEAD, number)),
+    }
+
+
+ORDERS = [
+    ["queued", "passed", "lint", "suite"],
+    ["suite", "lint", "passed", "queued"],  # the queued report arrives last of all
+    ["passed", "passed", "suite", "suite"],  # twice each, under new delivery ids
+]
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["in-order", "reversed", "twice"])
+async def test_events_in_any_order_or_twice_make_one_decision(
+    tmp_path: Path, order: list[str]
+) -> None:
+    bot = bot_with_clock(tmp_path, [], workspace={"ready_when_green": True})
+    async with bot:
+        change = await watched_pull_request(bot)
+        bot.github.set_checks(
+            HEAD,
+            actions_check("test", CheckState.PASSED, 11),
+            actions_check("lint", CheckState.PASSED, 12),
+        )
+        sent = events(change.number)
+        for name in order:
+            await bot.send_github(*sent[name])
+            await bot.dispatch_all()
+            bot.clock.advance(5)  # type: ignore[attr-defined]
+        assert bot.github.calls_of("get_commit_checks") == []  # the burst is still coming
+        bot.clock.advance(SETTLE)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+        for name in order:  # the same again, late: the decision was taken
+            await bot.send_github(*sent[name])
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+
+        assert bot.github.calls_of("mark_ready_for_review") == [(GH_REPO, change.number)]
+        assert len(bot.github.calls_of("get_commit_checks")) == 1  # one look, by the last
+        assert await bot.store.get_mark(ci_mark(REPO_KEY, change.number, HEAD)) is not None
+        assert await bot.store.pending_events() == 0
+
+
+async def test_a_failure_in_any_order_starts_exactly_one_round(tmp_path: Path) -> None:
+    async with bot_with_clock(tmp_path, []) as bot:
+        change = await watched_pull_request(bot)
+        bot.github.set_checks(HEAD, actions_check("test", CheckState.FAILED, 11))
+        bot.github.logs["11"] = "FAILED test_sub\n"
+        failed = ("check_run", check_run(HEAD, change.number))
+        suite = ("check_suite", check_suite(HEAD, change.number, conclusion="failure"))
+        for sent in itertools.islice(itertools.cycle([failed, suite]), 5):
+            await bot.send_github(*sent)
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+        await bot.worker.maintain()  # and the poll looks too
+        await bot.dispatch_all()
+
+        rounds = [t for t in await bot.tasks() if t.request.round is not None]
+        assert len(rounds) == 1 and rounds[0].request.round is not None
+        assert rounds[0].request.round.kind is RoundKind.CI
+        assert rounds[0].state is TaskState.QUEUED  # not run here: counted
+        assert bot.github.calls_of("get_job_log") == [(GH_REPO, "11", 65536)]
+
+
+async def test_without_any_event_the_poll_decides_once(tmp_path: Path) -> None:
+    bot = bot_with_clock(tmp_path, [], workspace={"ready_when_green": True})
+    async with bot:
+        change = await watched_pull_request(bot)
+        bot.github.set_checks(HEAD, actions_check("test", CheckState.PASSED, 11))
+        for _ in range(3):  # every ci.poll_seconds, the deliveries all lost
+            await bot.worker.maintain()
+            await bot.dispatch_all()
+            bot.clock.advance(bot.settings.ci.poll_seconds + 1)  # type: ignore[attr-defined]
+        assert bot.github.calls_of("mark_ready_for_review") == [(GH_REPO, change.number)]
+        assert len(bot.github.calls_of("get_change_request_state")) == 3  # a look each time
+        assert len(bot.github.calls_of("get_commit_checks")) == 1  # its checks: once
+        issue = bot.github.issue(bot.github.repos[GH_REPO].ref, 1)
+        assert "marked ready for review" in status_comment(issue)
+
+
+async def test_checks_still_running_are_shown_and_decided_when_they_end(tmp_path: Path) -> None:
+    async with bot_with_clock(tmp_path, []) as bot:
+        change = await watched_pull_request(bot, gate=False)
+        bot.github.set_checks(
+            HEAD,
+            actions_check("lint", CheckState.PASSED, 12),
+            actions_check("test", CheckState.RUNNING, 11),
+        )
+        await bot.send_github(
+            "check_run",
+            check_run(HEAD, change.number, name="lint", conclusion="success", run_id=12),
+        )
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+        issue = bot.github.issue(bot.github.repos[GH_REPO].ref, 1)
+        status = status_comment(issue)
+        assert "Checks of `aaaaaaa`: ✅ lint · 🔄 test" in status
+        assert "⏳ Checks are running." in status
+        assert await bot.store.get_mark(ci_mark(REPO_KEY, change.number, HEAD)) is None
+
+        bot.github.set_checks(
+            HEAD,
+            actions_check("lint", CheckState.PASSED, 12),
+            actions_check("test", CheckState.PASSED, 11),
+        )
+        await bot.send_github("check_run", check_run(HEAD, change.number, conclusion="success"))
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+        status = status_comment(issue)
+        assert "Checks of `aaaaaaa`: ✅ lint · ✅ test" in status
+        assert "✅ Every check passed." in status  # the bot's gate did not pass here: not ready
+        assert bot.github.calls_of("mark_ready_for_review") == []
+
+
+async def test_autofix_off_reports_a_failure_and_starts_no_round(tmp_path: Path) -> None:
+    async with bot_with_clock(tmp_path, []) as bot:
+        change = await watched_pull_request(bot)
+        off = gh_comment("/agent autofix off")
+        off["issue"].update(number=change.number, pull_request={"url": change.web_url})
+        await bot.send_github("issue_comment", off)
+        await bot.dispatch_all()
+        pull = bot.github.issue(bot.github.repos[GH_REPO].ref, change.number)
+        assert any("CI fix rounds are off for this change request" in c.body for c in pull.comments)
+
+        bot.github.set_checks(HEAD, actions_check("test", CheckState.FAILED, 11))
+        await bot.send_github("check_run", check_run(HEAD, change.number))
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+
+        assert [t.request.round for t in await bot.tasks()] == [None]  # no round
+        issue = bot.github.issue(bot.github.repos[GH_REPO].ref, 1)
+        assert "CI fix rounds are off here; `/agent autofix on` turns them on." in (
+            status_comment(issue)
+        )
