@@ -308,8 +308,8 @@ class FollowUpRound(msgspec.Struct, frozen=True):
     ``head_sha``: the head commit it answers (the failed commit, the commit reviewed, the
     conflicting one). ``base_branch``: the change request's base. ``checks``: the failed
     checks' names (CI). ``threads``: the review threads' ids, in checklist order, with
-    ``comment_ids`` the comments they held when the round began (REVIEW): a comment among
-    them arriving late is no news to the round."""
+    their files (``paths``) and ``comment_ids`` the comments they held when the round
+    began (REVIEW): a comment among them arriving late is no news to the round."""
 
     kind: RoundKind
     number: int = 1
@@ -317,6 +317,7 @@ class FollowUpRound(msgspec.Struct, frozen=True):
     base_branch: str = ""
     checks: tuple[str, ...] = ()
     threads: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # each thread's file ("" for one on the whole change)
     comment_ids: tuple[int, ...] = ()
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import msgspec.structs
+
 from bot.config import Settings
 from bot.events import (
     Actor,
@@ -33,6 +35,7 @@ from bot.runtime import Runtime
 from bot.storage.base import ACTIVE_STATES, InboxEvent, Store, Task, Watch
 from bot.triggers import ReplyKind
 from bot.worker.ci_rounds import CiRounds, change_mark
+from bot.worker.permissions import PermissionCache
 from bot.worker.review_rounds import ReviewRounds
 from bot.worker.round_desk import RoundDesk
 from bot.worker.watchbook import change_record, watch_delivered
@@ -78,8 +81,9 @@ class Aftercare:
         self, runtime: Runtime, *, clock: Callable[[], float], wake: Callable[[], None]
     ) -> None:
         self.desk = RoundDesk(runtime, clock=clock, wake=wake)
+        self.permissions = PermissionCache()
         self.ci = CiRounds(self.desk)
-        self.reviews = ReviewRounds(self.desk)
+        self.reviews = ReviewRounds(self.desk, self.permissions)
 
     @property
     def store(self) -> Store:
@@ -112,12 +116,26 @@ class Aftercare:
             return None
         return mark[1]
 
-    async def scheduled(self, item: InboxEvent, event: ForgeEvent) -> bool:
-        """Whether ``item`` is review activity already waiting its turn (given back)."""
+    async def waiting_turn(self, item: InboxEvent, event: ForgeEvent) -> bool:
+        """Review activity that waited its turn (given back): it goes on as the burst's
+        last, or ends for a later one. False for activity seen the first time."""
         if event.issue is None:
             return False
         mark = await self.store.get_mark(activity_mark(event.issue.key))
-        return mark is not None and mark[0] == str(item.id)
+        if mark is None or not (mark[0] == str(item.id) or _newer(mark[0], item.id)):
+            return False
+        await self.on_review(item, event)
+        return True
+
+    async def opened_by_the_bot(self, issue: IssueRef) -> IssueRef | None:
+        """``issue`` with its author and head repository when it is a change request the
+        bot opened and watches (what a GitLab payload leaves out), else None."""
+        watch = await self.store.get_watch(issue.key) if issue.is_change_request else None
+        if watch is None or watch.branch != issue.head_branch:
+            return None
+        return msgspec.structs.replace(
+            issue, author=watch.issue.author, head_repo=issue.head_repo or watch.issue.head_repo
+        )
 
     # --- CI results and pushes ----------------------------------------------------------------
 

@@ -16,12 +16,11 @@ import logging
 import time
 
 import msgspec.structs
-from cachetools import TTLCache
 
 from bot import metrics
 from bot.comments.replies import Replier
 from bot.events import EventKind, ForgeEvent
-from bot.forges.base import Forge, ForgeError, Permission
+from bot.forges.base import Forge, ForgeError
 from bot.runtime import Runtime
 from bot.storage.base import InboxEvent, Store, Task
 from bot.triggers import (
@@ -99,31 +98,14 @@ async def give_back(store: Store, item: InboxEvent, exc: Exception) -> None:
     metrics.EVENTS.labels("retried").inc()
 
 
-class PermissionCache:
-    """Permission look-ups, cached for ``ttl`` seconds per (forge, repository, user)."""
-
-    def __init__(self, *, ttl: float = 60.0, maxsize: int = 4096) -> None:
-        self._cache: TTLCache[tuple[str, str, str], Permission] = TTLCache(maxsize, ttl)
-
-    async def get(self, forge: Forge, event: ForgeEvent) -> Permission:
-        assert event.repo is not None
-        key = (event.forge.value, event.repo.full_name, event.actor.login)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        permission = await forge.get_permission(event.repo, event.actor.login)
-        self._cache[key] = permission
-        return permission
-
-
 class Dispatcher:
     def __init__(
         self, runtime: Runtime, replier: Replier, aftercare: Aftercare | None = None
     ) -> None:
         self.runtime = runtime
         self.replier = replier
-        self.permissions = PermissionCache()
         self.aftercare = aftercare or Aftercare(runtime, clock=time.time, wake=lambda: None)
+        self.permissions = self.aftercare.permissions  # one cache for both
 
     async def handle(self, item: InboxEvent) -> None:
         """Handle one leased inbox event; never raises for forge trouble."""
@@ -155,6 +137,10 @@ class Dispatcher:
         head_unknown = issue.is_change_request and issue.head_branch is None
         if not (verdict.author_unknown or (head_unknown and verdict.kind is IntentKind.START)):
             return verdict
+        if verdict.author_unknown and not head_unknown:
+            known = await self.aftercare.opened_by_the_bot(issue)
+            if known is not None:  # a change request the bot watches: no look-up
+                return classify(msgspec.structs.replace(event, issue=known), self.runtime.settings)
         details = (await forge.get_issue(issue.repo, issue.number, change_request=True)).issue
         if verdict.author_unknown and not details.author:
             return Ignore(f"the author of {issue.key} is unknown")
@@ -176,8 +162,8 @@ class Dispatcher:
                 await self.aftercare.on_checks(item, event)
             case IntentKind.PUSHED:
                 await self.aftercare.on_push(item, event)
-            case IntentKind.ROUND if await self.aftercare.scheduled(item, event):
-                await self.aftercare.on_review(item, event)
+            case IntentKind.ROUND if await self.aftercare.waiting_turn(item, event):
+                pass
             case _:
                 return False
         return True
@@ -221,7 +207,8 @@ class Dispatcher:
             metrics.EVENTS.labels("ignored").inc()
             return
         event = verdict.event
-        permission = await self.permissions.get(forge, event)
+        assert event.repo is not None
+        permission = await self.permissions.of(forge, event.repo, event.actor.login)
         actions = decide(
             verdict,
             permission=permission,

@@ -5,7 +5,7 @@ waits for it), ``start`` reads the change request's threads, keeps the unresolve
 ones opened by people with write access whose last word is not the bot's
 (``round_threads``), and queues ONE round that sees them as a checklist (``T1``,
 ``T2``, ...), once per newest comment (``review_mark``). When the round is done,
-``answer`` gives every thread its own short reply (what changed, with the commit, or
+``answer`` gives each of its threads its own short reply (what changed, with the commit, or
 why nothing did: the round's completion summary, checked against the files its push
 changed) and resolves the ones a commit addressed when ``review.resolve_threads`` is on,
 in as few requests as the forge allows.
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-
-from cachetools import TTLCache
 
 from bot.agent.briefing import fence
 from bot.change_state import ReviewThread, ThreadAnswer
@@ -31,6 +29,7 @@ from bot.run_events import Outcome
 from bot.storage.base import Task, Watch
 from bot.text import clip
 from bot.worker.ci_rounds import own_names
+from bot.worker.permissions import PermissionCache
 from bot.worker.round_desk import RoundDesk
 from bot.worker.watchbook import record_of
 
@@ -71,21 +70,18 @@ def answers_of(outcome: Outcome) -> dict[str, dict[str, Any]]:
 
 def outcomes_of(
     found: FollowUpRound,
-    threads: list[ReviewThread],
     answers: dict[str, dict[str, Any]],
     *,
     pushed: str | None,
     paths: set[str],
 ) -> list[ThreadOutcome]:
-    """What the round did about each of its threads still open. A thread counts as
-    changed when the push changed its file (any file, for a thread not on a line) and
-    the round does not say it left it; the round's word alone changes nothing."""
-    by_id = {thread.id: thread for thread in threads}
+    """What the round did about each of its threads. A thread counts as changed when the
+    push changed its file (any file, for a thread not on one) and the round does not say
+    it left it; the round's word alone changes nothing."""
+    files = list(found.paths) + [""] * (len(found.threads) - len(found.paths))
     outcomes = []
-    for index, thread_id in enumerate(found.threads, 1):
-        thread = by_id.get(thread_id)
-        if thread is None or thread.resolved:
-            continue
+    for index, (thread_id, path) in enumerate(zip(found.threads, files, strict=True), 1):
+        thread = ReviewThread(thread_id, (), path=path or None)
         said = answers.get(f"T{index}", {})
         touched = bool(pushed) and (thread.path is None or thread.path in paths)
         claimed = bool(said.get("changed", touched))
@@ -95,17 +91,12 @@ def outcomes_of(
 
 
 class ReviewRounds:
-    def __init__(self, desk: RoundDesk) -> None:
+    def __init__(self, desk: RoundDesk, permissions: PermissionCache) -> None:
         self.desk = desk
-        self._writers: TTLCache[tuple[str, str], bool] = TTLCache(maxsize=4096, ttl=300)
+        self.permissions = permissions
 
     async def _writes(self, forge: Forge, watch: Watch, login: str) -> bool:
-        key = (watch.repo_key, login.lower())
-        known = self._writers.get(key)
-        if known is None:
-            known = await forge.get_permission(watch.issue.repo, login) >= Permission.WRITE
-            self._writers[key] = known
-        return known
+        return await self.permissions.of(forge, watch.issue.repo, login) >= Permission.WRITE
 
     async def start(self, owner: str, watch: Watch, forge: Forge) -> bool:
         """Start the round; False when a task runs on the change request (try later)."""
@@ -132,14 +123,13 @@ class ReviewRounds:
             record.rounds_of(RoundKind.REVIEW) + 1,
             head_sha=record.head_sha,
             threads=tuple(t.id for t in items),
+            paths=tuple(t.path or "" for t in items),
             comment_ids=tuple(c.id for t in items for c in t.comments),
         )
-        about = f"{len(items)} thread(s)"
-        started = await self.desk.start_round(
-            watch, found, instructions=checklist(items), about=about
+        # the round's own status comment on the change request tells it has begun
+        await self.desk.start_round(
+            watch, found, instructions=checklist(items), about=f"{len(items)} thread(s)"
         )
-        if started is not None:
-            await self.desk.show(watch, started[1])
         return True
 
     async def answer(
@@ -153,10 +143,9 @@ class ReviewRounds:
         if not await store.claim(f"answers:{task.id}", owner=f"{task.id}:{self.desk.clock()}"):
             return  # answered before (a second look at the same outcome)
         repo, number = watch.issue.repo, watch.issue.number
-        threads = await forge.list_review_threads(repo, number)
         pushed = delivery.get("head_sha") if isinstance(delivery.get("head_sha"), str) else None
         paths = {str(p) for p in delivery.get("paths") or []}
-        outcomes = outcomes_of(found, threads, answers_of(outcome), pushed=pushed, paths=paths)
+        outcomes = outcomes_of(found, answers_of(outcome), pushed=pushed, paths=paths)
         origin = await store.get_task(watch.task_id) or task
         language = ChangeReporter(self.desk.runtime, forge).language(origin)
         secrets = tuple(secret_values(self.desk.settings))

@@ -28,34 +28,27 @@ def test_the_checklist_fences_what_reviewers_wrote() -> None:
 
 
 def test_a_thread_counts_as_changed_only_when_the_push_changed_its_file() -> None:
-    found = FollowUpRound(RoundKind.REVIEW, threads=("a", "b", "c", "d"))
-    threads = [
-        thread("a", "src/app.py", "x"),  # its file pushed, said changed
-        thread("b", "docs/x.md", "y"),  # said changed, but its file was not pushed
-        thread("c", "src/app.py", "z"),  # its file pushed, the round says it left it
-        thread("d", None, "w", line=None),  # on the change request: any push counts
-    ]
+    found = FollowUpRound(
+        RoundKind.REVIEW,
+        threads=("a", "b", "c", "d"),
+        # its file pushed, said changed; said changed but not pushed; pushed, said left;
+        # on the change request as a whole: any push counts
+        paths=("src/app.py", "docs/x.md", "src/app.py", ""),
+    )
     answers = {
         "T1": {"thread": "T1", "changed": True, "reply": "renamed"},
         "T2": {"thread": "T2", "changed": True, "reply": "documented"},
         "T3": {"thread": "T3", "changed": False, "reply": "kept on purpose"},
     }
-    outcomes = outcomes_of(found, threads, answers, pushed=PUSHED, paths={"src/app.py"})
+    outcomes = outcomes_of(found, answers, pushed=PUSHED, paths={"src/app.py"})
     assert [(o.thread.id, o.commit, o.reason) for o in outcomes] == [
         ("a", PUSHED, "renamed"),
         ("b", None, "documented"),
         ("c", None, "kept on purpose"),
         ("d", PUSHED, ""),
     ]
-    nothing = outcomes_of(found, threads, answers, pushed=None, paths=set())
+    nothing = outcomes_of(found, answers, pushed=None, paths=set())
     assert all(o.commit is None for o in nothing)  # no push: nothing changed anything
-
-
-def test_resolved_or_vanished_threads_get_no_answer() -> None:
-    found = FollowUpRound(RoundKind.REVIEW, threads=("a", "b", "gone"))
-    done = ReviewThread("b", (ThreadComment(1, "alice", "x"),), resolved=True)
-    outcomes = outcomes_of(found, [thread("a", None, "x"), done], {}, pushed=None, paths=set())
-    assert [o.thread.id for o in outcomes] == ["a"]
 
 
 def test_the_rounds_answers_are_read_defensively() -> None:
