@@ -166,6 +166,10 @@ async def test_merge_request_discussions_make_one_round_that_answers_each(
         assert await settle(bot) == []
         bot.clock.advance(SETTLE / 2 + 1)  # type: ignore[attr-defined]
         assert await settle(bot) == []  # quiet since the first, not since the second
+        # the merge request is watched: its author (GitLab names it by id) needs no look-up,
+        # while each note is read back (GitLab's hooks are not signed)
+        assert (GL_REPO, change.number) not in bot.gitlab.calls_of("get_issue")
+        assert [c[1] for c in bot.gitlab.calls_of("get_comment")][-2:] == [501, 502]
         ran = await later(bot, SETTLE)
 
         [review] = ran
