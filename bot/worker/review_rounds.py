@@ -28,6 +28,7 @@ from bot.redact import redact
 from bot.run_events import Outcome
 from bot.storage.base import Task, Watch
 from bot.text import clip
+from bot.webhooks.gitlab_common import is_bot_user
 from bot.worker.ci_rounds import own_names
 from bot.worker.permissions import PermissionCache
 from bot.worker.round_desk import RoundDesk
@@ -96,6 +97,10 @@ class ReviewRounds:
         self.permissions = permissions
 
     async def _writes(self, forge: Forge, watch: Watch, login: str) -> bool:
+        """Someone the bot acts for: write access, and a person (another bot's review
+        threads are left alone, like its comments)."""
+        if is_bot_user(login):
+            return False
         return await self.permissions.of(forge, watch.issue.repo, login) >= Permission.WRITE
 
     async def start(self, owner: str, watch: Watch, forge: Forge) -> bool:

@@ -174,3 +174,23 @@ async def test_a_comment_during_the_round_joins_it_and_gets_its_own_round_after(
         )
         assert not last.resolved  # nothing changed for it: it stays open for the reviewer
         assert all(t.resolved for t in held[:3])
+
+
+async def test_threads_of_readers_and_of_other_bots_are_left_alone(tmp_path: Path) -> None:
+    remote = project(tmp_path)
+    async with bot_with_clock(tmp_path, opening_script()) as bot:
+        change, _head = await opened_pull_request(bot, remote)
+        repo = bot.github.repos[GH_REPO]
+        repo.permissions["linter[bot]"] = repo.permissions[OWNER]  # an App may have access
+        for who in ("mallory", "linter[bot]"):
+            [thread] = review_threads(bot.github, change.number, [("calc.sh", 1, "x")], by=who)
+            await bot.send_github(
+                "pull_request_review_comment", review_comment(change, thread, by=who)
+            )
+        # a writer's review (of nothing new) looks at the threads: none is the bot's to take
+        await bot.send_github("pull_request_review", review_submitted(change))
+        assert await later(bot, SETTLE + 1) == []
+        assert [t.request.round for t in await bot.tasks()] == [None]  # no round
+        held = bot.github.change(repo.ref, change.number).threads
+        assert [len(t.comments) for t in held] == [1, 1] and not any(t.resolved for t in held)
+        assert bot.github.calls_of("answer_threads") == []
