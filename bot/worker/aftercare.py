@@ -58,21 +58,24 @@ def _newer(owner: str, item_id: int) -> bool:
         return False
 
 
-def poll_event(watch: Watch, head_sha: str) -> ForgeEvent:
-    """The inbox item the poll queues for one open change request: a look at its head's
-    checks as if an event had said they changed (the head is read again when it runs)."""
+def poll_event(watch: Watch, head_sha: str, *, review: bool = False) -> ForgeEvent:
+    """The inbox item the bot queues itself for one open change request: a look at its
+    head's checks (the poll: the head is read again when it runs), or (``review``) at its
+    review threads (review activity came while a task ran on it)."""
     issue = watch.issue
+    checks = ChecksReport(
+        head_sha=head_sha or "0" * 40, branches=(watch.branch,), numbers=(issue.number,)
+    )
     return ForgeEvent(
         forge=issue.repo.forge,
-        kind=EventKind.CHECKS_CHANGED,
+        kind=EventKind.REVIEW_SUBMITTED if review else EventKind.CHECKS_CHANGED,
         name=POLL_EVENT,
         action=POLL_EVENT,
         delivery_id=f"poll:{watch.key}",
         actor=Actor(login=POLL_EVENT, is_bot=True),
         repo=issue.repo,
-        checks=ChecksReport(
-            head_sha=head_sha or "0" * 40, branches=(watch.branch,), numbers=(issue.number,)
-        ),
+        issue=issue if review else None,
+        checks=None if review else checks,
     )
 
 
@@ -154,6 +157,13 @@ class Aftercare:
                     return watch
         return None
 
+    async def on_poll(self, item: InboxEvent, event: ForgeEvent) -> None:
+        """An item the bot queued itself (``poll_event``)."""
+        if event.kind is EventKind.CHECKS_CHANGED:
+            await self.on_checks(item, event)
+        else:
+            await self.on_review(item, event)
+
     async def on_checks(self, item: InboxEvent, event: ForgeEvent) -> None:
         report = event.checks
         assert report is not None
@@ -198,9 +208,8 @@ class Aftercare:
         if await self._turn(item, activity_mark(watch.key), quiet) is None:
             return
         if not await self.reviews.start(str(item.id), watch, forge):
-            await self.store.retry_event(
-                item.id, error="a task runs on the change request", delay_seconds=max(quiet, 60)
-            )
+            # a task runs on the change request: when it ends, it looks again
+            await self._finish(item, "a task runs on the change request; its end looks again")
             return
         await self._finish(item)
 
@@ -244,12 +253,30 @@ class Aftercare:
             return found is not None
 
         saved = await change_record(store, watch.key, keep)
+        if issue.key == watch.key:  # a task on the change request: what waited for it
+            await self._look_again(task, saved[0] if saved else watch, pushed=bool(pushed))
         if saved is None or not saved[2]:
             return  # the task that opened it: its status comment is up to date
         watch, record, _ = saved
         if outcome.state is TaskState.DONE:
             await self.reviews.answer(task, outcome, watch, delivery)
         await self.desk.show(watch, record)
+
+    async def _look_again(self, task: Task, watch: Watch, *, pushed: bool) -> None:
+        """What waited while ``task`` ran on the change request: review activity (it joined
+        the task as feedback) gets a look at the threads once it is quiet, for the ones
+        the task did not hold; a head left as it was (nothing pushed) gets its decision,
+        which waited for the task."""
+        looks = []
+        mark = await self.store.get_mark(activity_mark(watch.key))
+        if mark is not None and mark[1] >= task.created_at:
+            looks.append(("review", poll_event(watch, "", review=True)))
+        if not pushed:
+            looks.append(("ci", poll_event(watch, ChangeRecord.from_dict(watch.data).head_sha)))
+        for what, event in looks:
+            key = f"poll:{what}:{watch.key}:{task.id}"
+            if await self.store.record_delivery(key, event.forge.value, event.to_dict()):
+                self.desk.wake()
 
     # --- the poll -----------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from bot.triggers import (
     decide,
     needs_permission,
 )
-from bot.worker.aftercare import Aftercare
+from bot.worker.aftercare import POLL_EVENT, Aftercare
 from bot.worker.outcomes import event_retry_delay
 from bot.worker.readback import read_back
 
@@ -117,7 +117,10 @@ class Dispatcher:
             metrics.EVENTS.labels("unreadable").inc()
             return
         try:
-            await self._handle(item, event)
+            if event.name == POLL_EVENT:  # queued by the bot itself, never by a webhook
+                await self.aftercare.on_poll(item, event)
+            else:
+                await self._handle(item, event)
         except ForgeError as exc:
             await give_back(store, item, exc)
 

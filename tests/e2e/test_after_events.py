@@ -14,6 +14,7 @@ from bot.change_state import Mergeable
 from bot.events import CheckState, IssueRef, RoundKind, TaskRequest
 from bot.followup.ci import ci_mark
 from bot.followup.record import ChangeRecord
+from bot.run_events import Outcome
 from bot.storage.base import TaskState, Watch
 from tests.e2e.after import (
     PROJECT,
@@ -210,3 +211,30 @@ async def test_autofix_off_reports_a_failure_and_starts_no_round(tmp_path: Path)
         assert "CI fix rounds are off here; `/agent autofix on` turns them on." in (
             status_comment(issue)
         )
+
+
+async def test_a_decision_that_waited_for_a_running_task_is_taken_when_it_ends(
+    tmp_path: Path,
+) -> None:
+    async with bot_with_clock(tmp_path, []) as bot:
+        change = await watched_pull_request(bot)
+        repo = bot.github.repos[GH_REPO].ref
+        pull = IssueRef(repo, change.number, is_change_request=True, head_branch=GH_BRANCH,
+                        head_repo=GH_REPO, author="coding-agent[bot]")  # fmt: skip
+        running, _ = await bot.store.create_task(TaskRequest(pull, OWNER))  # e.g. a mention's
+        bot.github.set_checks(HEAD, actions_check("test", CheckState.FAILED, 11))
+        await bot.send_github("check_run", check_run(HEAD, change.number))
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+        assert await bot.store.get_mark(ci_mark(REPO_KEY, change.number, HEAD)) is None  # waits
+
+        # the task ends without a push (what the worker hands the aftercare after any task)
+        await bot.store.set_state(running.id, TaskState.DONE)
+        ended_task = await bot.store.get_task(running.id)
+        assert ended_task is not None
+        await bot.worker.aftercare.task_ended(ended_task, Outcome(TaskState.DONE))
+        await bot.dispatch_all()
+        rounds = [t for t in await bot.tasks() if t.request.round is not None]
+        assert len(rounds) == 1 and rounds[0].request.round is not None
+        assert rounds[0].request.round.kind is RoundKind.CI
