@@ -153,7 +153,12 @@ async def test_a_comment_during_the_round_joins_it_and_gets_its_own_round_after(
             assert response.status_code == 202
             await bot.dispatch_all()
 
+        async def quiet_while_it_runs() -> None:  # the comment's quiet time ends mid-round
+            bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+            await bot.dispatch_all()
+
         llm.before[3] = another_comment
+        llm.before[5] = quiet_while_it_runs
         await later(bot, SETTLE + 1)
         first = [t for t in await bot.tasks() if t.request.round is not None]
         assert len(first) == 1 and first[0].state is TaskState.DONE
