@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bot.change_state import Mergeable
+from bot.config import RevisionSettings
 from bot.events import CheckState, IssueRef, RoundKind, TaskRequest
 from bot.followup.ci import ci_mark
 from bot.followup.record import ChangeRecord
@@ -24,7 +25,7 @@ from tests.e2e.after import (
     check_run,
     check_suite,
 )
-from tests.e2e.support import GH_BRANCH, GH_REPO, OWNER, gh_comment, status_comment
+from tests.e2e.support import GH_BRANCH, GH_REPO, OWNER, gh_comment, of_kind, status_comment
 from tests.harness import Harness
 
 HEAD = "a" * 40
@@ -219,8 +220,14 @@ async def test_a_decision_that_waited_for_a_running_task_is_taken_when_it_ends(
     async with bot_with_clock(tmp_path, []) as bot:
         change = await watched_pull_request(bot)
         repo = bot.github.repos[GH_REPO].ref
-        pull = IssueRef(repo, change.number, is_change_request=True, head_branch=GH_BRANCH,
-                        head_repo=GH_REPO, author="coding-agent[bot]")  # fmt: skip
+        pull = IssueRef(
+            repo,
+            change.number,
+            is_change_request=True,
+            head_branch=GH_BRANCH,
+            head_repo=GH_REPO,
+            author="coding-agent[bot]",
+        )
         running, _ = await bot.store.create_task(TaskRequest(pull, OWNER))  # e.g. a mention's
         bot.github.set_checks(HEAD, actions_check("test", CheckState.FAILED, 11))
         await bot.send_github("check_run", check_run(HEAD, change.number))
@@ -238,3 +245,52 @@ async def test_a_decision_that_waited_for_a_running_task_is_taken_when_it_ends(
         rounds = [t for t in await bot.tasks() if t.request.round is not None]
         assert len(rounds) == 1 and rounds[0].request.round is not None
         assert rounds[0].request.round.kind is RoundKind.CI
+
+
+async def test_a_check_waiting_for_a_person_is_reported_not_fixed(tmp_path: Path) -> None:
+    async with bot_with_clock(tmp_path, []) as bot:
+        change = await watched_pull_request(bot)
+        waiting = actions_check("deploy", CheckState.WAITING, 13, conclusion="action_required")
+        bot.github.set_checks(HEAD, actions_check("test", CheckState.PASSED, 11), waiting)
+        await bot.send_github(
+            "check_run",
+            check_run(HEAD, change.number, name="deploy", conclusion="action_required", run_id=13),
+        )
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+        assert [t.request.round for t in await bot.tasks()] == [None]
+        issue = bot.github.issue(bot.github.repos[GH_REPO].ref, 1)
+        assert "✋ Waiting for a person: deploy" in status_comment(issue)
+        assert bot.github.calls_of("get_job_log") == []
+
+
+async def test_the_fix_rounds_count_against_the_tasks_revision_limit(tmp_path: Path) -> None:
+    """The task that opened the change request used its revisions: the first failure asks
+    a person at once, naming the check."""
+    bot = bot_with_clock(tmp_path, [])
+    bot.settings = bot.runtime.settings = bot.settings.model_copy(
+        update={
+            "planning": bot.settings.planning.model_copy(
+                update={"revision": RevisionSettings(max_revisions=2)}
+            )
+        }
+    )
+    async with bot:
+        change = await watched_pull_request(bot)
+        [opening] = await bot.tasks()
+        await bot.store.save_checkpoint(opening.id, {"revisions": 2})
+        bot.github.set_checks(HEAD, actions_check("test", CheckState.FAILED, 11))
+        await bot.send_github("check_run", check_run(HEAD, change.number))
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+
+        assert [t.request.round for t in await bot.tasks()] == [None]  # no round
+        pull = bot.github.issue(bot.github.repos[GH_REPO].ref, change.number)
+        [asked] = of_kind(pull, "ci-help")
+        assert "These checks fail, and no CI fix round is left (the task used its" in asked
+        assert "- test" in asked
+        assert "coding agent help needed" in pull.labels
+        stored = await bot.store.get_task(opening.id)
+        assert stored is not None and stored.state is TaskState.NEEDS_HUMAN
