@@ -17,6 +17,7 @@ from typing import Any
 from bot.comments.language import choose_language
 from bot.comments.render import excerpt, render
 from bot.comments.reporter import IssueReporter
+from bot.comments.wording import ROUND_LABELS
 from bot.events import Check, CheckState, IssueRef, RoundKind, TaskState
 from bot.followup.record import ChangeRecord, CiNote, RoundRecord
 from bot.forges.base import Forge
@@ -33,8 +34,6 @@ CHECK_ICONS = {
     CheckState.WAITING: "✋",
     CheckState.CANCELLED: "⚪",
 }
-ROUND_LABELS = {RoundKind.CI: "round_ci", RoundKind.REVIEW: "round_review",
-                RoundKind.BASE: "round_base"}  # fmt: skip
 HELP_KIND = "ci-help"  # the marker kind of the comment on the change request
 
 
@@ -46,11 +45,14 @@ def checks_line(checks: list[Check]) -> str:
 
 
 def _round_line(found: RoundRecord, language: str) -> dict[str, Any]:
+    about = found.about
+    if found.kind is RoundKind.REVIEW and about.isdigit():  # a review round: its threads
+        about = render("round_threads", language, n=int(about))
     return {
         "label": render(ROUND_LABELS[found.kind], language, number=found.number),
         "head": found.head_sha[:7],
         "state": render(f"state_{found.state.value}", language),
-        "about": excerpt(found.about, limit=120),
+        "about": excerpt(about, limit=120),
         "tokens": f"{found.tokens:,}" if found.tokens else "",
         "cost": dollars(found.cost) if found.cost else "",
         "pushed": found.pushed_sha[:7],

@@ -31,6 +31,7 @@ from bot.comments.language import choose_language
 from bot.comments.milestones import milestone_body
 from bot.comments.render import Marker, find_markers, finish, fits, render
 from bot.comments.status import StatusView, render_links
+from bot.comments.wording import round_text
 from bot.config import Settings, bot_names, secret_values
 from bot.forges.base import Forge, ForgeError
 from bot.run_events import (
@@ -107,6 +108,8 @@ class IssueReporter:
         report_url = run_report_url(self.settings, task.id)
         if report_url:
             self.view.links["report_url"] = report_url
+        if task.request.round is not None:  # a round on the change request says which
+            self.view.after = round_text(task.request.round, self.language)
         self.emitted: set[ProgressKind] = set()
         self._counts: dict[str, int] = {}
         self._last_edit = 0.0

@@ -80,6 +80,9 @@ async def test_a_failed_check_gets_one_fix_round_then_green_and_ready(tmp_path: 
         assert "marked ready for review" in status
         assert "CI fix round 1 on `" + first[:7] + "`: ✅ Done" in status
         assert "With the rounds:" in status
+        pull = bot.github.issue(bot.github.repos[GH_REPO].ref, change.number)
+        [round_status] = of_kind(pull, "status")  # the round's own status comment says which
+        assert f"CI fix round 1 on `{first[:7]}`: test" in round_status
         tasks = await bot.tasks()
         assert sorted(ended(tasks)) == [TaskState.DONE, TaskState.DONE]
         for sha in (first, second):  # one decision per head commit, kept by the store
