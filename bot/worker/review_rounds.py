@@ -133,7 +133,10 @@ class ReviewRounds:
         )
         # the round's own status comment on the change request tells it has begun
         await self.desk.start_round(
-            watch, found, instructions=checklist(items), about=str(len(items))  # threads
+            watch,
+            found,
+            instructions=checklist(items),
+            about=str(len(items)),  # threads
         )
         return True
 
