@@ -4,14 +4,15 @@ outcome of a run that waits for them."""
 from __future__ import annotations
 
 from bot.agent.context import Outcome
-from bot.agent.context_builder import fence
 from bot.storage.base import TaskState
+from bot.untrusted import MAX_PERSON_CHARS, fence_off_loop
 
 WAITING_FOR_ANSWERS = "waiting for answers to questions"
 
 
-def answer_block(author: str, body: str) -> str:
-    return fence(body, f"answer by {author}")
+async def answer_block(author: str, body: str) -> str:
+    """A person's answer (or feedback, or reason), cut, cleaned and fenced for the model."""
+    return await fence_off_loop(body, f"answer by {author}", limit=MAX_PERSON_CHARS)
 
 
 def waiting_for_answers() -> Outcome:

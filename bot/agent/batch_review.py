@@ -78,7 +78,7 @@ class BatchReview:
             await recorder.show(Phase.EXECUTION)
             await recorder.checkpoint()
             return
-        text = "\n".join(answer_block(str(f["author"]), str(f["body"])) for f in feedback)
+        text = "\n".join([await answer_block(str(f["author"]), str(f["body"])) for f in feedback])
         await self.revise(
             suggestion, issues=engine.identify_issues(evaluation), feedback=text, counts=False
         )

@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.agent.context_builder import as_data, fence
+from bot.agent.context_builder import as_data
 from bot.agent.llm_calls import PhaseCaller
 from bot.agent.plan import Goal, PlannedAction
 from bot.agent.state import ActionRecord
 from bot.config import ReflectionSettings
 from bot.text import clip
+from bot.untrusted import MAX_PERSON_CHARS, fence_off_loop
 
 REFLECTION_OUTPUT_CHARS = 600
 
@@ -177,9 +178,11 @@ class ReflectionEngine:
         self, feedback: Sequence[Mapping[str, Any]], *, done: str, tools: str
     ) -> Evaluation:
         """What people said, analysed against the plan (may ask for a revision)."""
-        blocks = [
-            fence(str(f.get("body", "")), f"feedback by {f.get('author', '?')}") for f in feedback
-        ]
+        blocks = []
+        for item in feedback:
+            who = f"feedback by {item.get('author', '?')}"
+            body = str(item.get("body", ""))
+            blocks.append(await fence_off_loop(body, who, limit=MAX_PERSON_CHARS))
         answer = await self.caller.ask(
             "human_feedback",
             "reflection",

@@ -141,7 +141,8 @@ class Waits:
                 return None
             if not feedback:
                 raise Exit(waiting_for_answers())
-            state.answers += [answer_block(str(f["author"]), str(f["body"])) for f in feedback]
+            for item in feedback:
+                state.answers.append(await answer_block(str(item["author"]), str(item["body"])))
             state.waiting = None
             state.planning_attempts = 0
             state.replan_reason = ""
@@ -205,7 +206,7 @@ class Waits:
             recorder.to(Stage.EXECUTE)
         else:
             reason = decision.reason or "the best-guess plan was rejected"
-            state.answers.append(answer_block(decision.author, reason))
+            state.answers.append(await answer_block(decision.author, reason))
             state.planning_attempts = 0
             state.replan_reason = ""
             recorder.set_plan(None)
