@@ -30,8 +30,6 @@ from bot.untrusted import (
     fence_off_loop,
 )
 
-__all__ = ["clean_untrusted", "fence"]
-
 MAX_BODY_CHARS = 4000
 MAX_TITLE_CHARS = 300
 MAX_COMMENT_CHARS = 800
