@@ -180,6 +180,8 @@ class _Pool:
             future = queue.popleft()
             if not queue:
                 del self.waiting[kind][lane]
+            if future.done():  # its task was cancelled and has not run since: no worker
+                continue
             self.turns += 1
             self.served[kind, lane] = self.turns
             worker = self._take()

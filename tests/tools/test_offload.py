@@ -175,3 +175,22 @@ async def test_tasks_take_turns_for_tool_work(monkeypatch: pytest.MonkeyPatch) -
     _, begun, _ = await second
     begins = sorted(b for _, b, _ in spans)
     assert begins[0] < begun < begins[1]  # b's one call went before a's second
+
+
+async def test_calls_cancelled_together_leave_every_worker_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A task stopping cancels its waiting calls at once: their futures end cancelled
+    # before their tasks run again, and the worker freed meanwhile must not go to one.
+    monkeypatch.setattr(offload, "WORKERS", 2)
+    calls = [
+        asyncio.create_task(in_lane(f"task-{n}", offload.run(offload_probe.where, 0.5)))
+        for n in range(6)
+    ]
+    await asyncio.sleep(0.2)
+    for call in calls:
+        call.cancel()
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    for _ in range(2):  # one tool worker: each call after the other, none waiting forever
+        await asyncio.wait_for(offload.run(offload_probe.where, 0), timeout=15)
