@@ -1,5 +1,6 @@
 """Text from people (issues, comments, instructions, answers, feedback, reviews) made safe
-to quote to a model: cleaned, fenced, and never long. Pure, apart from ``fence_off_loop``.
+to quote to a model: cleaned, fenced, and never long. Pure, apart from the ``*_off_loop``
+functions.
 
 What cleaning removes, and why:
 
@@ -16,15 +17,21 @@ What cleaning removes, and why:
 Removing one of these can join the pieces of another (``</untr</untrusted>usted>``,
 ``<!<!-- x -->-- hidden -->``, ``</untr\u200busted>``). The result is a fixed point:
 it holds no invisible character, no ``<!--`` and no fence tag, however they were
-nested. ``clean`` gets there in one pass over the text, as a stack: each kept character
+nested. ``clean_untrusted`` gets there in one pass over the text, as a stack: each kept character
 goes on the output; when the output then ends with ``<!--`` or with a fence tag's head,
 that piece is taken off again (the comment's rest or the tag's rest is skipped in the
 input). Before the push the output held none of them, so a new one can only end at the
-character just pushed: checking the end is enough, and the output never holds one. Each
+character just pushed: checking the end is enough, and the output never holds one
+(collapsing blank lines and stripping the ends afterwards only shorten runs of white
+space, which a tag's head allows anywhere they stand: still none). Each
 input character is looked at a bounded number of times (``_Scan``), so the time is
-linear in the text.
-A comment ends at its first ``-->`` as written (characters hidden inside it do not
-count), as the forge's own rendering ends it.
+linear in the text. A comment ends at its first ``-->`` as written (characters hidden
+inside it do not count), as the forge's own rendering ends it; the rest of a tag (up to
+its closing bracket) is looked for in the text as written too. (The code before this
+repeated a pass of three patterns until nothing changed: quadratic, 25 s for 66,000
+characters nested 6,000 deep. Where the two differ, this one may leave a few more
+characters of a broken tag's rest; both results hold no comment, tag or invisible
+character.)
 
 Before cleaning, a text is cut to a bound: ``MAX_PERSON_CHARS`` for what one person
 wrote to the bot (a command's instructions, an answer, feedback, a review comment) and
@@ -45,9 +52,9 @@ MAX_CHARS = 65_536
 # What one person wrote to the bot (instructions with a command, an answer, feedback, a
 # review comment), as much as an issue body the planner is shown.
 MAX_PERSON_CHARS = 4_000
-# Characters; a longer text is cleaned in a worker process. Cleaning takes about
-# 0.3 ms per 1,000 characters of ordinary text (bench figures in README), about as much
-# as redaction, whose threshold this is.
+# Characters; a longer text is cleaned in a worker process. Cleaning took 0.15 ms per
+# 1,000 characters of English, 0.3 of Japanese (a busy 2-core machine): about as much as
+# redaction, whose threshold this is.
 LARGE = offload.LARGE_TEXT
 
 _KEEP = frozenset("\n\t")
