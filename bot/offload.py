@@ -16,7 +16,9 @@ Two kinds of work share the workers, and neither may wedge the other:
   holds at most ``LANE_TOOL_SHARE`` of the tool workers while other tasks wait.
 - ``compute``: work on a text in memory whose time is bounded by its length
   (redaction, cleaning people's text, rendering a comment). It goes first to a free
-  worker, so one task's long search never delays another task's redaction.
+  worker (unless no tool work runs and some waits: then that goes first), so one task's
+  long search never delays another task's redaction, and a stream of text work never
+  stops all tool work.
 
 Waiting calls are served by lane, the lane served longest ago first, so a task that
 calls again and again does not starve another. A call whose caller stops waiting for it
@@ -168,12 +170,17 @@ class _Pool:
                 del self.waiting[kind][lane]
 
     def _dispatch(self) -> None:
-        """Give free workers to waiting calls: text work first, then tool work within
-        its bounds; of the lanes waiting, the one served longest ago first."""
+        """Give free workers to waiting calls: text work first (tool work first while
+        none runs), tool work within its bounds; of the lanes waiting, the one served
+        longest ago first."""
         while len(self.busy) < WORKERS:
-            kind, lane = Kind.TEXT, self._next(Kind.TEXT)
+            # Text work first, except that waiting tool work always gets one worker: a
+            # stream of text work must not stop every task's tool work either.
+            tool_runs = any(k is Kind.TOOL for k, _ in self.running)
+            order = (Kind.TEXT, Kind.TOOL) if tool_runs else (Kind.TOOL, Kind.TEXT)
+            kind, lane = order[0], self._next(order[0])
             if lane is None:
-                kind, lane = Kind.TOOL, self._next(Kind.TOOL)
+                kind, lane = order[1], self._next(order[1])
             if lane is None:
                 return
             queue = self.waiting[kind][lane]

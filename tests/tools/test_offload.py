@@ -194,3 +194,23 @@ async def test_calls_cancelled_together_leave_every_worker_free(
     assert all(isinstance(r, asyncio.CancelledError) for r in results), results
     for _ in range(2):  # one tool worker: each call after the other, none waiting forever
         await asyncio.wait_for(offload.run(offload_probe.where, 0), timeout=15)
+
+
+async def test_a_stream_of_text_work_does_not_stop_tool_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(offload, "WORKERS", 2)
+
+    async def stream() -> None:
+        while True:
+            await offload.compute(offload_probe.where, 0.05)
+
+    streams = [asyncio.create_task(in_lane(f"writer-{n}", stream())) for n in range(3)]
+    await asyncio.sleep(0.3)  # both workers busy with text work, more always waiting
+    started = time.monotonic()
+    await asyncio.wait_for(in_lane("task", offload.run(offload_probe.where, 0)), timeout=15)
+    took = time.monotonic() - started
+    for task in streams:
+        task.cancel()
+    await asyncio.gather(*streams, return_exceptions=True)
+    assert took < 2.0
