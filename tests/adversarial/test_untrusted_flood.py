@@ -44,7 +44,8 @@ STALL = 2.0
 
 
 class Pulse:
-    """``/healthz`` asked every 20 ms while work runs: the longest time between answers."""
+    """``/healthz`` asked every 20 ms while work runs: the longest time between answers
+    (and how many came: a few at least, or the work was too short to say anything)."""
 
     def __init__(self, bot: Harness) -> None:
         self.bot = bot
@@ -100,7 +101,7 @@ async def test_a_flood_in_a_commands_instructions(bot: Harness, tmp_path: Path) 
     response = await bot.send_github("issue_comment", gh_comment(f"/agent run {FLOOD}"))
     assert response.status_code == 202
     await pulse.during(settle(bot))
-    assert pulse.answers > 10 and pulse.longest < STALL, pulse.longest
+    assert pulse.answers >= 3 and pulse.longest < STALL, pulse.longest
 
     [task] = await bot.tasks()
     assert task.state is TaskState.DONE
@@ -121,7 +122,7 @@ async def test_a_flood_as_an_answer(bot: Harness, tmp_path: Path) -> None:
     pulse = Pulse(bot)
     assert (await bot.send_github("issue_comment", gh_comment(FLOOD))).status_code == 202
     await pulse.during(settle(bot))
-    assert pulse.answers > 10 and pulse.longest < STALL, pulse.longest
+    assert pulse.answers >= 3 and pulse.longest < STALL, pulse.longest
 
     [task] = await bot.tasks()
     assert task.state is TaskState.DONE
@@ -147,7 +148,7 @@ async def test_a_flood_as_feedback_mid_task(bot: Harness, tmp_path: Path) -> Non
     github_repo(bot, origin(tmp_path))
     await bot.send_github("issue_comment", gh_comment("/agent run"))
     await pulse.during(settle(bot))
-    assert pulse.answers > 10 and pulse.longest < STALL, pulse.longest
+    assert pulse.answers >= 3 and pulse.longest < STALL, pulse.longest
 
     [task] = await bot.tasks()
     assert task.state is TaskState.DONE
@@ -172,7 +173,7 @@ async def test_a_flood_in_a_review_comment(bot: Harness, tmp_path: Path) -> None
     pulse = Pulse(bot)
     assert (await bot.send_github("pull_request_review_comment", review)).status_code == 202
     await pulse.during(settle(bot))
-    assert pulse.answers > 10 and pulse.longest < STALL, pulse.longest
+    assert pulse.answers >= 3 and pulse.longest < STALL, pulse.longest
 
     follow_up = [t for t in await bot.tasks() if t.request.mode is TaskMode.FOLLOW_UP]
     assert [t.state for t in follow_up] == [TaskState.DONE]
