@@ -13,6 +13,7 @@ worker, and a worker can be killed in the middle of a call without harm to the p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -78,7 +79,10 @@ class Worker:
         self.sock.close()
         if self.process.is_alive():
             self.process.kill()
-        threading.Thread(target=_reap, args=(self.process,), daemon=True).start()
+        # Its exit status is collected without blocking the caller (the event loop); at
+        # interpreter exit no thread can start, and multiprocessing collects it.
+        with contextlib.suppress(RuntimeError):
+            threading.Thread(target=_reap, args=(self.process,), daemon=True).start()
 
 
 async def _receive(loop: asyncio.AbstractEventLoop, sock: socket.socket, size: int) -> bytes:
