@@ -10,7 +10,6 @@ caller validates a cached plan against today's tools before using it.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -21,9 +20,12 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from bot.agent.briefing import clean_untrusted
+from bot import offload
 from bot.config import PlanningSettings
+from bot.similarity import most_similar
+from bot.similarity import similarity as similarity  # the tests' and callers' name
 from bot.storage.base import Store
+from bot.untrusted import clean_untrusted
 
 SIMILARITY = 0.9
 _SPACE = re.compile(r"\s+")
@@ -34,10 +36,6 @@ def normalise(text: str) -> str:
     """Lower case, no punctuation, single spaces: what "the same task" compares."""
     text = clean_untrusted(text).lower()
     return _SPACE.sub(" ", _PUNCT.sub(" ", text)).strip()
-
-
-def similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
 def config_signature(planning: PlanningSettings) -> str:
@@ -120,14 +118,16 @@ class PlanCache:
         return await self._similar(normalise(text), repo_key, tools)
 
     async def _similar(self, text: str, repo_key: str, tools: str) -> CacheHit | None:
-        best: CacheHit | None = None
-        for key, other, value in await self._store.cache_candidates(repo_key, self._clock()):
-            if not self._matches(value, repo_key, tools):
-                continue
-            score = similarity(text, other)
-            if score >= SIMILARITY and (best is None or score > best.score):
-                best = CacheHit(plan=value["plan"], key=key, exact=False, score=score)
-        return best
+        rows = await self._store.cache_candidates(repo_key, self._clock())
+        rows = [row for row in rows if self._matches(row[2], repo_key, tools)]
+        if not rows:
+            return None
+        # Time in the product of the texts' lengths: never on the event loop.
+        found = await offload.run(most_similar, text, [other for _, other, _ in rows], SIMILARITY)
+        if found is None:
+            return None
+        key, _, value = rows[found[0]]
+        return CacheHit(plan=value["plan"], key=key, exact=False, score=found[1])
 
     async def put(
         self, text: str, repo_key: str, tool_names: Iterable[str], plan: dict[str, Any]

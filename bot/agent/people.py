@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.agent.briefing import fence
 from bot.agent.session import Session
 from bot.config import RevisionSettings
 from bot.events import CommandName
@@ -45,12 +44,14 @@ from bot.record.texts import (
 )
 from bot.run_events import ApprovalAsked, Notice, Outcome, Paused, PauseReason, WaitKind
 from bot.storage.base import TaskState
+from bot.untrusted import MAX_PERSON_CHARS, fence_off_loop
 
 WAITING_FOR_ANSWERS = "waiting for answers to questions"
 
 
-def answer_block(author: str, body: str) -> str:
-    return fence(body, f"answer by {author}")
+async def answer_block(author: str, body: str) -> str:
+    """A person's answer (or feedback, or reason), cut, cleaned and fenced for the model."""
+    return await fence_off_loop(body, f"answer by {author}", limit=MAX_PERSON_CHARS)
 
 
 def waiting_for_answers() -> Outcome:
@@ -166,7 +167,8 @@ class People:
                 return await self._best_guess_decided(waiting, decision)
             if not feedback:
                 return GoOnWaiting(waiting_for_answers())
-            state.answers += [answer_block(f.author, f.body) for f in feedback]
+            for item in feedback:
+                state.answers.append(await answer_block(item.author, item.body))
             self._forget_plan()
             return Replan()
         state.pending_feedback += feedback
@@ -232,7 +234,7 @@ class People:
             state.approved_plan = digest
             return Approved()
         reason = decision.reason or "the best-guess plan was rejected"
-        state.answers.append(answer_block(decision.author, reason))
+        state.answers.append(await answer_block(decision.author, reason))
         self._forget_plan()
         return Replan()
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from bot.agent.briefing import as_data, fence, tool_lines
+from bot.agent.briefing import as_data, tool_lines
 from bot.agent.people import answer_block
 from bot.agent.revision import Revise, RevisionSuggestion
 from bot.agent.session import Session
@@ -30,6 +30,7 @@ from bot.record.plan import Complexity, Goal, PlannedAction
 from bot.record.state import ActionRecord, Feedback, Phase, Stage
 from bot.run_events import Reflected
 from bot.text import clip
+from bot.untrusted import MAX_PERSON_CHARS, fence_off_loop
 
 REFLECTION_OUTPUT_CHARS = 600
 
@@ -202,7 +203,10 @@ class ReflectionEngine:
         self, feedback: Sequence[Feedback], *, done: str, tools: str
     ) -> Evaluation:
         """What people said, analysed against the plan (may ask for a revision)."""
-        blocks = [fence(f.body, f"feedback by {f.author}") for f in feedback]
+        blocks = [
+            await fence_off_loop(f.body, f"feedback by {f.author}", limit=MAX_PERSON_CHARS)
+            for f in feedback
+        ]
         answer = await self.caller.ask(
             "human_feedback",
             "reflection",
@@ -264,7 +268,7 @@ class Review:
         suggestion = engine.suggest_revision(evaluation)
         if suggestion is None:
             return Continue()
-        text = "\n".join(answer_block(f.author, f.body) for f in feedback)
+        text = "\n".join([await answer_block(f.author, f.body) for f in feedback])
         issues = engine.identify_issues(evaluation)
         return Revise(suggestion, issues=issues, feedback=text, counts=False)
 

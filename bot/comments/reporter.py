@@ -249,7 +249,7 @@ class IssueReporter:
             report_url=self.view.links.get("report_url", ""),
         )
         large = len(clean) >= offload.LARGE_TEXT
-        text = await offload.run(finished) if large else finished()
+        text = await offload.compute(finished) if large else finished()
         store = self.runtime.store
         existing = await store.get_comment_id(self.task.id, marker.key)
         if existing is not None:

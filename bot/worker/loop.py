@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from bot import offload
 from bot.comments.replies import Replier
 from bot.config import Settings
 from bot.progress import RunProgress, awaited_by, describe_stall, watch
@@ -173,7 +174,9 @@ class Worker:
         If the run stops moving for ``worker.stall_seconds`` (the watchdog), it is
         cancelled, logged with what it awaited, and given back to the queue."""
         progress = RunProgress()
-        work = asyncio.create_task(self._runner.run(task), context=watch(progress))
+        context = watch(progress)
+        context.run(offload.join_lane, task.id)  # its offloaded calls queue as its own
+        work = asyncio.create_task(self._runner.run(task), context=context)
         self._running[task.id] = progress
         renewer = asyncio.create_task(self._renew(task.id, work))
         watchdog = asyncio.create_task(self._watch(task, work, progress))
