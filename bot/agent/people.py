@@ -44,7 +44,7 @@ from bot.record.texts import (
 )
 from bot.run_events import ApprovalAsked, Notice, Outcome, Paused, PauseReason, WaitKind
 from bot.storage.base import TaskState
-from bot.untrusted import MAX_PERSON_CHARS, fence_off_loop
+from bot.untrusted import MAX_PERSON_CHARS, clean_off_loop, fence_off_loop
 
 WAITING_FOR_ANSWERS = "waiting for answers to questions"
 
@@ -267,9 +267,9 @@ class People:
             if call is not None:
                 state.approved_calls[call.key] = {"tool": call.tool, "arguments": call.arguments}
             return Approved()
-        why = (
-            f"{waiting.kind.value} rejected by {decision.author}: {decision.reason or 'no reason'}"
-        )
+        # A person's reason reaches the revision prompt: cut and cleaned like all they write.
+        reason = await clean_off_loop(decision.reason, limit=MAX_PERSON_CHARS)
+        why = f"{waiting.kind.value} rejected by {decision.author}: {reason or 'no reason'}"
         state.tried.append(why)
         if call is None:
             return Rejection(waiting.kind, why)
@@ -279,7 +279,7 @@ class People:
             call.tool,
             arguments=dict(call.arguments),
             status=ActionStatus.FAILED,
-            output=f"the call was rejected by {decision.author}: {decision.reason}",
+            output=f"the call was rejected by {decision.author}: {reason}",
         )
         state.records[record.key] = record
         return Rejection(WaitKind.TOOL, why, record)
