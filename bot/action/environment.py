@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Settings, load_settings
+from bot.config import LLMSettings, Settings, load_settings
 
 ROOT_NAME = "coding-agent"
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_SERVER_URL = "https://github.com"
+OPENAI_API = "https://api.openai.com/v1"
 REQUIRED = ("GITHUB_REPOSITORY", "GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "RUNNER_TEMP")
 
 
@@ -118,7 +119,18 @@ def action_settings(environ: Mapping[str, str], runner: RunnerEnv) -> Settings:
         empty = runner.root / "defaults.yaml"  # every key at its default
         empty.write_text("{}\n", encoding="utf-8")
         path = str(empty)
-    return load_settings(env, path)
+    settings = load_settings(env, path)
+    return _hosted_model_by_default(settings, env)
+
+
+def _hosted_model_by_default(settings: Settings, environ: Mapping[str, str]) -> Settings:
+    """A runner has no local model: an OpenAI-compatible provider whose endpoint nobody
+    chose (neither LLM_BASE_URL nor the configuration file) means OpenAI's API."""
+    llm = settings.llm
+    default = LLMSettings.model_fields["base_url"].default
+    if llm.provider != "openai" or llm.base_url != default or environ.get("LLM_BASE_URL"):
+        return settings
+    return settings.model_copy(update={"llm": llm.model_copy(update={"base_url": OPENAI_API})})
 
 
 def with_login(settings: Settings, login: str) -> Settings:

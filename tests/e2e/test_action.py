@@ -26,8 +26,8 @@ from tests.agent import docs
 from tests.e2e.support import (
     GH_BRANCH,
     GH_REPO,
-    OWNER,
     ORIGIN_FILES,
+    OWNER,
     SteeredLLM,
     bodies,
     gh_comment,
