@@ -230,8 +230,10 @@ def test_action_on_an_event_that_needs_nothing_writes_its_summary_and_outputs(
     )
     result = bot("action", env=env)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "summary.md").read_text().startswith(
-        "## Coding agent: skipped\n\nNothing to do: sent by a bot (Codertocat)."
+    assert (
+        (tmp_path / "summary.md")
+        .read_text()
+        .startswith("## Coding agent: skipped\n\nNothing to do: sent by a bot (Codertocat).")
     )
     assert "conclusion<<ghadelimiter_" in (tmp_path / "output").read_text()
     assert "ghs_QQQQ" not in result.stderr

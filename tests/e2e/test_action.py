@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import tarfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -123,8 +124,6 @@ class Runner:
         kept = self.tmp / "kept" / artifact_name(1)
         scratch = self.tmp / f"kept-db-{self.runs}"
         scratch.mkdir()
-        import tarfile
-
         with tarfile.open(kept / "state.tar.gz") as tar:
             tar.extractall(scratch, members=[tar.getmember("bot.sqlite3")], filter="data")
         with contextlib.closing(sqlite3.connect(scratch / "bot.sqlite3")) as db:
