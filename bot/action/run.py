@@ -129,7 +129,10 @@ class ActionRun:
                 return await self._connected(connection, event)
         except (ActionError, ForgeError, StateError, StoreError) as exc:
             return self._result(Conclusion.FAILED, reason=str(exc))
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # SIGTERM (a cancelled job): the state was kept
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # handled here: say so, then end
             return self._result(Conclusion.FAILED, reason=_CANCELLED)
 
     def _result(
@@ -164,8 +167,9 @@ class ActionRun:
         try:
             await store.open()
             result = await self._work(runtime, connection.forge, event)
-            resting = [t.id for t in await store.list_tasks(states=ACTIVE_STATES, limit=1000)]
-        finally:
+        finally:  # also when the job is cancelled: what the next run needs is kept
+            with contextlib.suppress(Exception):  # a store that did not open keeps nothing
+                resting = [t.id for t in await store.list_tasks(states=ACTIVE_STATES, limit=1000)]
             with contextlib.suppress(Exception):
                 await runtime.stop()
             await self._keep(connection, issue.number, resting)

@@ -5,8 +5,11 @@ store, sandbox and git, and the kept state carried between runs in a folder."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
+import signal
 import sqlite3
 import tarfile
 from collections.abc import AsyncIterator, Sequence
@@ -101,9 +104,15 @@ class Runner:
         yield Connection(forge=self.github, carrier=self.carrier)
 
     async def run(
-        self, event: str, payload: dict[str, Any], script: Sequence[object] = (), **extra: str
+        self,
+        event: str,
+        payload: dict[str, Any],
+        script: Sequence[object] = (),
+        *,
+        llm: SteeredLLM | None = None,
+        **extra: str,
     ) -> int:
-        llm = SteeredLLM(script)
+        llm = llm or SteeredLLM(script)
         self.llms.append(llm)
 
         def make_llm(settings: Settings, store: Store) -> LLM:
@@ -303,3 +312,38 @@ async def test_a_hand_started_run_takes_the_issue_and_the_instructions(
     assert remote.show(GH_BRANCH, "README.md").decode() == NEW_README
     assert "Add an Installation section" in runner.llms[0].requests[0].messages[-1].content
     assert issue.labels == ["coding agent done"]
+
+
+async def test_a_cancelled_run_keeps_its_work_and_the_next_run_goes_on(
+    runner: Runner, remote: Remote
+) -> None:
+    """GitHub cancels a job with SIGTERM: the run keeps its state (the task mid-way, its
+    workspace with the first file written); the issue's next run resumes the task from its
+    checkpoint and delivers both files."""
+    runner.issue(labels=("coding agent",))
+    first = docs.action(
+        "task_1", "write_file", arguments={"path": "a.txt", "content": "A\n"}, purpose="Write a"
+    )
+    second = docs.action("task_2", "write_file", purpose="Write b", dependencies=["task_1"])
+    plan = docs.plan([first, second], dependencies={"task_2": ["task_1"]})
+
+    async def cancel_the_job() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(5)  # cancelled before this ends
+
+    llm = SteeredLLM([plan], before={2: cancel_the_job})  # the 2nd call: task_2's arguments
+    code = await runner.run("issues", gh_labeled(), llm=llm)
+
+    assert code == 1 and runner.outputs()["conclusion"] == "failed"
+    assert "The run was cancelled; its state is kept." in runner.summary()
+    [(task_id, state)] = runner.kept_tasks()
+    assert state == "running"
+
+    write_b = docs.execution("task_2", "write_file", {"path": "b.txt", "content": "B\n"})
+    code = await runner.run("issue_comment", gh_comment("/agent status"),
+                            [write_b, docs.completion(done=2)])  # fmt: skip
+
+    assert code == 0 and runner.outputs()["conclusion"] == "done"
+    assert runner.kept_tasks() == [(task_id, "done")]
+    assert remote.show(GH_BRANCH, "a.txt") == b"A\n" and remote.show(GH_BRANCH, "b.txt") == b"B\n"
+    assert len(runner.llms[1].requests) == 2  # no new plan: task_2's call and the completion
