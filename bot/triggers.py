@@ -177,6 +177,8 @@ def classify(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
         if trigger in event.issue.labels:
             return Intent(IntentKind.START, event)
         return Ignore("opened without the trigger label")
+    if event.kind is EventKind.RUN_REQUESTED:
+        return Intent(IntentKind.START, event, text=str(event.extra.get("instructions") or ""))
     if event.kind in (
         EventKind.COMMENT_CREATED,
         EventKind.REVIEW_COMMENT,

@@ -58,9 +58,12 @@ FORBIDDEN = {
     "bot.comments": ("bot.agent", "bot.record", "bot.worker", "bot.app", "bot.cli",
                      "bot.tools"),
     "bot.agent": ("bot.comments", "bot.worker", "bot.runtime", "bot.app", "bot.cli",
-                  "bot.triggers", "bot.webhooks"),
-    "bot.runtime": ("bot.worker", "bot.agent", "bot.comments", "bot.app", "bot.cli"),
-    "bot.worker": ("bot.app", "bot.cli"),
+                  "bot.triggers", "bot.webhooks", "bot.action"),
+    "bot.runtime": ("bot.worker", "bot.agent", "bot.comments", "bot.app", "bot.cli",
+                    "bot.action"),
+    "bot.worker": ("bot.app", "bot.cli", "bot.action"),
+    # `bot action`, an entry like the CLI: nothing below imports it
+    "bot.triggers": ("bot.action", "bot.worker", "bot.app", "bot.cli"),
     # the after-PR decisions are pure: the vocabulary, the settings and redaction only
     "bot.followup": ("bot.storage", "bot.forges", "bot.llm", "bot.tools", "bot.agent",
                      "bot.comments", "bot.worker", "bot.webhooks", "bot.runtime", "bot.app",
