@@ -84,14 +84,14 @@ async def check_out(workspace: Workspace, folder: Path, bounds: Bounds) -> BaseC
     env = base_env(os.environ, _IDENTITY)
     timeout = workspace.git_timeout
     ref = f"refs/remotes/origin/{workspace.base_branch}"
-    commit = await _git(["rev-parse", "--verify", "--quiet", ref], workspace.path, env, timeout)
-    commit = commit.strip()
+    found = ["rev-parse", "--verify", "--quiet", ref]
+    commit = (await _git(found, workspace.path, env, timeout, check=False)).strip()
     if not commit:
         raise BaseUnavailable(f"the clone does not know the base branch {workspace.base_branch}")
     await _git(["init", "--quiet", "--template=", str(folder)], folder, env, timeout)
     await _git(["fetch", "--quiet", "--depth", "1", "--no-tags", "--no-write-fetch-head",
                 str(workspace.path), f"+{ref}:refs/base"], folder, env, timeout)  # fmt: skip
-    fetched = await _git(["rev-parse", "--verify", "--quiet", "refs/base"], folder, env, timeout)
+    fetched = await _git(["rev-parse", "--verify", "refs/base"], folder, env, timeout)
     if fetched.strip() != commit:
         raise BaseUnavailable(f"the base branch moved while it was fetched ({commit})")
     await _check_size(folder, commit, bounds, env, timeout)
@@ -135,9 +135,12 @@ async def _check_size(
         )
 
 
-async def _git(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str:
-    """``git args`` in ``cwd``; its output, or ``BaseUnavailable`` (with ``--quiet``:
-    nothing). A call given up on (cancelled, or past ``timeout``) kills git first."""
+async def _git(
+    args: list[str], cwd: Path, env: dict[str, str], timeout: float, *, check: bool = True
+) -> str:
+    """``git args`` in ``cwd``; its output, or ``BaseUnavailable`` when it fails (nothing,
+    without ``check``). A call given up on (cancelled, or past ``timeout``) kills git
+    first."""
     proc = await asyncio.create_subprocess_exec(
         "git", *args, cwd=cwd, env=env, start_new_session=True,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -152,7 +155,7 @@ async def _git(args: list[str], cwd: Path, env: dict[str, str], timeout: float) 
         if isinstance(exc, TimeoutError):
             raise BaseUnavailable(f"git {args[0]} did not finish within {timeout:g} s") from None
         raise
-    if proc.returncode != 0 and "--quiet" not in args:
+    if proc.returncode != 0 and check:
         detail = err.decode("utf-8", errors="replace").strip()
         raise BaseUnavailable(f"git {args[0]} failed (exit {proc.returncode}): {detail}")
     return out.decode("utf-8", errors="replace") if proc.returncode == 0 else ""

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings
+from bot.tools.gitcmd import Identity, base_env
 from bot.tools.setup import SetupStatus
-from bot.tools.setup_base import FOLDER_SUFFIX
+from bot.tools.setup_base import FOLDER_SUFFIX, BaseUnavailable, _git
 from bot.tools.workspace import Workspace
 from tests.tools.conftest import git
 from tests.tools.test_setup import PACKAGE, _offline, _preparer, _workspace, needs_index
@@ -226,3 +227,29 @@ async def test_a_follow_up_whose_branch_adds_a_dependency_fails_and_says_why(
     [entry] = cache.glob("*/*/manifest.json")
     assert entry.parent.name == result.base_key != result.key
     assert not _base_folder(ws).exists()
+
+
+async def test_without_the_base_branch_in_the_clone_the_working_tree_is_set_up_offline(
+    tmp_path: Path,
+) -> None:
+    ws = _workspace(tmp_path, "task", FILES)
+    _push_branch(tmp_path, {"src.txt": b"changed\n"})
+    await ws.ensure()
+    git("update-ref", "-d", "refs/remotes/origin/main", cwd=ws.path)
+    networks: list[bool] = []
+    result = await _preparer(ws, tmp_path / "cache", (SHOW,), networks=networks).prepare()
+    assert result.status is SetupStatus.RAN and networks == [False]
+    assert (ws.path / "env" / "made").read_text().splitlines()[:2] == ["proxy=", "changed"]
+    [note] = [n for n in result.notes if "without network" in n]
+    assert "the clone does not know the base branch main" in note
+    assert not (tmp_path / "cache").exists() and not _base_folder(ws).exists()
+
+
+async def test_a_git_step_of_the_checkout_that_fails_is_an_error_never_an_empty_answer(
+    tmp_path: Path,
+) -> None:
+    env = base_env(os.environ, Identity("t", "t@example.invalid"))
+    with pytest.raises(BaseUnavailable, match="git fetch failed"):
+        await _git(["fetch", "--quiet", str(tmp_path / "nowhere"), "main"], tmp_path, env, 30)
+    assert await _git(["rev-parse", "--verify", "--quiet", "nothing"], tmp_path, env, 30,
+                      check=False) == ""  # fmt: skip
