@@ -19,7 +19,14 @@ from bot.tools.setup import SetupStatus
 from bot.tools.setup_base import FOLDER_SUFFIX, BaseUnavailable, _git
 from bot.tools.workspace import Workspace
 from tests.tools.conftest import git
-from tests.tools.test_setup import PACKAGE, _offline, _preparer, _workspace, needs_index
+from tests.tools.test_setup import (
+    PACKAGE,
+    _offline,
+    _preparer,
+    _workspace,
+    needs_index,
+    needs_node,
+)
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -253,3 +260,21 @@ async def test_a_git_step_of_the_checkout_that_fails_is_an_error_never_an_empty_
         await _git(["fetch", "--quiet", str(tmp_path / "nowhere"), "main"], tmp_path, env, 30)
     assert await _git(["rev-parse", "--verify", "--quiet", "nothing"], tmp_path, env, 30,
                       check=False) == ""  # fmt: skip
+
+
+@needs_node
+async def test_a_node_follow_up_gets_node_modules_from_the_base_checkout(tmp_path: Path) -> None:
+    package = b'{"name": "tiny", "version": "1.0.0", "dependencies": {"is-number": "7.0.0"}}'
+    files = {"package.json": package, "index.js": b"module.exports = require('is-number')\n"}
+    ws = _workspace(tmp_path, "task", files)
+    _push_branch(tmp_path, {"index.js": b"module.exports = (n) => require('is-number')(n)\n"})
+    result = await _preparer(ws, tmp_path / "cache").prepare()
+    if result.status is SetupStatus.FAILED and "ENOTFOUND" in repr(result.failure):
+        pytest.skip("the npm registry is unreachable")
+    assert result.status is SetupStatus.RAN, result.failure
+    [step] = result.steps
+    assert step.command.startswith("npm install") and step.base and step.network
+    assert "node_modules" in result.paths
+    check = ("node", "-e", "console.log(require('./index.js')(5))")
+    assert (await _offline(ws, *check)).strip() == "true"
+    assert await ws.changed_files() == []
