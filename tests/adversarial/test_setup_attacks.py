@@ -84,6 +84,30 @@ async def test_a_restore_does_not_write_through_links_a_later_commit_tracks(
     assert (second.path / "payload").is_symlink() and (second.path / "payload.bin").is_symlink()
 
 
+async def test_the_copy_from_the_base_checkout_does_not_write_through_links_the_branch_tracks(
+    tmp_path: Path, host: tuple[Path, Path]
+) -> None:
+    """A follow-up whose branch tracks links where set-up writes (``payload`` -> a host
+    folder, ``payload.bin`` -> the bot's database): set-up runs in the base checkout, and
+    copying its environment into the working tree refuses the links."""
+    folder, database = host
+    ws = _workspace(tmp_path, "task", {"README.md": b"hi\n"})
+    seed = tmp_path / "seed"
+    git("clone", "--quiet", f"file://{tmp_path / 'origin' / 'remote.git'}", str(seed), cwd=tmp_path)
+    git("checkout", "--quiet", "-b", "agent/1-test", cwd=seed)
+    (seed / "payload").symlink_to(folder)
+    (seed / "payload.bin").symlink_to(database)
+    git("add", "--all", cwd=seed)
+    git("commit", "--quiet", "-m", "the agent's links", cwd=seed)
+    git("push", "--quiet", "origin", "agent/1-test", cwd=seed)
+    result = await _preparer(ws, tmp_path / "cache", (BUILD,)).prepare()
+    assert result.steps and result.steps[0].base and result.steps[0].network
+    assert list(folder.iterdir()) == []  # nothing planted in the host's folder
+    assert database.read_bytes() == b"SQLite format 3\x00 the bot's tasks"
+    assert (ws.path / "payload").is_symlink() and (ws.path / "payload.bin").is_symlink()
+    assert any("could not be copied in" in note for note in result.notes), result.notes
+
+
 def test_a_restore_under_the_same_key_refuses_links_and_leaves_nothing(
     tmp_path: Path, host: tuple[Path, Path]
 ) -> None:
