@@ -16,7 +16,8 @@ tracked file, folder or link) refuses the restore, so set-up runs instead. What 
 the old workspace's path is re-pointed as it is copied: a virtualenv's scripts,
 ``pyvenv.cfg``, ``.pth`` files and editable installs (a venv is not relocatable).
 ``copy_environment`` is that copy, for a set-up made elsewhere too (in the checkout of
-the base branch, on a follow-up: ``setup_base``). Storing reads the workspace the same way (links copied as links, never followed).
+the base branch, on a follow-up: ``setup_base``). Storing reads the workspace the same
+way (links copied as links, never followed).
 Each repository keeps its ``KEEP`` most recently used environments.
 """
 
