@@ -98,6 +98,7 @@ def setup_failed(result: SetupResult) -> SetupFailed:
     how = "timed out" if step.timed_out else f"exit code {step.exit_code}"
     reason = f"the set-up command `{step.command}` failed ({how}, {step.duration:.0f} s)"
     hints = [
+        *result.hints,  # why set-up failed where it ran (the base branch's checkout, or offline)
         "Check that the project installs in a fresh clone, or name the set-up commands in "
         "`.agent.yaml` (`setup:`; `setup: []` turns set-up off)",
     ]
