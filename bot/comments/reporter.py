@@ -55,9 +55,11 @@ _ENDINGS: dict[TaskState, ProgressKind | None] = {
     TaskState.NEEDS_HUMAN: ProgressKind.HUMAN_INTERVENTION,
     TaskState.PAUSED: ProgressKind.PAUSED,
 }
-# Repositories whose labels exist, per forge object (weakly: a forge that is gone, or a
-# new one at the same address, starts afresh).
-_ensured_labels: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+# Labels known to exist, as (repository, label), per forge object (weakly: a forge that
+# is gone, or a new one at the same address, starts afresh).
+_ensured_labels: weakref.WeakKeyDictionary[object, set[tuple[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _nothing_new(event: ProgressEvent) -> bool:
@@ -119,16 +121,17 @@ class IssueReporter:
         return self.settings.commands.prefix
 
     async def begin(self, snapshot: dict[str, Any] | None = None) -> None:
-        """Labels to processing, recover comment ids and the status view, post or refresh
-        the status comment."""
+        """Recover comment ids and the status view, post or refresh the status comment,
+        then the labels to processing."""
         await self.recover(snapshot)
         if not self._quiet:
             await self._show_running()
 
     async def _show_running(self) -> None:
-        await self._ensure_labels()
-        await self._set_labels(TaskState.RUNNING)
+        # The status comment first: it is the issue's first answer, and each forge write
+        # waits its turn (a second apart); a label is created when it is first needed.
         await self._write_status()
+        await self._set_labels(TaskState.RUNNING)
 
     async def recover(self, snapshot: dict[str, Any] | None = None) -> None:
         """Find this task's comments on the issue; take over its last status view."""
@@ -157,10 +160,9 @@ class IssueReporter:
         """Final status edit, the closing comment if the coordinator did not post one, labels.
         A quiet run that ends paused by the same outage changes nothing on the issue."""
         await self.aclose()
-        if self._quiet:
-            if outcome.state is TaskState.PAUSED and outcome.pause is PauseReason.LLM_UNAVAILABLE:
-                return
-            await self._ensure_labels()
+        same_outage = outcome.pause is PauseReason.LLM_UNAVAILABLE
+        if self._quiet and outcome.state is TaskState.PAUSED and same_outage:
+            return
         self.view.state = outcome.state
         if outcome.state in (TaskState.DONE, TaskState.QUEUED, TaskState.RUNNING):
             self.view.waiting = {}
@@ -284,18 +286,21 @@ class IssueReporter:
         except ForgeError as exc:
             log.warning("status comment update failed: %s", exc)
 
-    async def _ensure_labels(self) -> None:
+    async def _ensure_labels(self, names: list[str]) -> None:
+        """Create those of ``names`` the repository may lack (once per forge object and
+        repository): a label is created when it is first needed, not all seven up front."""
         try:
             ensured = _ensured_labels.setdefault(self.forge, set())
         except TypeError:  # a forge object that cannot be weakly referenced: no memory
             ensured = set()
-        if self.issue.repo.key in ensured:
-            return
+        repo = self.issue.repo.key
         for name, color, description in managed(self.settings.labels):
+            if name not in names or (repo, name) in ensured:
+                continue
             await self.forge.ensure_label(
                 self.issue.repo, name, color=color, description=description
             )
-        ensured.add(self.issue.repo.key)
+            ensured.add((repo, name))
 
     async def _set_labels(self, state: TaskState) -> None:
         details = await self.forge.get_issue(  # the labels as they are now, not the comments
@@ -308,4 +313,5 @@ class IssueReporter:
         for label in remove:
             await self.forge.remove_label(self.issue, label)
         if add:
+            await self._ensure_labels(add)
             await self.forge.add_labels(self.issue, add)
