@@ -28,11 +28,11 @@ from bot.agent import finish as ends
 from bot.agent import people as heard
 from bot.agent.cache import PlanCache
 from bot.agent.delivery import Delivered, Delivery, NeedsApproval
-from bot.agent.execution import ActionRunner, CallFailed, PendingApproval, SetupFailed
+from bot.agent.execution import ActionRunner, CallFailed, PendingApproval
 from bot.agent.finish import Ending, Finish
 from bot.agent.people import People, Rejection
 from bot.agent.planning import NoPlan, Planning, PlanningFailed
-from bot.agent.review import Continue, GiveUp, Review, ReviewResult
+from bot.agent.review import AskAuthor, Continue, GiveUp, Review, ReviewResult
 from bot.agent.revision import Revise, Reviser, RevisionSuggestion
 from bot.agent.session import Session, TaskContext
 from bot.forges.base import ForgeError
@@ -41,9 +41,9 @@ from bot.llm.budget import BudgetExceeded
 from bot.llm.prompts import PromptLibrary
 from bot.record.evidence import Verdict
 from bot.record.plan import PlanDocument
-from bot.record.plan_rules import next_batch
 from bot.record.runlog import Artifacts
 from bot.record.state import ActionRecord, AgentState, Phase, Stage, Waiting, can_move
+from bot.record.texts import SetupFailed
 from bot.run_events import Outcome, Paused, PauseReason
 from bot.storage.base import TaskState
 
@@ -178,6 +178,8 @@ async def act_on(run: Run, result: ReviewResult) -> None:
     match result:
         case GiveUp(reason=reason):
             await needs_person(run, reason)
+        case AskAuthor(request=request):  # nobody could judge a result: its author may
+            await ask(run, request)
         case Revise():
             await revise(run, result)
         case Continue(stage=stage, show=show):
@@ -248,10 +250,7 @@ async def execute(run: Run) -> None:
     elif state.batch:
         move(run, Stage.REFLECT)
     else:
-        plan = run.session.plan
-        assert plan is not None
-        limit = run.session.ctx.settings.planning.execution.max_parallel
-        batch = next_batch(plan, state.finished_keys(), max_parallel=limit)
+        batch = await run.runner.next_actions()  # the open loop: the model's next call
         if not batch:
             move(run, Stage.DELIVER)
             return

@@ -180,7 +180,7 @@ class People:
         state = self.state
         state.waiting = None
         state.planning_attempts = 0
-        state.replan_reason = ""
+        state.replan_reason = state.coarser = ""
         self.session.set_plan(None)
 
     async def _still_waiting(self, waiting: Waiting) -> Heard:

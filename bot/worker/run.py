@@ -21,7 +21,7 @@ from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
 from bot.config import Settings, secret_values
-from bot.config.overrides import EffectivePlanning, Layer
+from bot.config.overrides import EffectivePlanning
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.record.snapshot import status_snapshot
@@ -38,7 +38,6 @@ from bot.worker.outcomes import (
     invalid_repo_config,
     may_have_missed_reply,
     may_retry_task,
-    planning_disabled,
     refused,
 )
 from bot.worker.task_settings import task_planning
@@ -182,8 +181,6 @@ class TaskRunner:
     ) -> TaskContext | Outcome:
         """The task's context with its tools, or the Outcome that stops it before it starts."""
         issue = task.request.issue
-        if not self.settings.planning.enabled:
-            return planning_disabled()
         info = await forge.get_repo_info(issue.repo)
         try:
             repo_config = await load_repo_config(forge, issue.repo, info.default_branch)
@@ -197,9 +194,7 @@ class TaskRunner:
             repo_config=repo_config,
         )
         await self._say_refused(task, planning, reporter)
-        settings = planning.apply_to(self.settings)
-        if not settings.planning.enabled:
-            return planning_disabled(planning.origin.get("enabled", Layer.SERVER))
+        settings = planning.apply_to(self.settings)  # planning.enabled false: the open loop
         branch = None
         if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
             branch = issue.head_branch

@@ -210,7 +210,7 @@ async def test_a_crash_pushes_the_work_so_far_before_the_task_fails(
 ) -> None:
     # A bug of the bot's (here: in choosing the next batch, after the first write) fails
     # the task, and the worker then deletes its workspace: the work must be on the branch.
-    import bot.agent.loop as agent_loop
+    import bot.agent.execution as agent_loop
 
     bare = bare_remote(tmp_path / "origin", FILES)
     harness = await make_harness(tmp_path, stack, files=FILES, clone_url=f"file://{bare}")
