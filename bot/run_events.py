@@ -28,6 +28,7 @@ class PauseReason(StrEnum):
     LLM_UNAVAILABLE = "llm_unavailable"  # the model endpoint is down: woken by a health probe
     APPROVAL_TIMEOUT = "approval_timeout"  # nobody answered an approval request in time
     PERSON = "user"  # someone sent /agent pause
+    STORE = "store_failing"  # the store failed every retry: the emergency stop is set
 
 
 class WaitKind(StrEnum):
@@ -39,6 +40,16 @@ class WaitKind(StrEnum):
     TOOL = "tool"  # approval of one tool call the policy wants approved
     PUSH = "push"  # approval of CI definitions in the push (planning.security)
     JUDGEMENT = "judgement"  # a person's judgement of a result nobody else could judge
+
+
+class ErrorCategory(StrEnum):
+    """What went wrong, as ``errors.log`` names it (specification 003, 6)."""
+
+    MODEL = "model"  # a model call failed, the model was unreachable, an answer was invalid
+    TOOL = "tool"  # an action or a set-up command failed
+    QUALITY_GATE = "quality_gate"  # the lint or the tests failed
+    FORGE = "forge"  # a push, a change request or another forge write failed
+    PERSISTENCE = "persistence"  # the store or the run directory could not keep something
 
 
 @dataclass(frozen=True, slots=True)

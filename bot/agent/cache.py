@@ -24,6 +24,7 @@ from cachetools import TTLCache
 from bot.agent.briefing import clean_untrusted
 from bot.config import PlanningSettings
 from bot.storage.base import Store
+from bot.storage.retry import persist
 
 SIMILARITY = 0.9
 _SPACE = re.compile(r"\s+")
@@ -113,7 +114,8 @@ class PlanCache:
         key = cache_key(text, repo_key, names, self._config)
         value = self._front.get(key)
         if value is None:
-            value = await self._store.cache_get(key, self._clock())
+            now = self._clock()
+            value = await persist(lambda: self._store.cache_get(key, now), what="the plan cache")
         if value is not None and self._matches(value, repo_key, tools):
             self._front[key] = value
             return CacheHit(plan=value["plan"], key=key, exact=True, score=1.0)
@@ -121,7 +123,11 @@ class PlanCache:
 
     async def _similar(self, text: str, repo_key: str, tools: str) -> CacheHit | None:
         best: CacheHit | None = None
-        for key, other, value in await self._store.cache_candidates(repo_key, self._clock()):
+        now = self._clock()
+        candidates = await persist(
+            lambda: self._store.cache_candidates(repo_key, now), what="the plan cache"
+        )
+        for key, other, value in candidates:
             if not self._matches(value, repo_key, tools):
                 continue
             score = similarity(text, other)
@@ -138,12 +144,12 @@ class PlanCache:
         names = list(tool_names)
         key = cache_key(text, repo_key, names, self._config)
         value = self._value(plan, repo_key, tools_signature(names))
-        await self._store.cache_put(
-            key,
-            repo_key=repo_key,
-            text=normalise(text),
-            value=value,
-            expires_at=self._clock() + self._ttl,
+        expires_at = self._clock() + self._ttl
+        await persist(
+            lambda: self._store.cache_put(
+                key, repo_key=repo_key, text=normalise(text), value=value, expires_at=expires_at
+            ),
+            what="the plan cache",
         )
         self._front[key] = value
         return key

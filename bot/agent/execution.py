@@ -43,7 +43,7 @@ from bot.record.plan import PlanDocument, PlannedAction
 from bot.record.plan_rules import next_batch
 from bot.record.state import ActionRecord, ActionStatus, ToolCall
 from bot.record.texts import SetupFailed, setup_failed
-from bot.run_events import ActionProgress, CourseChanged, PlanMade
+from bot.run_events import ActionProgress, CourseChanged, ErrorCategory, PlanMade
 from bot.tools.inspect import PathWatch, exists
 from bot.tools.registry import ApprovalRequired, Tool
 from bot.tools.setup import SetupStatus
@@ -131,7 +131,7 @@ class ActionRunner:
         step = result.failure
         assert step is not None
         how = "timed out" if step.timed_out else f"exit code {step.exit_code}"
-        self.runlog.error("setup", f"{step.command}: {how}\n{step.tail}")
+        self.runlog.error(ErrorCategory.TOOL, f"set-up: {step.command}: {how}\n{step.tail}")
         return failed
 
     async def next_actions(self) -> list[PlannedAction]:
@@ -346,7 +346,7 @@ class ActionRunner:
         await session.checkpoint()
         if not ok:
             shown = self.runlog.redact(output)[:MAX_LOGGED_CHARS]  # redact, then cut
-            self.runlog.error("action", f"{record.key} ({record.tool}) failed: {shown}")
+            self.runlog.error(ErrorCategory.TOOL, f"{record.key} ({record.tool}) failed: {shown}")
         session.record(
             HistoryKind.ACTION,
             key=record.key,

@@ -10,6 +10,7 @@ is an ``Exit`` carrying the run's ``Outcome``, raised here and caught here, once
     PLAN     plan (or re-plan after answers)
     WAIT     a person rejected what the task waited for: revise, or reflect on the call
     EXECUTE  feedback; a plan not approved waits for approval; set-up; the next batch
+             (without planning: the model's next call)
     REFLECT  the batch a stopped worker ran and did not reflect on
     REVISE   a revision that was cut short: the current plan goes on
     DELIVER  quality gate, push, change request, completion summary
@@ -18,6 +19,7 @@ is an ``Exit`` carrying the run's ``Outcome``, raised here and caught here, once
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,6 +47,7 @@ from bot.record.runlog import Artifacts
 from bot.record.state import ActionRecord, AgentState, Phase, Stage, Waiting, can_move
 from bot.record.texts import SetupFailed
 from bot.run_events import Outcome, Paused, PauseReason
+from bot.storage import retry
 from bot.storage.base import TaskState
 
 log = logging.getLogger("bot.agent")
@@ -337,8 +340,7 @@ async def save_work_after_crash(run: Run) -> None:
     try:
         await run.delivery.save_work()
     except Exception:  # the crash is what the worker reports; this is the best effort
-        task = run.session.ctx.task.id
-        log.exception("task %s: the work could not be pushed after a crash", task)
+        log.exception("task %s: the work was not pushed after a crash", run.session.ctx.task.id)
 
 
 class AgentLoop:
@@ -381,14 +383,14 @@ class AgentLoop:
 
     async def plan_only(self, ctx: TaskContext) -> PlanDocument:
         """Plan the task and return the plan; writes nothing (``bot run --dry-run``).
-
         Raises ``PlanningFailed`` when no acceptable plan comes out (the goal is unclear,
         the task cannot be decomposed, or the plan is rejected twice)."""
         planning = (await self._start(ctx, persist=False)).planning
         return await planning.plan_for(await planning.context(), planning.engine())
 
     async def _start(self, ctx: TaskContext, *, persist: bool) -> Run:
-        data = await ctx.store.load_checkpoint(ctx.task.id) if persist else None
+        load = functools.partial(ctx.store.load_checkpoint, ctx.task.id)
+        data = await retry.persist(load, what="the checkpoint") if persist else None
         state = AgentState.from_dict(data) if data else AgentState()
         prompts = self._prompts or PromptLibrary()
         session = Session(

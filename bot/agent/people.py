@@ -45,6 +45,7 @@ from bot.record.texts import (
 )
 from bot.run_events import ApprovalAsked, Notice, Outcome, Paused, PauseReason, WaitKind
 from bot.storage.base import TaskState
+from bot.storage.retry import persist
 
 WAITING_FOR_ANSWERS = "waiting for answers to questions"
 
@@ -124,8 +125,10 @@ class People:
         """What people said since the last look, and what it means for the run."""
         session, state = self.session, self.state
         task_id = session.ctx.task.id
-        messages = await session.ctx.store.messages_after(task_id, state.message_seq)
-        read_before = state.message_seq
+        store, read_before = session.ctx.store, state.message_seq
+        messages = await persist(
+            lambda: store.messages_after(task_id, read_before), what="the task's messages"
+        )
         inbox = read_inbox(messages, read_before, decisions_after=self._decisions_after())
         state.message_seq = inbox.last_seq
         for command in inbox.commands:

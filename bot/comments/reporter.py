@@ -43,7 +43,7 @@ from bot.run_events import (
     ProgressKind,
 )
 from bot.runtime import Runtime
-from bot.storage.base import Task, TaskState
+from bot.storage.base import StoreError, Task, TaskState
 from bot.storage.runs import RunDirectory
 
 log = logging.getLogger("bot.comments")
@@ -113,6 +113,7 @@ class IssueReporter:
         self._last_edit = 0.0
         self._flush: asyncio.Task[None] | None = None
         self._secrets = secret_values(runtime.settings)
+        self._ids: dict[str, int] = {}  # marker key -> comment id, as the store keeps them
         # resumed after an outage pause: leave the issue as it is until something changes
         self._quiet = task.error == PauseReason.LLM_UNAVAILABLE.value
 
@@ -216,7 +217,6 @@ class IssueReporter:
         return value
 
     async def _recover_markers(self) -> None:
-        store = self.runtime.store
         details = await self.forge.get_issue(
             self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
         )
@@ -230,8 +230,8 @@ class IssueReporter:
             for marker in find_markers(comment.body):
                 if marker.task_id != self.task.id:
                     continue
-                if await store.get_comment_id(self.task.id, marker.key) is None:
-                    await store.put_comment_id(self.task.id, marker.key, comment.id)
+                if await self._comment_id(marker.key) is None:
+                    await self._keep_id(marker.key, comment.id)
                 count = self._counts.get(marker.kind, 0)
                 self._counts[marker.kind] = max(count, marker.seq + 1)
 
@@ -252,8 +252,7 @@ class IssueReporter:
         )
         large = len(clean) >= offload.LARGE_TEXT
         text = await offload.run(finished) if large else finished()
-        store = self.runtime.store
-        existing = await store.get_comment_id(self.task.id, marker.key)
+        existing = await self._comment_id(marker.key)
         if existing is not None:
             try:
                 await self.forge.edit_comment(self.issue, existing, text)
@@ -261,7 +260,27 @@ class IssueReporter:
             except ForgeError as exc:
                 log.warning("could not edit comment %s (%s); posting anew", existing, exc)
         comment = await self.forge.create_comment(self.issue, text)
-        await store.put_comment_id(self.task.id, marker.key, comment.id)
+        await self._keep_id(marker.key, comment.id)
+
+    async def _comment_id(self, key: str) -> int | None:
+        """The id of the comment posted for ``key``: remembered, else from the store. A
+        store that fails (the emergency stop's message must still go out) is no answer."""
+        if key not in self._ids:
+            try:
+                found = await self.runtime.store.get_comment_id(self.task.id, key)
+            except StoreError as exc:
+                log.warning("comment %s: the store cannot say its id (%s)", key, exc)
+                return None
+            if found is not None:
+                self._ids[key] = found
+        return self._ids.get(key)
+
+    async def _keep_id(self, key: str, comment_id: int) -> None:
+        self._ids[key] = comment_id
+        try:
+            await self.runtime.store.put_comment_id(self.task.id, key, comment_id)
+        except StoreError as exc:
+            log.warning("comment %s: its id is not kept in the store (%s)", key, exc)
 
     async def _write_status(self) -> None:
         self._last_edit = time.monotonic()

@@ -61,6 +61,13 @@ def stalled(awaiting: list[str], *, attempts: int, now: float) -> Outcome:
     )
 
 
+def store_failing() -> Outcome:
+    """The store failed every retry during the run: the task pauses (its state as the
+    store last kept it) and the worker sets the emergency stop; ``bot resume-all`` goes on
+    once the store works again."""
+    return Outcome(TaskState.PAUSED, reason=PauseReason.STORE.value, pause=PauseReason.STORE)
+
+
 def crashed(exc: BaseException) -> Outcome:
     """An unexpected error in the run: fail it without leaking the error's text."""
     return Outcome(TaskState.FAILED, reason=f"internal error: {type(exc).__name__}")
