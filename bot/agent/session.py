@@ -36,8 +36,16 @@ from bot.record.plan import PlanDocument
 from bot.record.runlog import RunLog
 from bot.record.snapshot import plan_of, subtask_statuses
 from bot.record.state import AgentState, Phase
-from bot.run_events import Emit, PhaseChanged, ProgressEvent, ProgressKind, UsageReport
+from bot.run_events import (
+    Emit,
+    ErrorCategory,
+    PhaseChanged,
+    ProgressEvent,
+    ProgressKind,
+    UsageReport,
+)
 from bot.storage.base import Store, Task
+from bot.storage.retry import PersistenceFailed, persist
 from bot.tools.factory import BuiltTools
 from bot.tools.registry import ToolRegistry
 
@@ -143,7 +151,12 @@ class Session:
         async with self._lock:
             self.state.elapsed = self.elapsed()
             self.state.usage = self.budget.ledger.to_dict()
-            await self.ctx.store.save_checkpoint(self.ctx.task.id, self.state.to_dict())
+            data, store, task = self.state.to_dict(), self.ctx.store, self.ctx.task.id
+            try:  # retried with backoff; a store that keeps failing stops the run
+                await persist(lambda: store.save_checkpoint(task, data), what="the checkpoint")
+            except PersistenceFailed as exc:
+                self.runlog.error(ErrorCategory.PERSISTENCE, str(exc))
+                raise
 
     async def emit(self, event: ProgressEvent) -> None:
         if self.persist:

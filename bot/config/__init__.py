@@ -50,7 +50,7 @@ from bot.config.sections import (
     WorkerSettings,
     WorkspaceSettings,
 )
-from bot.config.views import bot_names, disabled_forges, masked, secret_values
+from bot.config.views import bot_names, disabled_forges, masked, secret_values, settings_digest
 from bot.config.web import WebFetchSettings, WebSearchSettings, WebSettings
 
 __all__ = [
@@ -91,4 +91,5 @@ __all__ = [
     "load_settings",
     "masked",
     "secret_values",
+    "settings_digest",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -117,14 +118,16 @@ async def retry(store: Store, task_id: str, *, by: str) -> Task:
     return created
 
 
-async def pause_all(store: Store, *, by: str) -> Switch:
-    """Set the emergency stop and ask every running task to pause at its next safe point."""
+async def pause_all(store: Store, *, by: str, paused_already: Iterable[str] = ()) -> Switch:
+    """Set the emergency stop and ask every running task to pause at its next safe point;
+    ``paused_already``: tasks the caller paused itself (resume-all resumes them too)."""
     current = await read_switch(store)
     running = await store.list_tasks(states=frozenset({TaskState.RUNNING}), limit=100_000)
     payload: dict[str, object] = {"name": CommandName.PAUSE.value, "args": "", "author": by}
     for task in running:
         await store.add_message(task.id, MessageKind.COMMAND, payload)
-    paused = tuple(dict.fromkeys([*current.tasks, *(t.id for t in running)]))
+    ids = [*current.tasks, *paused_already, *(t.id for t in running)]
+    paused = tuple(dict.fromkeys(ids))
     switch = Switch(paused=True, by=by, since=time.time(), tasks=paused)
     await store.put_mark(SWITCH_KEY, switch.to_json())
     return await read_switch(store)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
 from collections.abc import Callable
@@ -20,8 +21,8 @@ from bot.agent.loop import AgentLoop
 from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
-from bot.config import Settings, secret_values
-from bot.config.overrides import EffectivePlanning, Layer
+from bot.config import Settings, secret_values, settings_digest
+from bot.config.overrides import EffectivePlanning
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
 from bot.record.snapshot import status_snapshot
@@ -29,6 +30,7 @@ from bot.record.state import consumed_message_seq
 from bot.run_events import Outcome, SettingsRefused
 from bot.runtime import Runtime
 from bot.storage.base import ACTIVE_STATES, Task, TaskState
+from bot.storage.retry import PersistenceFailed, persist
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import RepoConfigError, load_repo_config
@@ -38,14 +40,31 @@ from bot.worker.outcomes import (
     invalid_repo_config,
     may_have_missed_reply,
     may_retry_task,
-    planning_disabled,
     refused,
+    store_failing,
 )
 from bot.worker.task_settings import task_planning
 
 log = logging.getLogger("bot.worker")  # the worker's log, whichever of its modules writes
 
 LATE_REPORT_SECONDS = 60.0
+
+
+def task_fields(task: Task, settings: Settings) -> dict[str, Any]:
+    """What task.json says of a task when its run starts: the issue, who asked, the
+    model and a digest of the settings the run uses."""
+    issue = task.request.issue
+    return {
+        "id": task.id,
+        "issue": issue.web_url or issue.key,
+        "title": issue.title,
+        "repository": issue.repo.full_name,
+        "requested_by": task.request.requested_by,
+        "mode": task.request.mode.value,
+        "model": {"provider": settings.llm.provider, "model": settings.llm.model},
+        "settings_digest": settings_digest(settings),
+        "attempt": task.attempts,
+    }
 
 
 class Coordinator(Protocol):
@@ -109,20 +128,35 @@ class TaskRunner:
 
     async def _snapshot(self, task: Task) -> dict[str, Any] | None:
         """What the status comment showed of the task, from its checkpoint."""
-        return status_snapshot(await self.store.load_checkpoint(task.id))
+        load = functools.partial(self.store.load_checkpoint, task.id)
+        return status_snapshot(await persist(load, what="the checkpoint"))
+
+    def _record(self, task_id: str, state: TaskState, *, reason: str = "", **fields: Any) -> None:
+        """task.json follows the task: written when a run starts, updated with each
+        outcome (docs/planning.md#run-directory); a run directory that cannot be
+        written is logged, never a reason for the task to fail."""
+        try:
+            run_dir = RunDirectory(self.settings.data_dir, task_id)
+            run_dir.update_task(fields, state=state.value, reason=reason)
+        except (ValueError, OSError) as exc:
+            log.warning("task %s: task.json not written: %s", task_id, exc)
 
     async def settle(self, task_id: str, outcome: Outcome) -> None:
         """Store the outcome, unless another worker has taken the task meanwhile."""
-        stored = await self.store.set_state(
-            task_id,
-            outcome.state,
-            error=outcome.reason or None,
-            wake_at=outcome.wake_at,
-            expect_owner=self.owner,
+        stored = await persist(
+            lambda: self.store.set_state(
+                task_id,
+                outcome.state,
+                error=outcome.reason or None,
+                wake_at=outcome.wake_at,
+                expect_owner=self.owner,
+            ),
+            what="the task's outcome",
         )
         if not stored:
             log.error("task %s: lease lost before its outcome could be stored", task_id)
         else:
+            self._record(task_id, outcome.state, reason=outcome.reason)
             await self._requeue_if_answered(task_id, outcome)
         if outcome.state not in ACTIVE_STATES:
             metrics.TASKS.labels(outcome.state.value).inc()
@@ -146,6 +180,7 @@ class TaskRunner:
         )
         if requeued:
             log.info("task %s: a reply came in while it ran; re-queued", task_id)
+            self._record(task_id, TaskState.QUEUED, reason="a reply came in while it ran")
             self._wake()
 
     async def _run_reported(self, task: Task, forge: Forge, reporter: IssueReporter) -> Outcome:
@@ -160,6 +195,9 @@ class TaskRunner:
         except (NotFound, AccessDenied) as exc:
             log.warning("task %s: the forge refuses: %s", task.id, exc)
             return refused(exc)
+        except PersistenceFailed as exc:  # not this task's fault: pause it, stop the work
+            log.error("task %s: %s; pausing it and setting the emergency stop", task.id, exc)
+            outcome = store_failing()
         except ForgeError as exc:
             if may_retry_task(task.attempts):
                 log.warning("task %s: forge error, will retry: %s", task.id, exc)
@@ -182,8 +220,6 @@ class TaskRunner:
     ) -> TaskContext | Outcome:
         """The task's context with its tools, or the Outcome that stops it before it starts."""
         issue = task.request.issue
-        if not self.settings.planning.enabled:
-            return planning_disabled()
         info = await forge.get_repo_info(issue.repo)
         try:
             repo_config = await load_repo_config(forge, issue.repo, info.default_branch)
@@ -197,9 +233,8 @@ class TaskRunner:
             repo_config=repo_config,
         )
         await self._say_refused(task, planning, reporter)
-        settings = planning.apply_to(self.settings)
-        if not settings.planning.enabled:
-            return planning_disabled(planning.origin.get("enabled", Layer.SERVER))
+        settings = planning.apply_to(self.settings)  # planning.enabled false: the open loop
+        self._record(task.id, TaskState.RUNNING, **task_fields(task, settings))
         branch = None
         if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
             branch = issue.head_branch
