@@ -302,7 +302,12 @@ def create_api(runtime: Runtime, token: str, *, throttle: FailureThrottle) -> Fa
             raise HTTPException(404, f"{kind.value} is not configured on this bot")
         try:
             planning, problem = await task_settings.settings_for(
-                runtime, forge=kind, repo=repo, user=user
+                settings(),
+                runtime.forge(kind),
+                runtime.user_config,
+                forge=kind,
+                repo=repo,
+                user=user,
             )
         except (NotFound, AccessDenied) as exc:
             raise HTTPException(404, f"repository {repo} cannot be read: {exc}") from None

@@ -23,7 +23,7 @@ from cachetools import TTLCache
 
 from bot.agent.briefing import clean_untrusted
 from bot.config import PlanningSettings
-from bot.storage.base import Store
+from bot.storage.base import CachedPlans
 
 SIMILARITY = 0.9
 _SPACE = re.compile(r"\s+")
@@ -74,7 +74,7 @@ class CacheHit:
 class PlanCache:
     def __init__(
         self,
-        store: Store,
+        store: CachedPlans,
         planning: PlanningSettings,
         *,
         clock: Callable[[], float] = time.time,

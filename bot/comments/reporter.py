@@ -42,8 +42,7 @@ from bot.run_events import (
     ProgressEvent,
     ProgressKind,
 )
-from bot.runtime import Runtime
-from bot.storage.base import Task, TaskState
+from bot.storage.base import CommentIds, Task, TaskState
 from bot.storage.runs import RunDirectory
 
 log = logging.getLogger("bot.comments")
@@ -95,9 +94,14 @@ def run_report_url(settings: Settings, task_id: str) -> str:
 
 
 class IssueReporter:
-    def __init__(self, runtime: Runtime, task: Task, forge: Forge) -> None:
-        self.runtime = runtime
-        self.settings = runtime.settings
+    """``settings`` are the task's run's; ``comment_ids`` keeps the ids of the comments
+    it posted, by marker."""
+
+    def __init__(
+        self, task: Task, forge: Forge, *, settings: Settings, comment_ids: CommentIds
+    ) -> None:
+        self.settings = settings
+        self.comment_ids = comment_ids
         self.task = task
         self.forge = forge
         self.issue = task.request.issue
@@ -110,7 +114,7 @@ class IssueReporter:
         self._counts: dict[str, int] = {}
         self._last_edit = 0.0
         self._flush: asyncio.Task[None] | None = None
-        self._secrets = secret_values(runtime.settings)
+        self._secrets = secret_values(settings)
         # resumed after an outage pause: leave the issue as it is until something changes
         self._quiet = task.error == PauseReason.LLM_UNAVAILABLE.value
 
@@ -214,7 +218,7 @@ class IssueReporter:
         return value
 
     async def _recover_markers(self) -> None:
-        store = self.runtime.store
+        store = self.comment_ids
         details = await self.forge.get_issue(
             self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
         )
@@ -250,7 +254,7 @@ class IssueReporter:
         )
         large = len(clean) >= offload.LARGE_TEXT
         text = await offload.run(finished) if large else finished()
-        store = self.runtime.store
+        store = self.comment_ids
         existing = await store.get_comment_id(self.task.id, marker.key)
         if existing is not None:
             try:

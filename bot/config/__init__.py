@@ -50,7 +50,13 @@ from bot.config.sections import (
     WorkerSettings,
     WorkspaceSettings,
 )
-from bot.config.views import bot_names, disabled_forges, masked, secret_values
+from bot.config.views import (
+    CurrentSettings,
+    bot_names,
+    disabled_forges,
+    masked,
+    secret_values,
+)
 from bot.config.web import WebFetchSettings, WebSearchSettings, WebSettings
 
 __all__ = [
@@ -62,6 +68,7 @@ __all__ = [
     "CommentSettings",
     "ComplexityThreshold",
     "ConfigError",
+    "CurrentSettings",
     "EarlyTermination",
     "ExecutionSettings",
     "GitHubSettings",

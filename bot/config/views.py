@@ -8,6 +8,7 @@ as ``***`` (credentials written into a URL included).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -24,6 +25,10 @@ _URL_KEYS = (
     ("server", "public_url"),
 )
 MIN_REDACTED_CHARS = 8
+
+# The settings now (a reload replaces them): what a long-lived part is handed instead of
+# the whole runtime.
+CurrentSettings = Callable[[], Settings]
 
 
 def disabled_forges(settings: Settings) -> list[str]:

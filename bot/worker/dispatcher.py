@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from typing import Protocol
 
 import msgspec.structs
 from cachetools import TTLCache
 
 from bot import metrics
 from bot.comments.replies import Replier
+from bot.config import CurrentSettings
 from bot.events import EventKind, ForgeEvent
-from bot.forges.base import Forge, ForgeError, Permission
-from bot.runtime import Runtime
-from bot.storage.base import InboxEvent, Store, Task
+from bot.forges.base import Forge, ForgeError, ForgeLookup, Permission
+from bot.storage.base import Inbox, InboxEvent, Marks, Messages, Task, Tasks
 from bot.triggers import (
     Action,
     CreateTask,
@@ -75,7 +76,7 @@ def denial_key(event: ForgeEvent) -> str:
     return f"denied:{event.issue.key}:{event.actor.login.lower()}"
 
 
-async def give_back(store: Store, item: InboxEvent, exc: Exception) -> None:
+async def give_back(store: Inbox, item: InboxEvent, exc: Exception) -> None:
     """The one retry of an inbox event whose handling failed: a forge error (waited out as
     the forge asks) or a crash of the handling itself, later, up to
     ``MAX_EVENT_ATTEMPTS``; then it is finished with the error kept."""
@@ -112,15 +113,29 @@ class PermissionCache:
         return permission
 
 
+class DispatchStore(Inbox, Tasks, Messages, Marks, Protocol):
+    """What the dispatcher uses of the store: the inbox, the tasks and their messages
+    (which finish an event in their own transaction), the marks of handled comments."""
+
+
 class Dispatcher:
-    def __init__(self, runtime: Runtime, replier: Replier) -> None:
-        self.runtime = runtime
+    def __init__(
+        self,
+        store: DispatchStore,
+        *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
+        replier: Replier,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.forges = forges
         self.replier = replier
         self.permissions = PermissionCache()
 
     async def handle(self, item: InboxEvent) -> None:
         """Handle one leased inbox event; never raises for forge trouble."""
-        store = self.runtime.store
+        store = self.store
         try:
             event = ForgeEvent.from_dict(item.payload)
         except (KeyError, TypeError, ValueError) as exc:
@@ -136,7 +151,7 @@ class Dispatcher:
         """``classify``, with the change request looked up when what the payload leaves
         out decides: its author (GitLab names it by id), or its head branch (a comment in
         a GitHub pull request's conversation carries none) when the bot is mentioned."""
-        verdict = classify(event, self.runtime.settings)
+        verdict = classify(event, self.settings())
         if isinstance(verdict, Ignore):
             return verdict
         if forge is None:
@@ -155,7 +170,7 @@ class Dispatcher:
             head_branch=issue.head_branch or details.head_branch,
             head_repo=issue.head_repo or details.head_repo,
         )
-        return classify(msgspec.structs.replace(event, issue=issue), self.runtime.settings)
+        return classify(msgspec.structs.replace(event, issue=issue), self.settings())
 
     async def _as_stored(self, verdict: Intent, forge: Forge) -> Intent | Ignore:
         """The verdict on what the forge stores now (``readback``: GitLab's notes and
@@ -166,8 +181,8 @@ class Dispatcher:
         return await self._verdict(stored, forge)
 
     async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:
-        store = self.runtime.store
-        forge = self.runtime.forge(event.forge)
+        store = self.store
+        forge = self.forges(event.forge)
         verdict = await self._verdict(event, forge)
         if isinstance(verdict, Ignore) or forge is None:
             reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
@@ -199,7 +214,7 @@ class Dispatcher:
             permission=permission,
             active=active,
             latest=latest,
-            settings=self.runtime.settings,
+            settings=self.settings(),
         )
         await self._carry_out(item, verdict, actions, forge)
         metrics.EVENTS.labels("handled").inc()
@@ -209,7 +224,7 @@ class Dispatcher:
     ) -> None:
         event = intent.event
         assert event.issue is not None
-        store = self.runtime.store
+        store = self.store
         event_id: int | None = item.id
         # A label start reacts once its task exists: GitHub sends "opened" and "labeled"
         # for one new issue, and the second finds the task the first just created.
