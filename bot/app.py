@@ -31,7 +31,7 @@ from bot.events import EventKind, ForgeEvent, ForgeKind
 from bot.runtime import Runtime
 from bot.storage.base import StoreError, TaskState
 from bot.throttle import FailureThrottle
-from bot.triggers import Ignore, classify
+from bot.triggers import Ignore, classify, inbox_payload
 from bot.webhooks import github as github_hooks
 from bot.webhooks import gitlab as gitlab_hooks
 from bot.webhooks.errors import PayloadError
@@ -58,14 +58,15 @@ def _json(status: int, message: str, **extra: Any) -> JSONResponse:
 
 
 async def _accept(runtime: Runtime, wake: Wake, key: str, event: ForgeEvent) -> Answer:
-    """Classify; queue what could matter in one transaction; answer at once."""
+    """Classify (the one classification of the event: its inbox row keeps it); queue
+    what could matter in one transaction; answer at once."""
     verdict = classify(event, runtime.settings)
     if isinstance(verdict, Ignore):
         metrics.webhook(event.forge.value, "ignored")
         log.info("ignored %s %s/%s: %s", key, event.name, event.action, verdict.reason)
         return _answer(202, "ignored", reason=verdict.reason)
     try:
-        fresh = await runtime.store.record_delivery(key, event.forge.value, event.to_dict())
+        fresh = await runtime.store.record_delivery(key, event.forge.value, inbox_payload(verdict))
     except StoreError as exc:
         log.error("could not queue delivery %s: %s", key, exc)
         return _answer(503, "the bot could not store this delivery; please redeliver it")

@@ -1,11 +1,13 @@
 """The dispatcher: inbox event -> permission look-up -> decision -> store + replies.
 
-Runs in the worker role. For each leased inbox event it re-classifies the event
-(pure; a change request's author is looked up when only that decides), looks up
-the issue's tasks and, when needed, the actor's permission (cached briefly), then
-carries out the decision: an eyes reaction first (a label start's once its task
-exists), then the store change (which finishes the event in the same transaction),
-then replies.
+Runs in the worker role. For each leased inbox event it reads the intent the web app
+classified and kept with the row (a row without one, from an older version, is
+classified here), looks up what the payload leaves out when only that decides (a change
+request's author or head branch; GitLab's note and labels as stored) and refines the
+intent with what it found (``triggers.refine``), looks up the issue's tasks and, when
+needed, the actor's permission (cached briefly), then carries out the decision: an eyes
+reaction first (a label start's once its task exists), then the store change (which
+finishes the event in the same transaction), then replies.
 A forge failure gives the event back to be retried later; nothing is lost.
 """
 
@@ -38,6 +40,8 @@ from bot.triggers import (
     classify,
     decide,
     needs_permission,
+    refine,
+    stored_intent,
 )
 from bot.worker.outcomes import event_retry_delay
 from bot.worker.readback import read_back
@@ -147,11 +151,21 @@ class Dispatcher:
         except ForgeError as exc:
             await give_back(store, item, exc)
 
-    async def _verdict(self, event: ForgeEvent, forge: Forge | None) -> Intent | Ignore:
-        """``classify``, with the change request looked up when what the payload leaves
-        out decides: its author (GitLab names it by id), or its head branch (a comment in
-        a GitHub pull request's conversation carries none) when the bot is mentioned."""
-        verdict = classify(event, self.settings())
+    def _classified(self, item: InboxEvent, event: ForgeEvent) -> Intent | Ignore:
+        """The intent the web app kept with the row; a row without one (queued by a
+        version before it kept one), or with one that does not read, is classified here."""
+        try:
+            kept = stored_intent(item.payload)
+        except ValueError as exc:
+            log.warning("event %s: its stored intent does not read (%s)", item.id, exc)
+            kept = None
+        return kept if kept is not None else classify(event, self.settings())
+
+    async def _looked_up(self, verdict: Intent | Ignore, forge: Forge | None) -> Intent | Ignore:
+        """``verdict``, refined with the change request looked up when what the payload
+        leaves out decides: its author (GitLab names it by id), or its head branch (a
+        comment in a GitHub pull request's conversation carries none) when the bot is
+        mentioned."""
         if isinstance(verdict, Ignore):
             return verdict
         if forge is None:
@@ -170,20 +184,21 @@ class Dispatcher:
             head_branch=issue.head_branch or details.head_branch,
             head_repo=issue.head_repo or details.head_repo,
         )
-        return classify(msgspec.structs.replace(event, issue=issue), self.settings())
+        found = msgspec.structs.replace(verdict.event, issue=issue)
+        return refine(verdict, found, self.settings())
 
     async def _as_stored(self, verdict: Intent, forge: Forge) -> Intent | Ignore:
         """The verdict on what the forge stores now (``readback``: GitLab's notes and
-        labels), classified again when that differs from the payload."""
+        labels), refined when that differs from the payload."""
         stored = await read_back(forge, verdict.event)
         if isinstance(stored, Ignore) or stored == verdict.event:
             return stored if isinstance(stored, Ignore) else verdict
-        return await self._verdict(stored, forge)
+        return await self._looked_up(refine(verdict, stored, self.settings()), forge)
 
     async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:
         store = self.store
         forge = self.forges(event.forge)
-        verdict = await self._verdict(event, forge)
+        verdict = await self._looked_up(self._classified(item, event), forge)
         if isinstance(verdict, Ignore) or forge is None:
             reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
             await store.finish_event(item.id, error=f"ignored: {reason}")
