@@ -81,22 +81,49 @@ class Ignore:
 INTENT_KEY = "intent"  # where an inbox row's payload keeps the intent beside the event
 
 
+class _Kept(msgspec.Struct, frozen=True):
+    """What an inbox row keeps of an intent: its kind and what was read from the text
+    (the event is the row's; the intent's text follows from these, ``_text``)."""
+
+    kind: IntentKind
+    commands: tuple[Command, ...] = ()
+    mention: str | None = None
+    on_bot_branch: bool = False
+    author_unknown: bool = False
+
+
 def inbox_payload(intent: Intent) -> dict[str, Any]:
     """What the inbox row of a classified delivery holds: the event, and its intent."""
-    kept: dict[str, Any] = msgspec.to_builtins(intent)
-    return {**kept.pop("event"), INTENT_KEY: kept}
+    kept: dict[str, Any] = {"kind": intent.kind.value}
+    if intent.commands:
+        kept["commands"] = msgspec.to_builtins(intent.commands)
+    if intent.mention is not None:
+        kept["mention"] = intent.mention
+    if intent.on_bot_branch:
+        kept["on_bot_branch"] = True
+    if intent.author_unknown:
+        kept["author_unknown"] = True
+    payload = intent.event.to_dict()
+    payload[INTENT_KEY] = kept
+    return payload
 
 
-def stored_intent(payload: Mapping[str, Any]) -> Intent | None:
-    """The intent an inbox row's payload keeps (None: a row without one, from a version
-    before it kept one). ``ValueError`` when what it keeps is not an intent."""
-    kept = payload.get(INTENT_KEY)
-    if kept is None:
+def stored_intent(payload: Mapping[str, Any], event: ForgeEvent) -> Intent | None:
+    """The intent an inbox row's payload keeps for its ``event`` (None: a row without one,
+    from a version before it kept one). ``ValueError`` when what it keeps is not one."""
+    data = payload.get(INTENT_KEY)
+    if data is None:
         return None
-    if not isinstance(kept, dict):
-        raise ValueError(f"the stored intent is a {type(kept).__name__}")
-    event = {key: value for key, value in payload.items() if key != INTENT_KEY}
-    return msgspec.convert({**kept, "event": event}, Intent)
+    kept = msgspec.convert(data, _Kept)
+    return Intent(
+        kept.kind,
+        event,
+        commands=kept.commands,
+        text=_text(kept.kind, event, kept.mention),
+        on_bot_branch=kept.on_bot_branch,
+        author_unknown=kept.author_unknown,
+        mention=kept.mention,
+    )
 
 
 class ActionKind(StrEnum):
@@ -268,20 +295,27 @@ def _judge_comment(
         if not body.strip():
             return Ignore("an empty review")
     if own is not False and (mention is not None or _asks_for_changes(event)):
-        text = mention or body.strip()
+        kind = IntentKind.REVIEW
+        text = _text(kind, event, mention)
         return Intent(
-            IntentKind.REVIEW,
-            event,
-            text=text,
-            on_bot_branch=True,
-            author_unknown=own is None,
-            mention=mention,
+            kind, event, text=text, on_bot_branch=True, author_unknown=own is None, mention=mention
         )
     if mention is not None:
-        return Intent(IntentKind.START, event, text=mention, mention=mention)
+        return Intent(
+            IntentKind.START, event, text=_text(IntentKind.START, event, mention), mention=mention
+        )
     if not body.strip():
         return Ignore("an empty comment")
-    return Intent(IntentKind.COMMENT, event, text=body.strip())
+    return Intent(IntentKind.COMMENT, event, text=_text(IntentKind.COMMENT, event, mention))
+
+
+def _text(kind: IntentKind, event: ForgeEvent, mention: str | None) -> str:
+    """What an intent of ``kind`` asks, in words: the mention's text, or (a review, a
+    comment) the whole comment; nothing for a label start or commands."""
+    body = event.comment.body.strip() if event.comment else ""
+    if kind in (IntentKind.REVIEW, IntentKind.COMMENT):
+        return mention or body
+    return mention or ""
 
 
 def _asks_for_changes(event: ForgeEvent) -> bool:

@@ -413,6 +413,16 @@ CLASSIFIED = [
         EventKind.REVIEW_COMMENT, body="rename it", issue=msgspec.structs.replace(BOT_PR, author="")
     ),
     event(EventKind.COMMENT_CREATED, body="thanks"),
+    event(EventKind.COMMENT_CREATED, body="@coding-agent add a test"),
+    event(
+        EventKind.REVIEW_SUBMITTED, body="@coding-agent nit", issue=BOT_PR, review_state="approved"
+    ),
+    event(
+        EventKind.REVIEW_SUBMITTED,
+        body=" Please add tests. ",
+        issue=BOT_PR,
+        review_state="commented",
+    ),
 ]
 
 
@@ -421,10 +431,10 @@ def test_the_intent_kept_with_the_inbox_row_reads_back_whole(sent: ForgeEvent) -
     intent = intent_of(sent)
     payload = inbox_payload(intent)
     assert ForgeEvent.from_dict(payload) == sent  # the event reads as before, beside it
-    assert stored_intent(payload) == intent
-    assert stored_intent(sent.to_dict()) is None  # a row from before: no intent kept
+    assert stored_intent(payload, sent) == intent
+    assert stored_intent(sent.to_dict(), sent) is None  # a row from before: no intent kept
     with pytest.raises(ValueError):
-        stored_intent({**payload, "intent": {**payload["intent"], "kind": "launch"}})
+        stored_intent({**payload, "intent": {**payload["intent"], "kind": "launch"}}, sent)
 
 
 LOOKED_UP = [

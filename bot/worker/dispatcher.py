@@ -155,7 +155,7 @@ class Dispatcher:
         """The intent the web app kept with the row; a row without one (queued by a
         version before it kept one), or with one that does not read, is classified here."""
         try:
-            kept = stored_intent(item.payload)
+            kept = stored_intent(item.payload, event)
         except ValueError as exc:
             log.warning("event %s: its stored intent does not read (%s)", item.id, exc)
             kept = None
