@@ -81,7 +81,7 @@ class Ignore:
 INTENT_KEY = "intent"  # where an inbox row's payload keeps the intent beside the event
 
 
-class _Kept(msgspec.Struct, frozen=True):
+class _Kept(msgspec.Struct, frozen=True, omit_defaults=True):
     """What an inbox row keeps of an intent: its kind and what was read from the text
     (the event is the row's; the intent's text follows from these, ``_text``)."""
 
@@ -94,18 +94,9 @@ class _Kept(msgspec.Struct, frozen=True):
 
 def inbox_payload(intent: Intent) -> dict[str, Any]:
     """What the inbox row of a classified delivery holds: the event, and its intent."""
-    kept: dict[str, Any] = {"kind": intent.kind.value}
-    if intent.commands:
-        kept["commands"] = msgspec.to_builtins(intent.commands)
-    if intent.mention is not None:
-        kept["mention"] = intent.mention
-    if intent.on_bot_branch:
-        kept["on_bot_branch"] = True
-    if intent.author_unknown:
-        kept["author_unknown"] = True
-    payload = intent.event.to_dict()
-    payload[INTENT_KEY] = kept
-    return payload
+    i = intent
+    kept = _Kept(i.kind, i.commands, i.mention, i.on_bot_branch, i.author_unknown)
+    return {**i.event.to_dict(), INTENT_KEY: msgspec.to_builtins(kept)}
 
 
 def stored_intent(payload: Mapping[str, Any], event: ForgeEvent) -> Intent | None:

@@ -416,3 +416,13 @@ async def test_an_inbox_row_without_a_kept_intent_is_classified_when_dispatched(
     assert await bot.dispatch_all() == 1
     [task] = await bot.tasks()
     assert task.request.mode is TaskMode.RUN and task.request.requested_by == OWNER
+
+
+async def test_a_kept_intent_that_does_not_read_is_classified_again(bot: Harness) -> None:
+    """Bad data in a row loses nothing: the event is classified when dispatched."""
+    event = github_hooks.parse_event("issues", "garbled", json.dumps(labeled()).encode())
+    garbled = {**event.to_dict(), "intent": {"kind": "launch", "commands": 7}}
+    assert await bot.store.record_delivery("garbled", "github", garbled)
+    assert await bot.dispatch_all() == 1
+    [task] = await bot.tasks()
+    assert task.request.mode is TaskMode.RUN and task.request.requested_by == OWNER
