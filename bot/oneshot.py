@@ -47,7 +47,7 @@ async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
     info = await forge.get_repo_info(request.issue.repo)
     repo_config = await load_repo_config(forge, request.issue.repo, info.default_branch)
     planning = await task_planning(
-        runtime,
+        runtime.user_config,
         runtime.settings,
         forge=request.issue.repo.forge,
         user=request.requested_by,

@@ -24,7 +24,7 @@ from bot import offload
 from bot.config import PlanningSettings
 from bot.similarity import most_similar
 from bot.similarity import similarity as similarity  # the tests' and callers' name
-from bot.storage.base import Store
+from bot.storage.base import CachedPlans
 from bot.storage.retry import persist
 from bot.untrusted import clean_untrusted
 
@@ -73,7 +73,7 @@ class CacheHit:
 class PlanCache:
     def __init__(
         self,
-        store: Store,
+        store: CachedPlans,
         planning: PlanningSettings,
         *,
         clock: Callable[[], float] = time.time,

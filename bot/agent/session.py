@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bot.config import Settings, secret_values
 from bot.config.overrides import EffectivePlanning
@@ -44,10 +44,15 @@ from bot.run_events import (
     ProgressKind,
     UsageReport,
 )
-from bot.storage.base import Store, Task
+from bot.storage.base import CachedPlans, Checkpoints, Messages, Task
 from bot.storage.retry import PersistenceFailed, persist
 from bot.tools.factory import BuiltTools
 from bot.tools.registry import ToolRegistry
+
+
+class RunStore(Checkpoints, Messages, CachedPlans, Protocol):
+    """What a run keeps in the store: its checkpoint, the messages it reads, the plan
+    cache."""
 
 
 @dataclass
@@ -55,7 +60,7 @@ class TaskContext:
     task: Task
     issue: IssueRef
     settings: Settings
-    store: Store
+    store: RunStore
     forge: Forge
     llm: LLM
     tools: ToolRegistry

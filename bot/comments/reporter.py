@@ -42,8 +42,7 @@ from bot.run_events import (
     ProgressEvent,
     ProgressKind,
 )
-from bot.runtime import Runtime
-from bot.storage.base import StoreError, Task, TaskState
+from bot.storage.base import CommentIds, StoreError, Task, TaskState
 from bot.storage.runs import RunDirectory
 
 log = logging.getLogger("bot.comments")
@@ -97,9 +96,14 @@ def run_report_url(settings: Settings, task_id: str) -> str:
 
 
 class IssueReporter:
-    def __init__(self, runtime: Runtime, task: Task, forge: Forge) -> None:
-        self.runtime = runtime
-        self.settings = runtime.settings
+    """``settings`` are the task's run's; ``comment_ids`` keeps the ids of the comments
+    it posted, by marker."""
+
+    def __init__(
+        self, task: Task, forge: Forge, *, settings: Settings, comment_ids: CommentIds
+    ) -> None:
+        self.settings = settings
+        self.comment_ids = comment_ids
         self.task = task
         self.forge = forge
         self.issue = task.request.issue
@@ -112,7 +116,7 @@ class IssueReporter:
         self._counts: dict[str, int] = {}
         self._last_edit = 0.0
         self._flush: asyncio.Task[None] | None = None
-        self._secrets = secret_values(runtime.settings)
+        self._secrets = secret_values(settings)
         self._ids: dict[str, int] = {}  # marker key -> comment id, as the store keeps them
         # resumed after an outage pause: leave the issue as it is until something changes
         self._quiet = task.error == PauseReason.LLM_UNAVAILABLE.value
@@ -267,7 +271,7 @@ class IssueReporter:
         store that fails (the emergency stop's message must still go out) is no answer."""
         if key not in self._ids:
             try:
-                found = await self.runtime.store.get_comment_id(self.task.id, key)
+                found = await self.comment_ids.get_comment_id(self.task.id, key)
             except StoreError as exc:
                 log.warning("comment %s: the store cannot say its id (%s)", key, exc)
                 return None
@@ -278,7 +282,7 @@ class IssueReporter:
     async def _keep_id(self, key: str, comment_id: int) -> None:
         self._ids[key] = comment_id
         try:
-            await self.runtime.store.put_comment_id(self.task.id, key, comment_id)
+            await self.comment_ids.put_comment_id(self.task.id, key, comment_id)
         except StoreError as exc:
             log.warning("comment %s: its id is not kept in the store (%s)", key, exc)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -26,6 +27,10 @@ _URL_KEYS = (
     ("server", "public_url"),
 )
 MIN_REDACTED_CHARS = 8
+
+# The settings now (a reload replaces them): what a long-lived part is handed instead of
+# the whole runtime.
+CurrentSettings = Callable[[], Settings]
 
 
 def disabled_forges(settings: Settings) -> list[str]:

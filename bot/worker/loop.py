@@ -50,23 +50,36 @@ class Worker:
         coordinator_factory: Callable[[], Coordinator] = default_coordinator,
         owner: str | None = None,
     ) -> None:
+        # The worker's one look at the whole runtime: each part below gets what it uses.
         self.runtime = runtime
-        self.store = runtime.store
+        self.store = store = runtime.store
+        settings, forges = runtime.current_settings, runtime.forge
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.replier = Replier(runtime)
-        self.dispatcher = Dispatcher(runtime, self.replier)
+        self.replier = Replier(settings, forges)
+        self.dispatcher = Dispatcher(store, settings=settings, forges=forges, replier=self.replier)
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._running: dict[str, RunProgress] = {}
         self._runner = TaskRunner(
-            runtime,
+            store,
+            settings=settings,
+            forges=forges,
+            llm=lambda: runtime.llm,  # the model in place when a run starts
+            user_config=runtime.user_config,
             owner=self.owner,
             coordinator_factory=coordinator_factory,
             clock=self._now,
             wake=self.poke,
         )
-        self._maintenance = Maintenance(runtime, clock=self._now, wake=self.poke)
+        self._maintenance = Maintenance(
+            store,
+            settings=settings,
+            forges=forges,
+            llm_health=runtime.llm_health,
+            clock=self._now,
+            wake=self.poke,
+        )
         # The store failed every retry: no task is leased until the emergency stop is set
         # in the store (``halt``), with the tasks this worker paused for it.
         self._halted: str | None = None

@@ -18,12 +18,17 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from bot.events import CommandName, MessageKind, TaskMode, TaskRequest
-from bot.storage.base import ACTIVE_STATES, Store, Task, TaskState
+from bot.storage.base import ACTIVE_STATES, Marks, Messages, Task, Tasks, TaskState
 from bot.triggers import WAITING_STATES
 
 SWITCH_KEY = "operator:pause-all"
+
+
+class OperatorStore(Tasks, Messages, Marks, Protocol):
+    """What the operator's actions use of the store: tasks, their messages, the switch."""
 
 
 class OperatorError(Exception):
@@ -72,11 +77,11 @@ class Switch:
             return cls(paused=True, by="(unreadable switch)", since=since)
 
 
-async def read_switch(store: Store) -> Switch:
+async def read_switch(store: Marks) -> Switch:
     return Switch.from_mark(await store.get_mark(SWITCH_KEY))
 
 
-async def find_task(store: Store, task_id: str) -> Task:
+async def find_task(store: Tasks, task_id: str) -> Task:
     """The task with this id, or the only one whose id starts with it."""
     task = await store.get_task(task_id)
     if task is not None:
@@ -90,7 +95,7 @@ async def find_task(store: Store, task_id: str) -> Task:
     raise UnknownTask(f"no task {task_id!r}")
 
 
-async def command(store: Store, task_id: str, name: TaskCommand, *, by: str) -> Task:
+async def command(store: OperatorStore, task_id: str, name: TaskCommand, *, by: str) -> Task:
     """``/agent stop|pause|resume|approve|reject`` for one task, from the operator ``by``."""
     task = await find_task(store, task_id)
     if not task.active:
@@ -101,7 +106,7 @@ async def command(store: Store, task_id: str, name: TaskCommand, *, by: str) -> 
     return task
 
 
-async def retry(store: Store, task_id: str, *, by: str) -> Task:
+async def retry(store: Tasks, task_id: str, *, by: str) -> Task:
     """A new task for an ended task's issue, as ``/agent retry`` starts one."""
     task = await find_task(store, task_id)
     active = await store.active_task_for(task.issue_key)
@@ -118,7 +123,9 @@ async def retry(store: Store, task_id: str, *, by: str) -> Task:
     return created
 
 
-async def pause_all(store: Store, *, by: str, paused_already: Iterable[str] = ()) -> Switch:
+async def pause_all(
+    store: OperatorStore, *, by: str, paused_already: Iterable[str] = ()
+) -> Switch:
     """Set the emergency stop and ask every running task to pause at its next safe point;
     ``paused_already``: tasks the caller paused itself (resume-all resumes them too)."""
     current = await read_switch(store)
@@ -133,7 +140,7 @@ async def pause_all(store: Store, *, by: str, paused_already: Iterable[str] = ()
     return await read_switch(store)
 
 
-async def resume_all(store: Store, *, by: str) -> list[str]:
+async def resume_all(store: OperatorStore, *, by: str) -> list[str]:
     """Clear the emergency stop; resume the tasks it paused that are still paused (or
     still running, when the pause had not reached them yet). Returns their ids."""
     current = await read_switch(store)

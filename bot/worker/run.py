@@ -18,18 +18,19 @@ from typing import Any, Protocol
 
 from bot import metrics
 from bot.agent.loop import AgentLoop
-from bot.agent.session import TaskContext
+from bot.agent.session import RunStore, TaskContext
 from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
-from bot.config import Settings, secret_values, settings_digest
+from bot.config import CurrentSettings, Settings, secret_values, settings_digest
 from bot.config.overrides import EffectivePlanning
+from bot.config.user_service import UserConfigService
 from bot.events import TaskMode
-from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
+from bot.forges.base import AccessDenied, Forge, ForgeError, ForgeLookup, NotFound
+from bot.llm.base import LLM
 from bot.record.snapshot import status_snapshot
 from bot.record.state import consumed_message_seq
 from bot.run_events import Outcome, SettingsRefused
-from bot.runtime import Runtime
-from bot.storage.base import ACTIVE_STATES, Task, TaskState
+from bot.storage.base import ACTIVE_STATES, CommentIds, Task, Tasks, TaskState
 from bot.storage.retry import PersistenceFailed, persist
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
@@ -75,20 +76,32 @@ def default_coordinator() -> Coordinator:
     return AgentLoop()
 
 
+class RunnerStore(Tasks, RunStore, CommentIds, Protocol):
+    """What a task's run uses of the store: the task's state, its record (checkpoint,
+    messages, plan cache) and its comments' ids."""
+
+
 class TaskRunner:
     """Runs leased tasks for one worker (``owner``) and stores their outcomes."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        store: RunnerStore,
         *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
+        llm: Callable[[], LLM],
+        user_config: UserConfigService,
         owner: str,
         coordinator_factory: Callable[[], Coordinator],
         clock: Callable[[], float],
         wake: Callable[[], None],
     ) -> None:
-        self.runtime = runtime
-        self.store = runtime.store
+        self.store = store
+        self._settings = settings
+        self.forges = forges
+        self.llm = llm
+        self.user_config = user_config
         self.owner = owner
         self.coordinator_factory = coordinator_factory
         self._clock = clock
@@ -96,27 +109,30 @@ class TaskRunner:
 
     @property
     def settings(self) -> Settings:
-        return self.runtime.settings
+        return self._settings()
 
     async def run(self, task: Task) -> Outcome:
         """Run the task to its next resting state; store nothing."""
         issue = task.request.issue
-        forge = self.runtime.forge(issue.repo.forge)
+        forge = self.forges(issue.repo.forge)
         if forge is None:
             return Outcome(TaskState.FAILED, reason=f"{issue.repo.forge.value} is not configured")
-        reporter = IssueReporter(self.runtime, task, forge)
+        reporter = self._reporter(task, forge)
         try:
             return await self._run_reported(task, forge, reporter)
         finally:  # also on cancellation: no coalesced status edit may land afterwards
             await reporter.aclose()
 
+    def _reporter(self, task: Task, forge: Forge) -> IssueReporter:
+        return IssueReporter(task, forge, settings=self.settings, comment_ids=self.store)
+
     async def report_late(self, task: Task, outcome: Outcome) -> None:
         """Say an outcome reached without the run (the watchdog's): the closing comment,
         status and labels, within a bound, since the forge may be what stalled."""
-        forge = self.runtime.forge(task.request.issue.repo.forge)
+        forge = self.forges(task.request.issue.repo.forge)
         if forge is None:
             return
-        reporter = IssueReporter(self.runtime, task, forge)
+        reporter = self._reporter(task, forge)
         try:
             async with asyncio.timeout(LATE_REPORT_SECONDS):
                 await reporter.recover(await self._snapshot(task))
@@ -226,7 +242,7 @@ class TaskRunner:
         except RepoConfigError as exc:
             return invalid_repo_config(exc)
         planning = await task_planning(
-            self.runtime,
+            self.user_config,
             self.settings,
             forge=issue.repo.forge,
             user=task.request.requested_by,
@@ -258,7 +274,7 @@ class TaskRunner:
             settings=settings,
             store=self.store,
             forge=forge,
-            llm=self.runtime.llm,
+            llm=self.llm(),
             tools=built.registry,
             emit=reporter.handle,
             data_dir=self.settings.data_dir,
