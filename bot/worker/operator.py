@@ -123,9 +123,7 @@ async def retry(store: Tasks, task_id: str, *, by: str) -> Task:
     return created
 
 
-async def pause_all(
-    store: OperatorStore, *, by: str, paused_already: Iterable[str] = ()
-) -> Switch:
+async def pause_all(store: OperatorStore, *, by: str, paused_already: Iterable[str] = ()) -> Switch:
     """Set the emergency stop and ask every running task to pause at its next safe point;
     ``paused_already``: tasks the caller paused itself (resume-all resumes them too)."""
     current = await read_switch(store)
