@@ -25,17 +25,31 @@ the tool in the offload worker process, redaction of the output):
      does it with a large comment body (`bot.offload.redact_text`: `bot.redact.redact` in
      the offload worker process; on the loop itself against the code before that module).
 
+Each task runs in its own offload lane (``bot.offload.join_lane``), as the worker runs
+every task.
+
+The flood phase: the same load, and a writer's command of 66,000 characters
+(``/agent run`` and fence tags and HTML comments nested 6,000 deep, tests/test_untrusted.py)
+arrives while the tasks work. The client sends it as a signed delivery once a second
+(its acknowledgements are counted apart), and the server cleans it as a task's planning,
+an answer and feedback do, again and again for the whole phase: ``build_context`` with
+the command's instructions (a review comment becomes a follow-up's instructions the same
+way) over the one FakeForge of the tests, and ``answer_block`` (the fence answers and
+feedback get). The server's dispatcher cannot act on the delivery (the GitHub API is a
+closed port here, so the writer's permission is never known): the server does that part.
+
 Meanwhile this process sends signed GitHub `issue_comment` deliveries (13 KB, each one
 verified, parsed, classified and committed to the inbox before the 202) one at a time
 with httpx over loopback for ``--seconds`` (default 8) per phase, in phases idle, load,
-idle, load, ... (``--repeat`` pairs, default 3; each load phase starts with 3 s of
-warm-up). It prints p50/p99/max per phase, the medians over the phases, the tool calls
-done per second under load, the event loop's worst lag (a 5 ms ticker in the server),
-and the targets: p99 under load at most 2x the idle p99, and never above 100 ms.
+flood, idle, load, flood, ... (``--repeat`` rounds, default 3; each load and flood phase
+starts with 3 s of warm-up). It prints p50/p99/max per phase, the medians over the
+phases, the tool calls done per second under load, the event loop's worst lag (a 5 ms
+ticker in the server), and the targets: p99 under load and under the flood at most 2x
+the idle p99, and never above 100 ms.
 
     .venv/bin/python bench/ack_under_work.py [--seconds N] [--repeat N] [--tasks N]
 
-Defaults take about a minute plus start-up.
+Defaults take about two minutes plus start-up.
 """
 
 from __future__ import annotations
@@ -44,6 +58,7 @@ import argparse
 import asyncio
 import hashlib
 import hmac
+import inspect
 import json
 import os
 import socket
@@ -61,6 +76,11 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.test_untrusted import nested  # noqa: E402
+
 SECRET = "bench-secret"
 FIXTURE = ROOT / "tests" / "fixtures" / "github" / "issue_comment.created.json"
 TOKEN_TEXT = "TOKEN" * 13_000
@@ -74,6 +94,8 @@ STEPS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 WARM_UP = 3.0
 FILES = 100
+FLOOD = "/agent run " + nested(6_000)  # 66,010 characters
+WRITER_EVERY = 1.0  # seconds between the writer's deliveries
 
 Figures = dict[str, float]
 
@@ -92,13 +114,15 @@ class Load:
         self.lags: list[float] = []
         self.started = 0.0
 
-    def start(self, tasks: int, settings: Any) -> None:
+    def start(self, tasks: int, settings: Any, *, flood: bool = False) -> None:
         self.calls.clear()
         self.lags.clear()
         self.started = time.monotonic()
         self.running = [asyncio.create_task(self._ticker())]
         for n in range(tasks):
             self.running.append(asyncio.create_task(self._task(n, settings)))
+        if flood:
+            self.running.append(asyncio.create_task(self._flood(settings)))
 
     async def stop(self) -> dict[str, Any]:
         for task in self.running:
@@ -108,7 +132,7 @@ class Load:
         elapsed = time.monotonic() - self.started
         lags = sorted(self.lags) or [0.0]
         return {
-            "calls_per_second": sum(self.calls.values()) / elapsed,
+            "calls_per_second": sum(n for k, n in self.calls.items() if k != "flood") / elapsed,
             "calls": dict(self.calls),
             "lag_p99_ms": lags[int(len(lags) * 0.99)] * 1000,
             "lag_max_ms": lags[-1] * 1000,
@@ -119,6 +143,26 @@ class Load:
             before = time.monotonic()
             await asyncio.sleep(0.005)
             self.lags.append(time.monotonic() - before - 0.005)
+
+    async def _flood(self, settings: Any) -> None:
+        """What the bot does with the writer's command, again and again: the planner's
+        context with it as the instructions, and the fence of an answer or feedback."""
+        from bot.agent.briefing import build_context
+        from bot.agent.people import answer_block
+        from tests.fakes import FakeForge
+
+        _lane("writer")
+        forge = FakeForge()
+        repo = forge.add_repo("acme/bench", {"README.md": "# Bench\n"})
+        issue = forge.add_issue(repo, 1, title="Update the docs", body="Explain the set-up.")
+        instructions = FLOOD.removeprefix("/agent run ")
+        while True:
+            await build_context(forge, issue, settings, [], instructions=instructions)
+            block = answer_block("writer", instructions)
+            if inspect.isawaitable(block):  # the code before bot/untrusted.py: a str
+                await block
+            self.calls["flood"] += 1
+            await asyncio.sleep(0)
 
     async def _task(self, n: int, settings: Any) -> None:
         from bot.config import secret_values
@@ -140,6 +184,7 @@ class Load:
         async def auth() -> CloneAuth:
             return CloneAuth(url=self.remote, username="x-access-token", password="unused")
 
+        _lane(f"task-{n}")
         path = self.workdir / f"ws-{n}"  # cloned in the first load phase, kept after
         ws = Workspace(path, auth=auth, branch=f"agent/{n}-bench", base_branch="main")
         limit = settings.sandbox.max_output_chars
@@ -155,6 +200,15 @@ class Load:
             for text in (TOKEN_TEXT, A_TEXT):
                 await redact_text(text, known=secrets)
                 self.calls["redact"] += 1
+
+
+def _lane(name: str) -> None:
+    """This asyncio task's offload lane (the code before lanes has none)."""
+    from bot import offload
+
+    join = getattr(offload, "join_lane", None)
+    if join is not None:
+        join(name)
 
 
 def serve(port: int, remote: str, workdir: Path) -> int:
@@ -174,8 +228,11 @@ def serve(port: int, remote: str, workdir: Path) -> int:
                 await app(scope, receive, send)
                 return
             if path == "/bench/load":
-                tasks = int(scope["query_string"].decode().removeprefix("tasks=") or "8")
-                load.start(tasks, runtime.settings)
+                query = dict(
+                    pair.split("=", 1) for pair in scope["query_string"].decode().split("&") if pair
+                )
+                flood = query.get("flood") == "1"
+                load.start(int(query.get("tasks", "8")), runtime.settings, flood=flood)
                 body = b"{}"
             else:
                 body = json.dumps(await load.stop()).encode()
@@ -254,29 +311,42 @@ def start_server(workdir: Path, port: int, remote: str) -> subprocess.Popen[byte
     raise SystemExit("server did not start")
 
 
-def payload() -> bytes:
+def payload(text: str = "Could you also update the changelog?") -> bytes:
     data = json.loads(FIXTURE.read_text())
-    data["comment"]["body"] = "Could you also update the changelog?"
+    data["comment"]["body"] = text
     return json.dumps(data).encode()
+
+
+async def deliver(client: httpx.AsyncClient, body: bytes) -> float:
+    """One signed delivery; its latency in ms."""
+    headers = {
+        "X-GitHub-Event": "issue_comment",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": "sha256="
+        + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+        "Content-Type": "application/json",
+    }
+    started = time.perf_counter()
+    response = await client.post("/webhooks/github", content=body, headers=headers)
+    if response.status_code != 202:
+        raise SystemExit(f"unexpected {response.status_code}: {response.text}")
+    return (time.perf_counter() - started) * 1000
+
+
+async def writer(client: httpx.AsyncClient, latencies: list[float]) -> None:
+    """The writer's 66,000-character command, delivered once a second until cancelled."""
+    body = payload(FLOOD)
+    while True:
+        latencies.append(await deliver(client, body))
+        await asyncio.sleep(WRITER_EVERY)
 
 
 async def acknowledge(client: httpx.AsyncClient, body: bytes, seconds: float) -> Figures:
     """Signed deliveries one at a time for ``seconds``; latency percentiles in ms."""
-    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     latencies: list[float] = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        headers = {
-            "X-GitHub-Event": "issue_comment",
-            "X-GitHub-Delivery": str(uuid.uuid4()),
-            "X-Hub-Signature-256": signature,
-            "Content-Type": "application/json",
-        }
-        started = time.perf_counter()
-        response = await client.post("/webhooks/github", content=body, headers=headers)
-        latencies.append((time.perf_counter() - started) * 1000)
-        if response.status_code != 202:
-            raise SystemExit(f"unexpected {response.status_code}: {response.text}")
+        latencies.append(await deliver(client, body))
     latencies.sort()
     return {
         "p50": statistics.median(latencies),
@@ -286,31 +356,49 @@ async def acknowledge(client: httpx.AsyncClient, body: bytes, seconds: float) ->
     }
 
 
-async def phases(port: int, args: argparse.Namespace) -> tuple[list[Figures], list[Figures]]:
+async def phases(port: int, args: argparse.Namespace) -> dict[str, list[Figures]]:
     body = payload()
-    idle: list[Figures] = []
-    busy: list[Figures] = []
+    runs: dict[str, list[Figures]] = {"idle": [], "load": [], "flood": []}
     print(f"{'phase':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'acks':>6}  load")
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
         await acknowledge(client, body, 1.0)  # warm-up of both ends
         for _ in range(args.repeat):
             figures = await acknowledge(client, body, args.seconds)
-            idle.append(figures)
+            runs["idle"].append(figures)
             print(f"{'idle':>6} {row(figures)}", flush=True)
-            await client.post(f"/bench/load?tasks={args.tasks}")
-            await asyncio.sleep(WARM_UP)  # the clones, and the load in full swing
-            figures = await acknowledge(client, body, args.seconds)
-            stats = (await client.post("/bench/idle")).json()
-            figures.update(
-                calls=stats["calls_per_second"], lag=stats["lag_max_ms"], lag99=stats["lag_p99_ms"]
-            )
-            busy.append(figures)
-            print(
-                f"{'load':>6} {row(figures)}  {stats['calls_per_second']:.1f} tool calls/s, "
-                f"loop lag p99 {stats['lag_p99_ms']:.1f} ms, max {stats['lag_max_ms']:.1f} ms",
-                flush=True,
-            )
-    return idle, busy
+            for phase in ("load", "flood"):
+                runs[phase].append(await busy_phase(client, body, args, flood=phase == "flood"))
+    return runs
+
+
+async def busy_phase(
+    client: httpx.AsyncClient, body: bytes, args: argparse.Namespace, *, flood: bool
+) -> Figures:
+    """The tasks at work (and, with ``flood``, the writer's command arriving): acks timed."""
+    await client.post(f"/bench/load?tasks={args.tasks}&flood={int(flood)}")
+    written: list[float] = []
+    sending = asyncio.create_task(writer(client, written)) if flood else None
+    await asyncio.sleep(WARM_UP)  # the clones, and the load in full swing
+    figures = await acknowledge(client, body, args.seconds)
+    if sending is not None:
+        sending.cancel()
+        await asyncio.gather(sending, return_exceptions=True)
+    stats = (await client.post("/bench/idle")).json()
+    figures.update(
+        calls=stats["calls_per_second"], lag=stats["lag_max_ms"], lag99=stats["lag_p99_ms"]
+    )
+    note = ""
+    if flood:
+        cleaned = stats["calls"].get("flood", 0)
+        note = f"; flood cleaned {cleaned} times, its {len(written)} deliveries "
+        note += f"max {max(written, default=0):.1f} ms"
+    name = "flood" if flood else "load"
+    print(
+        f"{name:>6} {row(figures)}  {stats['calls_per_second']:.1f} tool calls/s, "
+        f"loop lag p99 {stats['lag_p99_ms']:.1f} ms, max {stats['lag_max_ms']:.1f} ms{note}",
+        flush=True,
+    )
+    return figures
 
 
 def row(figures: Figures) -> str:
@@ -319,22 +407,26 @@ def row(figures: Figures) -> str:
     )
 
 
-def summary(idle: list[Figures], busy: list[Figures], tasks: int) -> None:
-    def median(runs: list[Figures], key: str) -> float:
-        return statistics.median(run[key] for run in runs)
+def summary(runs: dict[str, list[Figures]], tasks: int) -> None:
+    def median(phase: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[phase])
 
-    idle_p99, busy_p99 = median(idle, "p99"), median(busy, "p99")
-    print(f"\nmedians over {len(idle)} phases each")
-    print(f"  idle worker:   p50 {median(idle, 'p50'):.2f} ms, p99 {idle_p99:.2f} ms")
-    print(
-        f"  {tasks} tasks busy: p50 {median(busy, 'p50'):.2f} ms, p99 {busy_p99:.2f} ms "
-        f"({median(busy, 'calls'):.1f} tool calls/s, loop lag max {median(busy, 'lag'):.1f} ms)"
-    )
-    ratio = busy_p99 / idle_p99
-    worst = max(run["p99"] for run in busy)
+    idle_p99 = median("idle", "p99")
+    print(f"\nmedians over {len(runs['idle'])} phases each")
+    print(f"  idle worker:   p50 {median('idle', 'p50'):.2f} ms, p99 {idle_p99:.2f} ms")
+    titles = {"load": f"{tasks} tasks busy", "flood": "busy + flood"}
+    for phase, title in titles.items():
+        print(
+            f"  {title}: p50 {median(phase, 'p50'):.2f} ms, p99 {median(phase, 'p99'):.2f} ms "
+            f"({median(phase, 'calls'):.1f} tool calls/s, "
+            f"loop lag max {median(phase, 'lag'):.1f} ms)"
+        )
     print("targets (figures only)")
-    print(f"  p99 under load / idle p99 (target <= 2x): {ratio:.1f}x")
-    print(f"  p99 under load, worst phase (target <= 100 ms): {worst:.2f} ms")
+    for phase, title in titles.items():
+        ratio = median(phase, "p99") / idle_p99
+        worst = max(run["p99"] for run in runs[phase])
+        print(f"  {title}: p99 / idle p99 (target <= 2x): {ratio:.1f}x; ", end="")
+        print(f"worst phase p99 (target <= 100 ms): {worst:.2f} ms")
 
 
 def main() -> None:
@@ -342,7 +434,7 @@ def main() -> None:
         sys.exit(serve(int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])))
     parser = argparse.ArgumentParser(description="Webhook acks while tasks run tool work.")
     parser.add_argument("--seconds", type=float, default=8.0, help="seconds per phase")
-    parser.add_argument("--repeat", type=int, default=3, help="idle/load pairs")
+    parser.add_argument("--repeat", type=int, default=3, help="idle/load/flood rounds")
     parser.add_argument("--tasks", type=int, default=8, help="concurrent tasks under load")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -351,13 +443,13 @@ def main() -> None:
         port = free_port()
         server = start_server(workdir, port, remote)
         try:
-            idle, busy = asyncio.run(phases(port, args))
+            runs = asyncio.run(phases(port, args))
         finally:
             server.terminate()
             server.wait(20)
             if os.environ.get("BENCH_KEEP_LOG"):
                 print((workdir / "server.log").read_text()[-20000:])
-    summary(idle, busy, args.tasks)
+    summary(runs, args.tasks)
 
 
 if __name__ == "__main__":

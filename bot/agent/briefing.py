@@ -1,19 +1,20 @@
 """The briefing: what the planner is told (the issue, its comments, repository facts,
 the tools).
 
-Issue and comment text is untrusted: ``clean_untrusted`` strips HTML comments,
-invisible, zero-width and bidirectional control characters and fence tags, again
-and again until nothing changes (removing one can join the pieces of another), and
+Issue and comment text is untrusted: ``clean_untrusted`` (``bot/untrusted.py``) strips
+HTML comments, invisible, zero-width and bidirectional control characters and fence
+tags, however nested, in one linear pass over a text cut to a bound first, and
 ``fence`` wraps it in ``<untrusted>`` tags the system prompt declares to be data,
-never instructions. ``build_context`` reads everything through the ``Forge``; a fact the
-forge cannot give is left out rather than failing the task.
+never instructions. A command's instructions are cut to ``MAX_PERSON_CHARS`` like
+everything one person writes to the bot; ``build_context`` cleans the long texts off the
+event loop. It reads everything through the ``Forge``; a fact the forge cannot give is
+left out rather than failing the task.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -21,56 +22,26 @@ from bot.config import Settings
 from bot.events import FollowUpRound, IssueRef, RoundKind
 from bot.forges.base import Comment, EntryKind, Forge, ForgeError, TreeEntry
 from bot.text import clip
-from bot.tools.quality import QualityCommands
+from bot.tools.factory import BuiltTools
+from bot.tools.quality import detect_commands
 from bot.tools.registry import Tool
-
-_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
-# A fence tag with ASCII, fullwidth or small angle brackets and spaces around the slash;
-# without its closing bracket, the "<untrusted" token alone.
-_UNTRUSTED_TAG = re.compile(
-    r"[<\uff1c\ufe64]\s*/?\s*untrusted(?:[^<>\uff1c\uff1e\ufe64\ufe65]*[>\uff1e\ufe65])?",
-    re.IGNORECASE,
+from bot.untrusted import (
+    MAX_PERSON_CHARS,
+    clean_off_loop,
+    clean_untrusted,
+    fence,
+    fence_off_loop,
 )
-_BLANK_LINES = re.compile(r"\n{3,}")
-_KEEP = frozenset("\n\t")
 
 MAX_BODY_CHARS = 4000
+MAX_TITLE_CHARS = 300
 MAX_COMMENT_CHARS = 800
 MAX_COMMENTS = 10
 MAX_TREE_ENTRIES = 40
 README_CHARS = 600
 GUIDE_CHARS = 1200
 GUIDE_FILES = ("AGENTS.md", "CLAUDE.md")
-
-
-def _invisible(char: str) -> bool:
-    """Format (Cf: zero-width, bidi controls, BOM...), other controls, private use."""
-    if char in _KEEP:
-        return False
-    return unicodedata.category(char) in {"Cf", "Cc", "Co", "Cs"}
-
-
-def _strip_once(text: str) -> str:
-    text = _HTML_COMMENT.sub("", text)
-    text = "".join(ch for ch in text if not _invisible(ch))
-    return _UNTRUSTED_TAG.sub("", text)
-
-
-def clean_untrusted(text: str) -> str:
-    """Untrusted text without HTML comments, invisible characters or fence tags; the
-    removal repeats until the text is stable, so ``</untr</untrusted>usted>`` or
-    ``<!\u200b-- ... -->`` cannot reassemble what a single pass removed. Each pass only
-    removes characters, so this ends."""
-    text = text.replace("\r\n", "\n")
-    while (cleaned := _strip_once(text)) != text:
-        text = cleaned
-    return _BLANK_LINES.sub("\n\n", text).strip()
-
-
-def fence(text: str, source: str) -> str:
-    """Untrusted text as a fenced data block naming where it came from."""
-    label = re.sub(r'["<>]', "", clean_untrusted(source))
-    return f'<untrusted source="{label}">\n{clean_untrusted(text)}\n</untrusted>'
+INSTRUCTIONS_SOURCE = "instructions given with the command"
 
 
 def as_data(text: str) -> str:
@@ -150,14 +121,16 @@ def round_facts(
     context: str,
     settings: Settings,
     conflicts: tuple[str, ...] = (),
-    gate: QualityCommands | None = None,
+    built: BuiltTools | None = None,
 ) -> RoundFacts | None:
     """The planner's view of a follow-up round (None for a task that is not one):
     ``context`` is what it answers (the failed checks or the review threads, fenced by
-    the worker that read them), ``gate`` the quality gate's commands the agent
-    reproduces a CI failure with."""
+    the worker that read them; told apart from a task's instructions), and the quality
+    gate's commands the agent reproduces a CI failure with (``built``'s, or detected in
+    its workspace)."""
     if found is None:
         return None
+    gate = built.quality or detect_commands(built.workspace.path) if built else None
     steps = [("lint", gate.lint), ("tests", gate.test)] if gate is not None else []
     return RoundFacts(
         kind=found.kind.value,
@@ -172,18 +145,33 @@ def round_facts(
     )
 
 
+def _task_parts(issue: IssueRef, instructions: str) -> str:
+    parts = [
+        clip(issue.title, MAX_TITLE_CHARS, fit=True),
+        clip(issue.body, MAX_BODY_CHARS, fit=True),
+        clip(instructions, MAX_PERSON_CHARS, fit=True),
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
 def task_text(issue: IssueRef, instructions: str = "") -> str:
     """The text that defines the task (cache key and complexity measure)."""
-    parts = [issue.title, clip(issue.body, MAX_BODY_CHARS, fit=True), instructions]
-    return clean_untrusted("\n\n".join(p for p in parts if p))
+    return clean_untrusted(_task_parts(issue, instructions))
 
 
-def issue_block(issue: IssueRef, instructions: str = "") -> str:
+def _issue_text(issue: IssueRef) -> tuple[str, str]:
     kind = "change request" if issue.is_change_request else "issue"
-    text = f"Title: {issue.title}\n\n{clip(issue.body, MAX_BODY_CHARS, fit=True)}"
-    block = fence(text, f"{kind} #{issue.number} by {issue.author or 'unknown'}")
+    title = clip(issue.title, MAX_TITLE_CHARS, fit=True)
+    text = f"Title: {title}\n\n{clip(issue.body, MAX_BODY_CHARS, fit=True)}"
+    return text, f"{kind} #{issue.number} by {issue.author or 'unknown'}"
+
+
+async def issue_block(issue: IssueRef, instructions: str = "") -> str:
+    """The issue and the command's instructions, fenced (long texts cleaned off the loop)."""
+    block = await fence_off_loop(*_issue_text(issue))
     if instructions:
-        block += "\n" + fence(instructions, "instructions given with the command")
+        fenced = await fence_off_loop(instructions, INSTRUCTIONS_SOURCE, limit=MAX_PERSON_CHARS)
+        block += "\n" + fenced
     return block
 
 
@@ -256,10 +244,18 @@ async def build_context(
     instructions: str = "",
     previous: str = "",
     repo_instructions: str = "",
-    round_facts: RoundFacts | None = None,
+    follow_up: FollowUpRound | None = None,
+    conflicts: tuple[str, ...] = (),
+    built: BuiltTools | None = None,
 ) -> Briefing:
     """Read the issue (fresh, with comments) and the repository facts for the planner;
-    ``previous`` is the summary of the previous attempt's history (a retry)."""
+    ``previous`` is the summary of the previous attempt's history (a retry). A round on
+    the change request (``follow_up``) is told what it answers (``round_facts``: its
+    ``instructions`` are that, told apart from a person's instructions)."""
+    facts = round_facts(
+        follow_up, context=instructions, settings=settings, conflicts=conflicts, built=built
+    )
+    instructions = "" if facts is not None else instructions
     comments: tuple[Comment, ...] = ()
     try:
         details = await forge.get_issue(
@@ -273,12 +269,14 @@ async def build_context(
         issue, comments = details.issue, details.comments
     bots = (settings.bot.github_login, settings.bot.gitlab_username)
     return Briefing(
-        task_text=task_text(issue, instructions),
-        issue_block=issue_block(issue, instructions),
+        task_text=await clean_off_loop(_task_parts(issue, instructions)),
+        issue_block=await issue_block(issue, instructions),
         comments_block=comments_block(comments, bot_logins=bots),
         repo=await repo_facts(forge, issue),
         tools=tool_lines(tools),
-        previous_block=fence(previous, "the previous attempt's history") if previous else "",
+        previous_block=(
+            await fence_off_loop(previous, "the previous attempt's history") if previous else ""
+        ),
         repo_instructions=repo_instructions_block(repo_instructions),
-        round=round_facts,
+        round=facts,
     )

@@ -10,7 +10,6 @@ caller validates a cached plan against today's tools before using it.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -21,9 +20,13 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from bot.agent.briefing import clean_untrusted
+from bot import offload
 from bot.config import PlanningSettings
-from bot.storage.base import Store
+from bot.similarity import most_similar
+from bot.similarity import similarity as similarity  # the tests' and callers' name
+from bot.storage.base import CachedPlans
+from bot.storage.retry import persist
+from bot.untrusted import clean_untrusted
 
 SIMILARITY = 0.9
 _SPACE = re.compile(r"\s+")
@@ -34,10 +37,6 @@ def normalise(text: str) -> str:
     """Lower case, no punctuation, single spaces: what "the same task" compares."""
     text = clean_untrusted(text).lower()
     return _SPACE.sub(" ", _PUNCT.sub(" ", text)).strip()
-
-
-def similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
 def config_signature(planning: PlanningSettings) -> str:
@@ -74,7 +73,7 @@ class CacheHit:
 class PlanCache:
     def __init__(
         self,
-        store: Store,
+        store: CachedPlans,
         planning: PlanningSettings,
         *,
         clock: Callable[[], float] = time.time,
@@ -113,21 +112,27 @@ class PlanCache:
         key = cache_key(text, repo_key, names, self._config)
         value = self._front.get(key)
         if value is None:
-            value = await self._store.cache_get(key, self._clock())
+            now = self._clock()
+            value = await persist(lambda: self._store.cache_get(key, now), what="the plan cache")
         if value is not None and self._matches(value, repo_key, tools):
             self._front[key] = value
             return CacheHit(plan=value["plan"], key=key, exact=True, score=1.0)
         return await self._similar(normalise(text), repo_key, tools)
 
     async def _similar(self, text: str, repo_key: str, tools: str) -> CacheHit | None:
-        best: CacheHit | None = None
-        for key, other, value in await self._store.cache_candidates(repo_key, self._clock()):
-            if not self._matches(value, repo_key, tools):
-                continue
-            score = similarity(text, other)
-            if score >= SIMILARITY and (best is None or score > best.score):
-                best = CacheHit(plan=value["plan"], key=key, exact=False, score=score)
-        return best
+        now = self._clock()
+        rows = await persist(
+            lambda: self._store.cache_candidates(repo_key, now), what="the plan cache"
+        )
+        rows = [row for row in rows if self._matches(row[2], repo_key, tools)]
+        if not rows:
+            return None
+        # Time in the product of the texts' lengths: never on the event loop.
+        found = await offload.run(most_similar, text, [other for _, other, _ in rows], SIMILARITY)
+        if found is None:
+            return None
+        key, _, value = rows[found[0]]
+        return CacheHit(plan=value["plan"], key=key, exact=False, score=found[1])
 
     async def put(
         self, text: str, repo_key: str, tool_names: Iterable[str], plan: dict[str, Any]
@@ -138,12 +143,12 @@ class PlanCache:
         names = list(tool_names)
         key = cache_key(text, repo_key, names, self._config)
         value = self._value(plan, repo_key, tools_signature(names))
-        await self._store.cache_put(
-            key,
-            repo_key=repo_key,
-            text=normalise(text),
-            value=value,
-            expires_at=self._clock() + self._ttl,
+        expires_at = self._clock() + self._ttl
+        await persist(
+            lambda: self._store.cache_put(
+                key, repo_key=repo_key, text=normalise(text), value=value, expires_at=expires_at
+            ),
+            what="the plan cache",
         )
         self._front[key] = value
         return key

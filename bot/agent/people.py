@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.agent.briefing import fence
 from bot.agent.session import Session
 from bot.config import RevisionSettings
 from bot.events import CommandName
@@ -45,12 +44,15 @@ from bot.record.texts import (
 )
 from bot.run_events import ApprovalAsked, Notice, Outcome, Paused, PauseReason, WaitKind
 from bot.storage.base import TaskState
+from bot.storage.retry import persist
+from bot.untrusted import MAX_PERSON_CHARS, clean_off_loop, fence_off_loop
 
 WAITING_FOR_ANSWERS = "waiting for answers to questions"
 
 
-def answer_block(author: str, body: str) -> str:
-    return fence(body, f"answer by {author}")
+async def answer_block(author: str, body: str) -> str:
+    """A person's answer (or feedback, or reason), cut, cleaned and fenced for the model."""
+    return await fence_off_loop(body, f"answer by {author}", limit=MAX_PERSON_CHARS)
 
 
 def waiting_for_answers() -> Outcome:
@@ -124,8 +126,10 @@ class People:
         """What people said since the last look, and what it means for the run."""
         session, state = self.session, self.state
         task_id = session.ctx.task.id
-        messages = await session.ctx.store.messages_after(task_id, state.message_seq)
-        read_before = state.message_seq
+        store, read_before = session.ctx.store, state.message_seq
+        messages = await persist(
+            lambda: store.messages_after(task_id, read_before), what="the task's messages"
+        )
         inbox = read_inbox(messages, read_before, decisions_after=self._decisions_after())
         state.message_seq = inbox.last_seq
         for command in inbox.commands:
@@ -166,7 +170,8 @@ class People:
                 return await self._best_guess_decided(waiting, decision)
             if not feedback:
                 return GoOnWaiting(waiting_for_answers())
-            state.answers += [answer_block(f.author, f.body) for f in feedback]
+            for item in feedback:
+                state.answers.append(await answer_block(item.author, item.body))
             self._forget_plan()
             return Replan()
         state.pending_feedback += feedback
@@ -180,7 +185,7 @@ class People:
         state = self.state
         state.waiting = None
         state.planning_attempts = 0
-        state.replan_reason = ""
+        state.replan_reason = state.coarser = ""
         self.session.set_plan(None)
 
     async def _still_waiting(self, waiting: Waiting) -> Heard:
@@ -232,7 +237,7 @@ class People:
             state.approved_plan = digest
             return Approved()
         reason = decision.reason or "the best-guess plan was rejected"
-        state.answers.append(answer_block(decision.author, reason))
+        state.answers.append(await answer_block(decision.author, reason))
         self._forget_plan()
         return Replan()
 
@@ -265,9 +270,9 @@ class People:
             if call is not None:
                 state.approved_calls[call.key] = {"tool": call.tool, "arguments": call.arguments}
             return Approved()
-        why = (
-            f"{waiting.kind.value} rejected by {decision.author}: {decision.reason or 'no reason'}"
-        )
+        # A person's reason reaches the revision prompt: cut and cleaned like all they write.
+        reason = await clean_off_loop(decision.reason, limit=MAX_PERSON_CHARS)
+        why = f"{waiting.kind.value} rejected by {decision.author}: {reason or 'no reason'}"
         state.tried.append(why)
         if call is None:
             return Rejection(waiting.kind, why)
@@ -277,7 +282,7 @@ class People:
             call.tool,
             arguments=dict(call.arguments),
             status=ActionStatus.FAILED,
-            output=f"the call was rejected by {decision.author}: {decision.reason}",
+            output=f"the call was rejected by {decision.author}: {reason}",
         )
         state.records[record.key] = record
         return Rejection(WaitKind.TOOL, why, record)

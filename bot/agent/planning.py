@@ -7,9 +7,11 @@ in tokens (``complexity_threshold``) shape what the prompt asks for.
 
 A rejected plan is re-planned once with the reasons in the prompt; a second rejection,
 or a ``decomposition_failed`` answer (#error-handling), is tried once more at the
-coarsest level, with what failed and the partial plan in the prompt. ``Planning.run``
-returns what came of it: a plan, an unclear goal (the loop posts the questions with
-``clarify`` and waits), or no plan (the loop asks a person, with the partial plan).
+coarsest level, with what failed and the partial plan in the prompt (the decision is
+kept in the checkpoint). ``Planning.run`` returns what came of it: a plan, an unclear
+goal (the loop posts the questions with ``clarify`` and waits), or no plan (the loop
+asks a person, with the partial plan). With ``planning.enabled: false`` there is no
+planning call: the plan is the open tool loop's, empty until the model's first call.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent.briefing import Briefing, build_context, round_facts, tool_lines
+from bot.agent.briefing import Briefing, build_context, tool_lines
 from bot.agent.cache import PlanCache
 from bot.agent.people import waiting_for_answers
 from bot.agent.session import Session
@@ -27,6 +29,7 @@ from bot.events import TaskMode
 from bot.llm.calls import PhaseCaller
 from bot.llm.tokens import count_tokens
 from bot.record.history import HistoryKind, previous_attempt
+from bot.record.open_loop import PLAN_ONLY_REFUSED, open_plan
 from bot.record.plan import (
     Complexity,
     PlanDocument,
@@ -44,7 +47,6 @@ from bot.record.plan_rules import plan_digest, validate_plan
 from bot.record.state import Phase, Waiting
 from bot.record.texts import best_guess_text
 from bot.run_events import ClarificationAsked, Outcome, PlanMade, WaitKind
-from bot.tools.quality import detect_commands
 from bot.tools.registry import ToolRegistry
 
 PLANNING_ATTEMPTS = 2
@@ -218,20 +220,17 @@ class Planning:
         ctx = self.ctx
         previous_id = ctx.task.request.previous_task_id
         previous = previous_attempt(ctx.data_dir, previous_id) if previous_id else ""
-        built = ctx.built
-        gate = built.quality or detect_commands(built.workspace.path) if built else None
-        facts = round_facts(ctx.task.request.round, context=ctx.task.request.instructions,
-                            settings=ctx.settings, conflicts=ctx.conflicts, gate=gate)  # fmt: skip
         return await build_context(
             ctx.forge,
             ctx.issue,
             ctx.settings,
             ctx.tools.usable(),
-            # a round's instructions are what it answers, told apart (``RoundFacts``)
-            instructions="" if facts is not None else ctx.task.request.instructions,
+            instructions=ctx.task.request.instructions,
             previous=previous,
             repo_instructions=ctx.built.instructions if ctx.built is not None else "",
-            round_facts=facts,
+            follow_up=ctx.task.request.round,
+            conflicts=ctx.conflicts,
+            built=ctx.built,
         )
 
     async def _from_cache(self, context: Briefing, engine: PlanningEngine) -> PlanDocument | None:
@@ -250,16 +249,17 @@ class Planning:
         return plan
 
     async def _ask(self, context: Briefing, engine: PlanningEngine) -> PlanDocument:
-        coarser = ""  # why the finer decomposition failed, once it has
+        state = self.state  # ``coarser``: why the finer decomposition failed, once it has
         while True:
             try:
-                return await self._attempt(context, engine, coarser)
+                return await self._attempt(context, engine, state.coarser)
             except PlanningFailed as failed:
-                if failed.kind is not PlanningError.DECOMPOSITION_FAILED or coarser:
+                if failed.kind is not PlanningError.DECOMPOSITION_FAILED or state.coarser:
                     raise
-                coarser = coarser_reason(failed)
-                # one attempt at the coarser level: a rejection ends it
-                self.state.planning_attempts = PLANNING_ATTEMPTS - 1
+                # one attempt at the coarser level (kept in the checkpoint: a restarted
+                # worker makes it, too): a rejection ends it
+                state.coarser = coarser_reason(failed)
+                state.planning_attempts = PLANNING_ATTEMPTS - 1
                 self.session.record(
                     HistoryKind.PLAN_REJECTED, coarser=True, problems=[failed.message]
                 )
@@ -330,18 +330,24 @@ class Planning:
         return await self._ask(context, engine)
 
     async def run(self) -> PlanningResult:
-        """Plan the task: the plan (kept and announced), an unclear goal, or no plan."""
+        """Plan the task: the plan (kept and announced), an unclear goal, or no plan.
+        With planning off, the open tool loop's plan, which grows call by call."""
         session, state = self.session, self.state
-        context = await self.context()
-        try:
-            plan = await self.plan_for(context, self.engine())
-        except PlanningFailed as failed:
-            if failed.kind is PlanningError.UNCLEAR_GOAL:
-                return failed
-            reason = f"the task could not be decomposed: {failed.message}"
-            return NoPlan(reason, failed.partial_plan)
+        if not self.settings.enabled:  # docs/planning.md#without-planning
+            if self.plan_only():
+                return NoPlan(PLAN_ONLY_REFUSED)
+            state.open_loop = True
+            plan = open_plan(self.ctx.issue.title, self.ctx.issue.body)
+        else:
+            try:
+                plan = await self.plan_for(await self.context(), self.engine())
+            except PlanningFailed as failed:
+                if failed.kind is PlanningError.UNCLEAR_GOAL:
+                    return failed
+                reason = f"the task could not be decomposed: {failed.message}"
+                return NoPlan(reason, failed.partial_plan)
         session.set_plan(plan)
-        state.replan_reason = ""
+        state.replan_reason = state.coarser = ""
         document = plan.to_document()
         session.record(HistoryKind.PLAN, plan=document, cached=state.cached_plan)
         complexity = state.complexity.value if state.complexity is not None else ""
@@ -385,11 +391,10 @@ class Planning:
         return waiting_for_answers()
 
     async def remember(self) -> None:
-        """Cache the plan of a task that reached its goal without revisions."""
-        state = self.state
+        """Cache the plan of a task that reached its goal without revisions (not a round's:
+        it answers one CI failure, review or merge)."""
+        state, repo = self.state, self.ctx.issue.repo.key
         if state.cached_plan or state.plan_number or state.plan is None or not state.task_text:
             return
-        if self.ctx.task.request.round is not None:
-            return  # a round's plan answers one CI failure, review or merge: not reusable
-        repo = self.ctx.issue.repo.key
-        await self.cache.put(state.task_text, repo, self._tool_names(), state.plan)
+        if self.ctx.task.request.round is None:
+            await self.cache.put(state.task_text, repo, self._tool_names(), state.plan)

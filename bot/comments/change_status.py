@@ -18,12 +18,12 @@ from bot.comments.language import choose_language
 from bot.comments.render import excerpt, render
 from bot.comments.reporter import IssueReporter
 from bot.comments.wording import ROUND_LABELS
+from bot.config import Settings
 from bot.events import Check, CheckState, IssueRef, RoundKind, TaskState
 from bot.followup.record import ChangeRecord, CiNote, RoundRecord
 from bot.forges.base import Forge
 from bot.llm.prices import dollars
-from bot.runtime import Runtime
-from bot.storage.base import Task
+from bot.storage.base import CommentIds, Task
 
 MAX_CHECKS_SHOWN = 20
 CHECK_ICONS = {
@@ -108,15 +108,20 @@ def thread_reply(language: str, *, commit: str | None, reply: str) -> str:
 
 
 class ChangeReporter:
-    """Writes on the issue of the task that opened the change request, and on it."""
+    """Writes on the issue of the task that opened the change request, and on it;
+    ``comment_ids`` keeps the ids of the comments it posted, by marker."""
 
-    def __init__(self, runtime: Runtime, forge: Forge) -> None:
-        self.runtime = runtime
+    def __init__(self, forge: Forge, *, settings: Settings, comment_ids: CommentIds) -> None:
         self.forge = forge
+        self.settings = settings
+        self.comment_ids = comment_ids
+
+    def _reporter(self, task: Task) -> IssueReporter:
+        return IssueReporter(task, self.forge, settings=self.settings, comment_ids=self.comment_ids)
 
     def language(self, origin: Task) -> str:
         issue = origin.request.issue
-        return choose_language(self.runtime.settings, f"{issue.title}\n{issue.body}")
+        return choose_language(self.settings, f"{issue.title}\n{issue.body}")
 
     async def show(
         self,
@@ -128,15 +133,14 @@ class ChangeReporter:
         base: str = "",
     ) -> None:
         """Edit the status comment of ``origin`` to show the change request now."""
-        settings = self.runtime.settings
+        settings = self.settings
         own = (int((snapshot or {}).get("total_tokens", 0)),
                float((snapshot or {}).get("cost", 0.0)))  # fmt: skip
         text = after_text(
             record, change, self.language(origin), prefix=settings.commands.prefix,
             limit=settings.ci.max_fix_rounds, base=base, own=own,
         )  # fmt: skip
-        reporter = IssueReporter(self.runtime, origin, self.forge)
-        await reporter.refresh(snapshot, after=text)
+        await self._reporter(origin).refresh(snapshot, after=text)
 
     async def give_up(
         self, origin: Task, change: IssueRef, *, sha: str, checks: list[str], rounds: int
@@ -147,10 +151,10 @@ class ChangeReporter:
         body = render(
             "ci_help_needed", language, sha=sha[:12], rounds=rounds,
             checks=[excerpt(name, limit=120) for name in checks],
-            prefix=self.runtime.settings.commands.prefix,
+            prefix=self.settings.commands.prefix,
         )  # fmt: skip
         on_change = replace(origin, request=replace(origin.request, issue=change))
-        reporter = IssueReporter(self.runtime, on_change, self.forge)
+        reporter = self._reporter(on_change)
         await reporter.note(HELP_KIND, body)
         await reporter.label(TaskState.NEEDS_HUMAN)
-        await IssueReporter(self.runtime, origin, self.forge).label(TaskState.NEEDS_HUMAN)
+        await self._reporter(origin).label(TaskState.NEEDS_HUMAN)

@@ -50,7 +50,14 @@ from bot.config.sections import (
     WorkerSettings,
     WorkspaceSettings,
 )
-from bot.config.views import bot_names, disabled_forges, masked, secret_values
+from bot.config.views import (
+    CurrentSettings,
+    bot_names,
+    disabled_forges,
+    masked,
+    secret_values,
+    settings_digest,
+)
 from bot.config.web import WebFetchSettings, WebSearchSettings, WebSettings
 
 __all__ = [
@@ -62,6 +69,7 @@ __all__ = [
     "CommentSettings",
     "ComplexityThreshold",
     "ConfigError",
+    "CurrentSettings",
     "EarlyTermination",
     "ExecutionSettings",
     "GitHubSettings",
@@ -91,4 +99,5 @@ __all__ = [
     "load_settings",
     "masked",
     "secret_values",
+    "settings_digest",
 ]

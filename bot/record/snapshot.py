@@ -87,6 +87,8 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         snapshot["cost"] = float(usage["cost"])
     if isinstance(delivery.get("gate"), dict):
         snapshot["gate"] = dict(delivery["gate"])
+    if state.course:
+        snapshot["course"] = list(state.course)
     return snapshot
 
 

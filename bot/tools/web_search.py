@@ -103,7 +103,7 @@ class SearxngSearch:
             ) from None
         if len(answer) <= _PARSE_ON_LOOP:
             return searxng_hits(answer, self.max_results)
-        return await offload.run(searxng_hits, answer, self.max_results)
+        return await offload.compute(searxng_hits, answer, self.max_results)
 
     async def _ask(self, query: str) -> bytes:
         params = {"q": query, "format": "json", "pageno": "1"}

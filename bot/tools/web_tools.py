@@ -109,7 +109,7 @@ class WebToolkit:
         except WebError as exc:
             return ToolResult.fail(f"fetch_url: {exc}")
         try:
-            page = await offload.run(
+            page = await offload.compute(
                 read_page,
                 fetched.body,
                 fetched.content_type,
@@ -153,7 +153,7 @@ async def _fenced(text: str, source: str) -> str:
     """``fence_web``, in an offload worker when the text is large (a loop over characters)."""
     if len(text) <= offload.LARGE_TEXT:
         return fence_web(text, source)
-    return await offload.run(fence_web, text, source)
+    return await offload.compute(fence_web, text, source)
 
 
 def _describe(fetched: Fetched, page: ReadPage, max_bytes: int) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import msgspec.structs
 
-from bot.config import Settings
+from bot.config import CurrentSettings, Settings
 from bot.events import (
     Actor,
     ChecksReport,
@@ -29,15 +29,15 @@ from bot.events import (
     TaskState,
 )
 from bot.followup.record import ChangeRecord
+from bot.forges.base import ForgeLookup
 from bot.record.snapshot import status_snapshot
 from bot.run_events import Outcome
-from bot.runtime import Runtime
-from bot.storage.base import ACTIVE_STATES, InboxEvent, Store, Task, Watch
+from bot.storage.base import ACTIVE_STATES, InboxEvent, Task, Watch
 from bot.triggers import ReplyKind
 from bot.worker.ci_rounds import CiRounds, change_mark
 from bot.worker.permissions import PermissionCache
 from bot.worker.review_rounds import ReviewRounds
-from bot.worker.round_desk import RoundDesk
+from bot.worker.round_desk import AftercareStore, RoundDesk
 from bot.worker.watchbook import change_record, watch_delivered
 
 log = logging.getLogger("bot.worker")
@@ -80,16 +80,25 @@ def poll_event(watch: Watch, head_sha: str, *, review: bool = False) -> ForgeEve
 
 
 class Aftercare:
+    """``settings`` the current settings; ``forges`` the configured forge of a kind;
+    ``wake`` tells the worker's slots there is work (a round queued)."""
+
     def __init__(
-        self, runtime: Runtime, *, clock: Callable[[], float], wake: Callable[[], None]
+        self,
+        store: AftercareStore,
+        *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
+        clock: Callable[[], float],
+        wake: Callable[[], None],
     ) -> None:
-        self.desk = RoundDesk(runtime, clock=clock, wake=wake)
+        self.desk = RoundDesk(store, settings=settings, forges=forges, clock=clock, wake=wake)
         self.permissions = PermissionCache()
         self.ci = CiRounds(self.desk)
         self.reviews = ReviewRounds(self.desk, self.permissions)
 
     @property
-    def store(self) -> Store:
+    def store(self) -> AftercareStore:
         return self.desk.store
 
     @property

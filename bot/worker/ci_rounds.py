@@ -16,9 +16,7 @@ from __future__ import annotations
 import logging
 
 from bot import offload
-from bot.agent.briefing import fence
 from bot.change_state import ChangeRequestState, CommitChecks, LogTail
-from bot.comments.change_status import ChangeReporter
 from bot.config import CiSettings, bot_names, secret_values
 from bot.events import OPEN_STATES, FollowUpRound, RoundKind, TaskState
 from bot.followup.branch import BaseAction, base_action
@@ -36,6 +34,7 @@ from bot.followup.ci_context import ci_context
 from bot.followup.record import ChangeRecord, CiNote
 from bot.forges.base import Forge, NotFound
 from bot.storage.base import Watch
+from bot.untrusted import fence
 from bot.worker.round_desk import RoundDesk
 from bot.worker.watchbook import change_record, record_of
 
@@ -212,7 +211,7 @@ class CiRounds:
                                   expect_state=origin.state)  # fmt: skip
         await self.desk.show(watch, record, base=state.base_branch)
         if step.action is CiAction.GIVE_UP and origin is not None:
-            await ChangeReporter(self.desk.runtime, forge).give_up(
+            await self.desk.reporter(forge).give_up(
                 origin, watch.issue, sha=state.head_sha, checks=failed,
                 rounds=record.rounds_of(RoundKind.CI),
             )  # fmt: skip
@@ -234,7 +233,7 @@ class CiRounds:
                 except NotFound:
                     continue
         secrets = tuple(secret_values(self.desk.settings))
-        context = await offload.run(
+        context = await offload.compute(  # text work: the logs' tails cut, cleaned, fenced
             ci_context, decision.failed, annotations=commit.annotations, logs=logs,
             fence=fence, known_secrets=secrets,
         )  # fmt: skip

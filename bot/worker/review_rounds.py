@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bot.agent.briefing import fence
+from bot import offload
 from bot.change_state import ReviewThread, ThreadAnswer
-from bot.comments.change_status import ChangeReporter, thread_reply
+from bot.comments.change_status import thread_reply
 from bot.config import bot_names, secret_values
 from bot.events import FollowUpRound, RoundKind
 from bot.followup.record import ChangeRecord
@@ -28,6 +28,7 @@ from bot.redact import redact
 from bot.run_events import Outcome
 from bot.storage.base import Task, Watch
 from bot.text import clip
+from bot.untrusted import fence
 from bot.webhooks.gitlab_common import is_bot_user
 from bot.worker.ci_rounds import own_names
 from bot.worker.permissions import PermissionCache
@@ -57,6 +58,15 @@ def checklist(items: tuple[ReviewThread, ...]) -> str:
         )
         parts.append(f"T{index} ({where}):\n{fence(said, f'review thread T{index}')}")
     return "\n\n".join(parts)
+
+
+async def checklist_off_loop(items: tuple[ReviewThread, ...]) -> str:
+    """``checklist``, in an offload worker when what the reviewers wrote is long (people's
+    text is cleaned off the event loop)."""
+    said = sum(len(c.body) for thread in items for c in thread.comments)
+    if said <= offload.LARGE_TEXT:
+        return checklist(items)
+    return await offload.compute(checklist, items)
 
 
 def answers_of(outcome: Outcome) -> dict[str, dict[str, Any]]:
@@ -135,7 +145,7 @@ class ReviewRounds:
         await self.desk.start_round(
             watch,
             found,
-            instructions=checklist(items),
+            instructions=await checklist_off_loop(items),
             about=str(len(items)),  # threads
         )
         return True
@@ -155,7 +165,7 @@ class ReviewRounds:
         paths = {str(p) for p in delivery.get("paths") or []}
         outcomes = outcomes_of(found, answers_of(outcome), pushed=pushed, paths=paths)
         origin = await store.get_task(watch.task_id) or task
-        language = ChangeReporter(self.desk.runtime, forge).language(origin)
+        language = self.desk.reporter(forge).language(origin)
         secrets = tuple(secret_values(self.desk.settings))
         by_thread = {o.thread.id: o for o in outcomes}
         answers = []

@@ -13,38 +13,63 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from bot.comments.change_status import ChangeReporter
-from bot.config import Settings
+from bot.config import CurrentSettings, Settings
 from bot.events import FollowUpRound, TaskMode, TaskRequest
 from bot.followup.record import ChangeRecord, RoundRecord
-from bot.forges.base import Forge, ForgeError
+from bot.forges.base import Forge, ForgeError, ForgeLookup
 from bot.record.snapshot import status_snapshot
-from bot.runtime import Runtime
-from bot.storage.base import Store, Task, Watch
+from bot.storage.base import (
+    Checkpoints,
+    CommentIds,
+    Inbox,
+    Marks,
+    Task,
+    Tasks,
+    Watch,
+    Watches,
+)
 from bot.worker.watchbook import change_record
 
 log = logging.getLogger("bot.worker")
 
 
+class AftercareStore(Watches, Tasks, Checkpoints, CommentIds, Inbox, Marks, Protocol):
+    """What the aftercare uses of the store: the watches and their records, the tasks (a
+    round is one) and their checkpoints, the ids of the status comments it edits, the
+    inbox (an event waits its turn there; the poll queues its looks) and the marks (one
+    decision per head commit, one round per burst)."""
+
+
 class RoundDesk:
     def __init__(
-        self, runtime: Runtime, *, clock: Callable[[], float], wake: Callable[[], None]
+        self,
+        store: AftercareStore,
+        *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
+        clock: Callable[[], float],
+        wake: Callable[[], None],
     ) -> None:
-        self.runtime = runtime
+        self.store = store
+        self._settings = settings
+        self._forges = forges
         self.clock = clock
         self.wake = wake
 
     @property
     def settings(self) -> Settings:
-        return self.runtime.settings
-
-    @property
-    def store(self) -> Store:
-        return self.runtime.store
+        """The current settings (they may be reloaded while running)."""
+        return self._settings()
 
     def forge(self, watch: Watch) -> Forge | None:
-        return self.runtime.forge(watch.issue.repo.forge)
+        return self._forges(watch.issue.repo.forge)
+
+    def reporter(self, forge: Forge) -> ChangeReporter:
+        """What writes about the change request on its task's issue and on it."""
+        return ChangeReporter(forge, settings=self.settings, comment_ids=self.store)
 
     async def revisions_left(self, watch: Watch) -> int:
         """What is left of the revision limit of the task that opened the change request
@@ -62,9 +87,7 @@ class RoundDesk:
             return
         snapshot = status_snapshot(await self.store.load_checkpoint(origin.id))
         try:
-            await ChangeReporter(self.runtime, forge).show(
-                origin, snapshot, record, watch.issue, base=base
-            )
+            await self.reporter(forge).show(origin, snapshot, record, watch.issue, base=base)
         except ForgeError as exc:
             log.warning("could not show %s on its task's status comment: %s", watch.key, exc)
 

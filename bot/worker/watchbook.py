@@ -13,14 +13,14 @@ from typing import Any, TypeVar
 from bot.config import Settings, bot_names
 from bot.events import IssueRef
 from bot.followup.record import ChangeRecord
-from bot.storage.base import Store, StoreError, Task, Watch
+from bot.storage.base import StoreError, Task, Watch, Watches
 
 R = TypeVar("R")
 SAVE_ATTEMPTS = 8
 
 
 async def change_record(
-    store: Store,
+    store: Watches,
     key: str,
     change: Callable[[ChangeRecord], R],
     *,
@@ -73,7 +73,7 @@ def delivered_change_request(
 
 
 async def watch_delivered(
-    store: Store, task: Task, delivery: dict[str, Any], settings: Settings
+    store: Watches, task: Task, delivery: dict[str, Any], settings: Settings
 ) -> Watch | None:
     """Watch the change request ``task`` opened (once); the watch, or None."""
     change = delivered_change_request(task, delivery, settings)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -79,3 +82,36 @@ async def test_a_disabled_cache_neither_stores_nor_finds(store: SqliteStore) -> 
     assert await cache.put(TEXT, "github:acme/w", TOOLS, PLAN) is None
     assert await cache.lookup(TEXT, "github:acme/w", TOOLS) is None
     assert await store.cache_candidates("github:acme/w", Clock()()) == []
+
+
+async def test_looking_for_a_similar_long_task_leaves_the_event_loop_alone(
+    store: SqliteStore,
+) -> None:
+    # Texts of the same words in other orders: difflib's cheap bounds let them through,
+    # and its ratio takes time in the product of their lengths (about a second each here).
+    words = ["fix", "the", "parser", "readme", "add", "tests", "for", "module", "and", "docs"]
+    rng = random.Random(7)
+
+    def text() -> str:
+        return " ".join(rng.choice(words) for _ in range(1_100))
+
+    cache = PlanCache(store, planning_settings(), clock=Clock())
+    for _ in range(2):
+        await cache.put(text(), "github:acme/w", TOOLS, PLAN)
+    lags: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            lags.append(time.monotonic() - before - 0.01)
+
+    ticker = asyncio.create_task(tick())
+    started = time.monotonic()
+    hit = await cache.lookup(text(), "github:acme/w", TOOLS)
+    took = time.monotonic() - started
+    ticker.cancel()
+
+    assert hit is None  # the same words, not the same task
+    # The work took its time, in a worker process (no tick at all: the loop was held).
+    assert max(lags, default=took) < 0.25 < took

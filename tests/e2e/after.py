@@ -88,12 +88,11 @@ def fix_script(content: str = FIXED) -> list[object]:
         purpose="Reproduce the failure",
         expected="it fails like CI",
     )
-    fix = docs.action(
+    fix = docs.action(  # not dependent on the reproduction: it fails, as it should
         "task_2",
         "write_file",
         arguments={"path": "calc.sh", "content": content},
         purpose="Fix sub",
-        dependencies=["task_1"],
     )
     again = docs.action(
         "task_3",
@@ -105,7 +104,7 @@ def fix_script(content: str = FIXED) -> list[object]:
     plan = docs.plan(
         [reproduce, fix, again],
         objective="Fix the failing CI check test",
-        dependencies={"task_2": ["task_1"], "task_3": ["task_2"]},
+        dependencies={"task_3": ["task_2"]},
     )
     reproduced = docs.reflection("task_1", status="success")
     return [plan, reproduced, docs.completion(done=3)]

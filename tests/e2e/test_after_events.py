@@ -17,6 +17,7 @@ from bot.followup.ci import ci_mark
 from bot.followup.record import ChangeRecord
 from bot.run_events import Outcome
 from bot.storage.base import TaskState, Watch
+from bot.worker import dispatcher
 from tests.e2e.after import (
     PROJECT,
     SETTLE,
@@ -24,9 +25,10 @@ from tests.e2e.after import (
     bot_with_clock,
     check_run,
     check_suite,
+    on_the_pull_request,
 )
 from tests.e2e.support import GH_BRANCH, GH_REPO, OWNER, gh_comment, of_kind, status_comment
-from tests.harness import Harness
+from tests.harness import Harness, fixture
 
 HEAD = "a" * 40
 REPO_KEY = f"github:{GH_REPO}"
@@ -114,6 +116,43 @@ async def test_events_in_any_order_or_twice_make_one_decision(
         assert bot.github.calls_of("mark_ready_for_review") == [(GH_REPO, change.number)]
         assert len(bot.github.calls_of("get_commit_checks")) == 1  # one look, by the last
         assert await bot.store.get_mark(ci_mark(REPO_KEY, change.number, HEAD)) is not None
+        assert await bot.store.pending_events() == 0
+
+
+async def test_ci_results_and_a_push_reach_the_aftercare_as_the_app_classified_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI results and a push on the bot's branch are classified once, by the app, whoever
+    caused them (the bot's own push too); the dispatcher hands them to the aftercare from
+    the intent kept with the inbox row, and never classifies them again."""
+
+    def classified_again(*args: object) -> None:
+        raise AssertionError("the dispatcher classified an event the app had classified")
+
+    monkeypatch.setattr(dispatcher, "classify", classified_again)
+    async with bot_with_clock(tmp_path, []) as bot:
+        change = await watched_pull_request(bot)
+        pushed = "c" * 40
+        sync = on_the_pull_request(fixture("github", "pull_request.synchronize.json"), change)
+        sync.update(before=HEAD, after=pushed)
+        sync["pull_request"]["head"]["sha"] = pushed
+        sync["sender"].update(login="coding-agent[bot]", type="Bot")
+        await bot.send_github("pull_request", sync)
+        await bot.dispatch_all()
+        watch = await bot.store.get_watch(f"{REPO_KEY}#cr/{change.number}")
+        assert watch is not None and ChangeRecord.from_dict(watch.data).head_sha == pushed
+
+        fake = bot.github.change(bot.github.repos[GH_REPO].ref, change.number)
+        fake.head_sha = pushed
+        bot.github.set_checks(pushed, actions_check("test", CheckState.FAILED, 11))
+        bot.github.logs["11"] = "FAILED test_sub\n"
+        await bot.send_github("check_run", check_run(pushed, change.number))
+        await bot.dispatch_all()
+        bot.clock.advance(SETTLE + 1)  # type: ignore[attr-defined]
+        await bot.dispatch_all()
+
+        [found] = [t.request.round for t in await bot.tasks() if t.request.round is not None]
+        assert found.kind is RoundKind.CI and found.head_sha == pushed
         assert await bot.store.pending_events() == 0
 
 

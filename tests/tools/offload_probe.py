@@ -25,3 +25,10 @@ def die() -> None:
 
 def niceness() -> int:
     return os.nice(0)
+
+
+def hold(path: str, seconds: float) -> None:
+    """Write this process's id to ``path``, then keep the worker busy."""
+    with open(path, "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(seconds)
