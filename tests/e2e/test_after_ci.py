@@ -11,7 +11,9 @@ import pytest
 from bot.events import CheckState, RoundKind, TaskMode
 from bot.followup.ci import ci_mark
 from bot.storage.base import TaskState
+from tests.agent import docs
 from tests.e2e.after import (
+    BUGGY,
     CI_LOG,
     FIXED,
     actions_check,
@@ -140,3 +142,53 @@ async def test_three_failing_rounds_end_in_help_needed_naming_the_checks(tmp_pat
         opening = [t for t in await bot.tasks() if t.request.round is None]
         assert ended(opening) == [TaskState.NEEDS_HUMAN]
         assert "Still failing after 3 CI fix rounds: test" in status_comment(issue)
+
+
+def open_fix_script() -> list[object]:
+    """Planning off: the opening task writes the buggy calc.sh and finishes; the fix round
+    reproduces the failure (it fails, as it should), fixes sub, runs the test again."""
+    test = {"argv": ["sh", "tests/test_calc.sh"]}
+    return [
+        docs.execution("open_loop", "write_file", {"path": "calc.sh", "content": BUGGY}),
+        docs.execution("open_loop", "finish", {"summary": "calc.sh has add and sub"}),
+        docs.completion(done=1),
+        docs.execution("open_loop", "run_command", test),
+        docs.execution("open_loop", "write_file", {"path": "calc.sh", "content": FIXED}),
+        docs.execution("open_loop", "run_command", test),
+        docs.execution("open_loop", "finish", {"summary": "sub subtracts"}),
+        docs.completion(done=2, failed=1),
+    ]
+
+
+async def test_without_planning_a_failed_check_gets_a_fix_round_in_the_open_loop(
+    tmp_path: Path,
+) -> None:
+    """``planning.enabled: false``: the CI fix round runs as an open tool loop, told what it
+    answers (the round, the failed check's log, fenced) in every step's prompt, and its fix
+    reaches the same pull request."""
+    remote = project(tmp_path)
+    overrides = {"planning": {"enabled": False}}
+    async with bot_with_clock(tmp_path, open_fix_script(), **overrides) as bot:
+        change, first = await opened_pull_request(bot, remote)
+        bot.github.set_checks(first, actions_check("test", CheckState.FAILED, 11))
+        bot.github.logs["11"] = CI_LOG
+        await bot.send_github("check_run", check_run(first, change.number))
+        [round_task] = await later(bot)
+
+        assert round_task.request.round is not None
+        assert round_task.request.round.kind is RoundKind.CI
+        assert (await bot.store.get_task(round_task.id)).state is TaskState.DONE  # type: ignore[union-attr]
+        phases = [r.phase for r in bot.llm.requests]
+        assert "planning" not in phases
+        assert phases[3:] == ["execution"] * 4 + ["completion"]
+        for request in bot.llm.requests[3:7]:  # every step of the round is told what it answers
+            prompt = request.messages[-1].content
+            assert "without a plan" in prompt
+            assert "CI fix round 1 of at most 3" in prompt
+            assert '<untrusted source="CI check test">' in prompt
+            assert "FAILED tests/test_calc.sh::test_sub: sub 5 3 gave 8, expected 2" in prompt
+        assert remote.show(GH_BRANCH, "calc.sh").decode() == FIXED
+        assert len(bot.github.repos[GH_REPO].change_requests) == 1  # the same pull request
+        pull = bot.github.issue(bot.github.repos[GH_REPO].ref, change.number)
+        [round_status] = of_kind(pull, "status")
+        assert f"CI fix round 1 on `{first[:7]}`: test" in round_status
