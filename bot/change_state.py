@@ -109,6 +109,15 @@ class ThreadComment:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadAnswer:
+    """The bot's answer in one review thread: a reply, and whether to resolve it."""
+
+    thread_id: str
+    body: str
+    resolve: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ReviewThread:
     """One review thread (GitHub) or discussion (GitLab) of a change request.
 

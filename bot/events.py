@@ -268,6 +268,7 @@ class CommandName(StrEnum):
     RESUME = "resume"
     RETRY = "retry"
     STATUS = "status"
+    AUTOFIX = "autofix"  # on the bot's change request: switch its CI fix rounds on or off
     HELP = "help"
     UNKNOWN = "unknown"
 
@@ -295,9 +296,39 @@ class TaskMode(StrEnum):
     RETRY = "retry"
 
 
+class RoundKind(StrEnum):
+    """Why the bot works on its own change request again (a follow-up round)."""
+
+    CI = "ci"  # the head commit's checks failed: reproduce, fix, push
+    REVIEW = "review"  # a review (or a burst of notes): every open thread, one round
+    BASE = "base"  # it conflicts with its base: merge the base in, resolve, gate, push
+
+
+class FollowUpRound(msgspec.Struct, frozen=True):
+    """What one follow-up round on the bot's change request answers.
+
+    ``number``: the round's number among the change request's rounds of that kind (1-based).
+    ``head_sha``: the head commit it answers (the failed commit, the commit reviewed, the
+    conflicting one). ``base_branch``: the change request's base. ``checks``: the failed
+    checks' names (CI). ``threads``: the review threads' ids, in checklist order, with
+    their files (``paths``) and ``comment_ids`` the comments they held when the round
+    began (REVIEW): a comment among them arriving late is no news to the round."""
+
+    kind: RoundKind
+    number: int = 1
+    head_sha: str = ""
+    base_branch: str = ""
+    checks: tuple[str, ...] = ()
+    threads: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # each thread's file ("" for one on the whole change)
+    comment_ids: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class TaskRequest:
-    """What a trigger asks the worker to do."""
+    """What a trigger asks the worker to do. ``round``: a follow-up round on the bot's own
+    change request (CI, review, base), with ``instructions`` the context it was given
+    (fenced already)."""
 
     issue: IssueRef
     requested_by: str
@@ -305,6 +336,7 @@ class TaskRequest:
     instructions: str = ""
     trigger_comment_id: int | None = None
     previous_task_id: str | None = None
+    round: FollowUpRound | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -314,10 +346,12 @@ class TaskRequest:
             "instructions": self.instructions,
             "trigger_comment_id": self.trigger_comment_id,
             "previous_task_id": self.previous_task_id,
+            "round": msgspec.to_builtins(self.round) if self.round is not None else None,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskRequest:
+        found = data.get("round")
         return cls(
             issue=msgspec.convert(data["issue"], IssueRef),
             requested_by=data["requested_by"],
@@ -325,4 +359,5 @@ class TaskRequest:
             instructions=data.get("instructions", ""),
             trigger_comment_id=data.get("trigger_comment_id"),
             previous_task_id=data.get("previous_task_id"),
+            round=msgspec.convert(found, FollowUpRound) if found else None,
         )

@@ -4,12 +4,13 @@ Two steps, so the dispatcher does only the look-ups a decision needs:
 
 1. ``classify(event, settings)`` says whether an event could matter at all (a
    trigger label, a command, a mention, a comment that may be feedback, a review on
-   the bot's own change request) or is ignored (bots, our own comments, noise). The
-   web app classifies each delivery once and keeps the intent beside the event in its
-   inbox row (``inbox_payload``); the dispatcher reads it back (``stored_intent``).
-   When a look-up tells more about the event (the change request's author or head
-   branch, GitLab's labels and state as stored), ``refine`` decides again only what
-   those facts decide, from the commands and mention the text was read for once.
+   the bot's own change request, CI results and pushes on the bot's branches) or is
+   ignored (bots, our own comments, noise). The web app classifies each delivery once
+   and keeps the intent beside the event in its inbox row (``inbox_payload``); the
+   dispatcher reads it back (``stored_intent``). When a look-up tells more about the
+   event (the change request's author or head branch, GitLab's labels and state as
+   stored), ``refine`` decides again only what those facts decide, from the commands
+   and mention the text was read for once.
 2. ``decide(intent, ...)`` turns it into actions, given the actor's permission and
    the issue's active / latest task.
 """
@@ -35,6 +36,7 @@ from bot.events import (
     TaskMode,
     TaskRequest,
 )
+from bot.followup.ci import autofix_switch
 from bot.forges.base import Permission
 from bot.storage.base import Task, TaskState
 from bot.webhooks.commands import mention_text, parse_commands
@@ -48,7 +50,10 @@ class IntentKind(StrEnum):
     START = "start"  # trigger label, or a mention with free text
     COMMANDS = "commands"  # one or more /agent commands
     COMMENT = "comment"  # free text: feedback if a task is active
-    REVIEW = "review"  # review feedback on a change request
+    REVIEW = "review"  # a mention on the bot's change request: a follow-up now
+    ROUND = "round"  # a review, a line comment, a thread note on it: one round after quiet
+    CI = "ci"  # checks of a commit on one of the bot's branches changed
+    PUSHED = "pushed"  # new commits on one of the bot's change requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +128,8 @@ class ActionKind(StrEnum):
     REPLY = "reply"  # a short comment (``text`` names its template) quoting what it answers
     STATUS = "status"  # reply with the task's status
     REACT = "react"
+    ROUND = "round"  # collect review activity on the bot's change request into one round
+    AUTOFIX = "autofix"  # switch the CI fix rounds of the bot's change request
 
 
 class ReplyKind(StrEnum):
@@ -133,6 +140,10 @@ class ReplyKind(StrEnum):
     ALREADY_RUNNING = "already_running"
     RETRY_WHILE_ACTIVE = "retry_while_active"
     NO_ACTIVE_TASK = "no_active_task"
+    AUTOFIX_ON = "autofix_on"
+    AUTOFIX_OFF = "autofix_off"
+    AUTOFIX_USAGE = "autofix_usage"
+    AUTOFIX_NOT_WATCHED = "autofix_not_watched"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +185,24 @@ class React:
     text: str = "eyes"
 
 
-Action = CreateTask | SendMessage | Reply | ShowStatus | React
+@dataclass(frozen=True, slots=True)
+class ScheduleRound:
+    """Review activity on the bot's change request with no task running there: it counts
+    towards one review round, which starts after ``review.quiet_seconds`` of quiet."""
+
+    kind: ClassVar[ActionKind] = ActionKind.ROUND
+
+
+@dataclass(frozen=True, slots=True)
+class SetAutofix:
+    """``/agent autofix on|off`` on a change request: its CI fix rounds on or off."""
+
+    kind: ClassVar[ActionKind] = ActionKind.AUTOFIX
+    enabled: bool
+    quote: str = ""
+
+
+Action = CreateTask | SendMessage | Reply | ShowStatus | React | ScheduleRound | SetAutofix
 
 
 WAITING_STATES = frozenset(
@@ -217,6 +245,9 @@ COMMENT_KINDS = frozenset(
 def classify(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
     """First, I/O-free look at an event: its text is read for commands and a mention
     here, once."""
+    news = _forge_news(event, settings)
+    if news is not None:
+        return news
     unaddressed = _unaddressed(event, settings)
     if unaddressed is not None:
         return unaddressed
@@ -235,10 +266,23 @@ def refine(intent: Intent, event: ForgeEvent, settings: Settings) -> Intent | Ig
     head branch filled in, GitLab's labels and state as stored): what those facts decide
     is decided again; the commands and the mention stay as ``classify`` read them (a
     read-back whose text differs from the payload's is ignored before this)."""
+    news = _forge_news(event, settings)
+    if news is not None:
+        return news
     unaddressed = _unaddressed(event, settings)
     if unaddressed is not None:
         return unaddressed
     return _judge(event, settings, intent.commands, intent.mention)
+
+
+def _forge_news(event: ForgeEvent, settings: Settings) -> Intent | Ignore | None:
+    """CI results and pushes are the forge's news, whoever caused them (the bot's own push
+    too): they feed the one decision per head commit, nothing else (None: neither)."""
+    if event.kind is EventKind.CHECKS_CHANGED:
+        return _classify_checks(event, settings)
+    if event.kind is EventKind.CHANGE_REQUEST_PUSHED:
+        return _classify_push(event, settings)
+    return None
 
 
 def _unaddressed(event: ForgeEvent, settings: Settings) -> Ignore | None:
@@ -272,6 +316,29 @@ def _judge(
     return Ignore(f"{event.kind.value} events do not start or steer tasks")
 
 
+def _on_bot_branch(branches: tuple[str, ...], settings: Settings) -> bool:
+    prefix = settings.workspace.branch_prefix
+    return any(branch.startswith(prefix) for branch in branches)
+
+
+def _classify_checks(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
+    report = event.checks
+    if event.repo is None or report is None or not report.head_sha:
+        return Ignore("a CI report without a repository or commit")
+    if not _on_bot_branch(report.branches, settings):
+        return Ignore("checks of a commit on a branch that is not the bot's")
+    return Intent(IntentKind.CI, event, on_bot_branch=True)
+
+
+def _classify_push(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
+    issue = event.issue
+    if issue is None or event.repo is None or event.head is None:
+        return Ignore("a push without its change request or head")
+    if owns_change_request(issue, settings) is False:
+        return Ignore("a push to a change request the bot did not open")
+    return Intent(IntentKind.PUSHED, event, on_bot_branch=True)
+
+
 def _judge_comment(
     event: ForgeEvent, settings: Settings, commands: tuple[Command, ...], mention: str | None
 ) -> Intent | Ignore:
@@ -285,6 +352,12 @@ def _judge_comment(
     if event.kind in (EventKind.REVIEW_COMMENT, EventKind.REVIEW_SUBMITTED):
         if own is False:
             return Ignore("a review on a change request the bot did not open")
+        if _asks_for_changes(event):
+            # a review, its line comments, a thread's notes: one round once they stop coming
+            return Intent(
+                IntentKind.ROUND, event, text=_text(IntentKind.ROUND, event, mention),
+                on_bot_branch=True, author_unknown=own is None, mention=mention,
+            )  # fmt: skip
         if not body.strip():
             return Ignore("an empty review")
     if own is not False and (mention is not None or _asks_for_changes(event)):
@@ -304,10 +377,13 @@ def _judge_comment(
 
 def _text(kind: IntentKind, event: ForgeEvent, mention: str | None) -> str:
     """What an intent of ``kind`` asks, in words: the mention's text, or (a review, a
-    comment) the whole comment; nothing for a label start or commands."""
+    comment) the whole comment, or (review activity for a round) the whole comment,
+    mention or not; nothing for a label start, commands, CI results or a push."""
     if event.kind is EventKind.RUN_REQUESTED:  # a workflow_dispatch: its instructions
         return str(event.extra.get("instructions") or "")
     body = event.comment.body.strip() if event.comment else ""
+    if kind is IntentKind.ROUND:
+        return body
     if kind in (IntentKind.REVIEW, IntentKind.COMMENT):
         return mention or body
     return mention or ""
@@ -345,6 +421,8 @@ def decide(
         raise ValueError("look up the change request's author and refine the intent first")
     if intent.from_label and active is not None:
         return []  # GitHub sends "opened" and "labeled" for one new issue: no news twice
+    if intent.kind is IntentKind.ROUND:
+        return _round(intent, permission, active)
     if not may_steer(permission):
         if intent.kind is IntentKind.COMMENT:
             return []
@@ -407,11 +485,38 @@ def _start(intent: Intent, active: Task | None, mode: TaskMode, text: str) -> li
     return [_react(), CreateTask(_request(intent, mode, text))]
 
 
+def _round(intent: Intent, permission: Permission, active: Task | None) -> list[Action]:
+    """Review activity: nothing from people the bot does not act for (their threads are
+    left alone); one more reason for a review round; and feedback for a task running on
+    the change request, unless the round it runs holds this comment already (a thread
+    the running task does not hold gets its answer in the round after it)."""
+    if not may_steer(permission):
+        return []
+    event = intent.event
+    if active is None:
+        return [ScheduleRound()]
+    held = active.request.round.comment_ids if active.request.round is not None else ()
+    if event.comment is None or event.comment.id in held or not intent.text:
+        return []
+    return [_react(), ScheduleRound(), _feedback(active, event, intent.text)]
+
+
 def _follow_up(intent: Intent, active: Task | None) -> list[Action]:
     if active is not None:
         return [_react(), _feedback(active, intent.event, intent.text)]
     request = _request(intent, TaskMode.FOLLOW_UP, intent.text)
     return [_react(), CreateTask(request)]
+
+
+def _autofix(intent: Intent, command: Command) -> Action:
+    issue = intent.event.issue
+    assert issue is not None
+    if not issue.is_change_request:
+        return Reply(ReplyKind.AUTOFIX_NOT_WATCHED, quote=command.raw)
+    enabled = autofix_switch(command.args)
+    if enabled is None:
+        return Reply(ReplyKind.AUTOFIX_USAGE, quote=command.raw)
+    return SetAutofix(enabled, quote=command.raw)
 
 
 def _command(
@@ -420,6 +525,8 @@ def _command(
     name = command.name
     if name in (CommandName.HELP, CommandName.UNKNOWN):
         return [Reply(ReplyKind.HELP, quote=command.raw)]
+    if name is CommandName.AUTOFIX:
+        return [_autofix(intent, command)]
     if name is CommandName.STATUS:
         task = active or latest
         return [ShowStatus(task.id if task else None, quote=command.raw)]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from bot.change_state import (
     Mergeable,
     OpenChangeRequest,
     ReviewThread,
+    ThreadAnswer,
     ThreadComment,
 )
 from bot.events import Check, ForgeKind, IssueRef, RepoRef
@@ -60,9 +62,24 @@ WRITES = frozenset(
         "update_change_request",
         "reply_to_thread",
         "resolve_thread",
+        "answer_threads",
         "mark_ready_for_review",
     }
 )
+# The bot's git identity (bot.tools.workspace): its commits on a real remote are its own.
+BOT_EMAIL = "coding-agent@users.noreply.localhost"
+
+
+def remote_git(url: str, *args: str) -> str | None:
+    """Ask the real git remote behind a ``file://`` clone URL (None when there is none, or
+    git does not know the answer): what GitHub or GitLab would read from its repository."""
+    if not url.startswith("file://"):
+        return None
+    done = subprocess.run(
+        ["git", *args], cwd=url.removeprefix("file://"), capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 @dataclass
@@ -91,12 +108,14 @@ class FakeRepo:
 @dataclass
 class FakeChange:
     """What a test scripts of a change request after it was opened: its head and base
-    commits, mergeability, commits, state and review threads."""
+    commits, mergeability, commits, state and review threads. None (head, base,
+    mergeability, commits): as the repository's real git remote has them, when it has
+    one (``git merge-tree`` says whether head and base merge), else a fixed value."""
 
-    head_sha: str = "0" * 40
-    base_sha: str = "b" * 40
-    mergeable: Mergeable = Mergeable.MERGEABLE
-    commits: list[CommitAuthor] = field(default_factory=list)
+    head_sha: str | None = None
+    base_sha: str | None = None
+    mergeable: Mergeable | None = None
+    commits: list[CommitAuthor] | None = None
     state: str = "open"
     threads: list[ReviewThread] = field(default_factory=list)
 
@@ -512,6 +531,45 @@ class FakeForge:
         tail = data[-max_bytes:].decode("utf-8", errors="replace")
         return LogTail(log_id=log_id, text=tail, truncated=len(data) > max_bytes)
 
+    def _head_sha(self, repo: RepoRef, opened: ChangeRequest) -> str:
+        change = self.change(repo, opened.number)
+        if change.head_sha is not None:
+            return change.head_sha
+        url = self._repo(repo).clone_url
+        return remote_git(url, "rev-parse", f"refs/heads/{opened.head_branch}") or "0" * 40
+
+    def _base_sha(self, repo: RepoRef, opened: ChangeRequest) -> str:
+        change = self.change(repo, opened.number)
+        if change.base_sha is not None:
+            return change.base_sha
+        url = self._repo(repo).clone_url
+        return remote_git(url, "rev-parse", f"refs/heads/{opened.base_branch}") or "b" * 40
+
+    def _mergeable(self, repo: RepoRef, opened: ChangeRequest) -> Mergeable:
+        change = self.change(repo, opened.number)
+        if change.mergeable is not None:
+            return change.mergeable
+        url = self._repo(repo).clone_url
+        heads = (self._head_sha(repo, opened), self._base_sha(repo, opened))
+        if remote_git(url, "rev-parse", "--verify", "--quiet", heads[0]) is None:
+            return Mergeable.MERGEABLE
+        merged = remote_git(url, "merge-tree", "--write-tree", *heads)
+        return Mergeable.MERGEABLE if merged is not None else Mergeable.CONFLICTING
+
+    def _commits(self, repo: RepoRef, opened: ChangeRequest) -> tuple[CommitAuthor, ...]:
+        change = self.change(repo, opened.number)
+        if change.commits is not None:
+            return tuple(change.commits)
+        url = self._repo(repo).clone_url
+        span = f"{self._base_sha(repo, opened)}..{self._head_sha(repo, opened)}"
+        listed = remote_git(url, "log", "--reverse", "--format=%H%x00%an%x00%ae", span) or ""
+        found = []
+        for line in listed.splitlines():
+            sha, name, email = line.split("\0")
+            login = self.bot_login if email == BOT_EMAIL and self.kind is ForgeKind.GITHUB else ""
+            found.append(CommitAuthor(sha=sha, name=name, email=email, login=login))
+        return tuple(found)
+
     async def get_change_request_state(self, repo: RepoRef, number: int) -> ChangeRequestState:
         await self._enter("get_change_request_state", repo.full_name, number)
         opened = self._change_request(repo, number)
@@ -520,13 +578,13 @@ class FakeForge:
             number=number,
             state=change.state,
             head_branch=opened.head_branch,
-            head_sha=change.head_sha,
+            head_sha=self._head_sha(repo, opened),
             base_branch=opened.base_branch,
-            base_sha=change.base_sha,
-            mergeable=change.mergeable,
+            base_sha=self._base_sha(repo, opened),
+            mergeable=self._mergeable(repo, opened),
             draft=opened.draft,
             web_url=opened.web_url,
-            commits=tuple(change.commits),
+            commits=self._commits(repo, opened),
         )
 
     async def list_open_change_requests(
@@ -537,7 +595,7 @@ class FakeForge:
             OpenChangeRequest(
                 number=opened.number,
                 head_branch=opened.head_branch,
-                head_sha=self.change(repo, opened.number).head_sha,
+                head_sha=self._head_sha(repo, opened),
                 base_branch=opened.base_branch,
                 draft=opened.draft,
                 web_url=opened.web_url,
@@ -573,6 +631,22 @@ class FakeForge:
         threads = self.change(repo, number).threads
         index = self._thread(repo, number, thread_id)
         threads[index] = replace(threads[index], resolved=True)
+
+    async def answer_threads(
+        self, repo: RepoRef, number: int, answers: Sequence[ThreadAnswer]
+    ) -> None:
+        """One call for all (GitHub's batched GraphQL document); applied in order."""
+        await self._enter("answer_threads", repo.full_name, number, tuple(answers))
+        threads = self.change(repo, number).threads
+        for answer in answers:
+            index = self._thread(repo, number, answer.thread_id)
+            reply = ThreadComment(id=next(self._ids), author=self.bot_login, body=answer.body)
+            thread = threads[index]
+            threads[index] = replace(
+                thread,
+                comments=(*thread.comments, reply),
+                resolved=thread.resolved or answer.resolve,
+            )
 
     async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:
         await self._enter("mark_ready_for_review", repo.full_name, number)

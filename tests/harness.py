@@ -8,14 +8,16 @@ import hmac
 import json
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bot.app import create_app
+from bot.change_state import ReviewThread, ThreadComment
 from bot.config import Settings, load_settings
-from bot.events import ForgeKind
+from bot.events import ForgeKind, RepoRef
 from bot.forges.base import Comment
 from bot.llm.scripted import ScriptedLLM
 from bot.runtime import Runtime
@@ -52,6 +54,31 @@ def bot_environment(tmp_path: Path, script: Sequence[object] = ()) -> dict[str, 
     }
 
 
+THREAD_NOTES = ("DiffNote", "DiscussionNote")  # notes in a merge request's discussions
+
+
+def store_discussion(
+    forge: FakeForge, repo: RepoRef, iid: int, attrs: dict[str, Any], author: str
+) -> None:
+    """A note in a discussion of a merge request, as GitLab keeps it: the discussion
+    (``discussion_id``) gains it, or starts with it (on its line of the diff)."""
+    threads = forge.change(repo, iid).threads
+    comment = ThreadComment(id=attrs["id"], author=author, body=attrs.get("note") or "")
+    for index, thread in enumerate(threads):
+        if thread.id == attrs.get("discussion_id"):
+            threads[index] = replace(thread, comments=(*thread.comments, comment))
+            return
+    position = attrs.get("position") or {}
+    threads.append(
+        ReviewThread(
+            id=str(attrs.get("discussion_id") or f"discussion-{attrs['id']}"),
+            comments=(comment,),
+            path=position.get("new_path"),
+            line=position.get("new_line"),
+        )
+    )
+
+
 def store_as_gitlab(forge: FakeForge, event: str, payload: dict[str, Any]) -> None:
     """What GitLab holds when it sends this hook: the note on its issue or merge request
     as the hook tells it, an issue's labels as the hook says. Unknown issues are left alone."""
@@ -66,6 +93,8 @@ def store_as_gitlab(forge: FakeForge, event: str, payload: dict[str, Any]) -> No
         internal = bool(attrs.get("internal") or attrs.get("confidential"))
         note = Comment(attrs["id"], attrs.get("note") or "", author, internal=internal)
         fake.comments = [c for c in fake.comments if c.id != note.id] + [note]
+        if payload.get("merge_request") and attrs.get("type") in THREAD_NOTES:
+            store_discussion(forge, fake.ref.repo, noteable["iid"], attrs, author)
     elif "Issue Hook" in event or event == "Merge Request Hook":
         fake = forge.issues.get((project, attrs.get("iid")))
         labels = attrs.get("labels") if attrs.get("labels") is not None else payload.get("labels")

@@ -6,10 +6,12 @@ from bot.events import (
     Actor,
     CommentRef,
     EventKind,
+    FollowUpRound,
     ForgeEvent,
     ForgeKind,
     IssueRef,
     RepoRef,
+    RoundKind,
     TaskMode,
     TaskRequest,
 )
@@ -111,7 +113,26 @@ def test_task_request_round_trips() -> None:
         "instructions": "again",
         "trigger_comment_id": 4,
         "previous_task_id": "p",
+        "round": None,
     }
+
+
+def test_a_rounds_request_round_trips_and_an_older_request_has_no_round() -> None:
+    found = FollowUpRound(
+        RoundKind.REVIEW,
+        2,
+        "a" * 40,
+        "main",
+        threads=("t1", "t2"),
+        paths=("a.py", ""),
+        comment_ids=(5, 6),
+    )
+    request = TaskRequest(ISSUE, "bob", TaskMode.FOLLOW_UP, instructions="T1 ...", round=found)
+    data = json.loads(json.dumps(request.to_dict()))
+    assert TaskRequest.from_dict(data) == request
+    assert data["round"]["kind"] == "review" and data["round"]["threads"] == ["t1", "t2"]
+    del data["round"]  # stored before rounds existed
+    assert TaskRequest.from_dict(data).round is None
 
 
 def test_a_request_stored_before_head_repo_existed_still_loads() -> None:

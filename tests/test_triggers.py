@@ -6,13 +6,19 @@ import pytest
 from bot.config import Settings
 from bot.events import (
     Actor,
+    Check,
+    ChecksReport,
+    CheckState,
     CommandName,
     CommentRef,
     EventKind,
+    FollowUpRound,
     ForgeEvent,
     ForgeKind,
+    HeadRef,
     IssueRef,
     RepoRef,
+    RoundKind,
     TaskMode,
     TaskRequest,
 )
@@ -23,6 +29,10 @@ from bot.triggers import (
     Ignore,
     Intent,
     IntentKind,
+    Reply,
+    ReplyKind,
+    ScheduleRound,
+    SetAutofix,
     classify,
     decide,
     inbox_payload,
@@ -63,8 +73,8 @@ def event(
     )
 
 
-def task(state: TaskState = TaskState.RUNNING) -> Task:
-    request = TaskRequest(issue=ISSUE, requested_by="alice")
+def task(state: TaskState = TaskState.RUNNING, request: TaskRequest | None = None) -> Task:
+    request = request or TaskRequest(issue=ISSUE, requested_by="alice")
     return Task(id="t1", issue_key=ISSUE.key, repo_key=REPO.key, request=request, state=state)
 
 
@@ -282,18 +292,32 @@ def follow_up_of(e: ForgeEvent, active: Task | None = None) -> list:
     )
 
 
-def test_review_on_the_bots_change_request_starts_a_follow_up() -> None:
-    actions = follow_up_of(
-        event(EventKind.REVIEW_COMMENT, body="rename this variable", issue=BOT_PR)
-    )
-    assert kinds(actions) == [ActionKind.REACT, ActionKind.CREATE_TASK]
-    assert actions[1].request is not None
-    assert actions[1].request.mode is TaskMode.FOLLOW_UP
-    assert actions[1].request.instructions == "rename this variable"
-    assert actions[1].request.issue == BOT_PR
-    actions = follow_up_of(event(EventKind.REVIEW_COMMENT, body="and this", issue=BOT_PR), task())
-    assert kinds(actions) == [ActionKind.REACT, ActionKind.MESSAGE]
-    assert actions[1].payload == {"author": "alice", "body": "and this"}
+def round_of(e: ForgeEvent, active: Task | None = None, **kw: Permission) -> list:
+    intent = intent_of(e)
+    assert intent.kind is IntentKind.ROUND, intent
+    permission = kw.get("permission", Permission.WRITE)
+    return decide(intent, permission=permission, active=active, latest=None, settings=SETTINGS)
+
+
+def test_review_activity_on_the_bots_change_request_counts_towards_one_round() -> None:
+    line = event(EventKind.REVIEW_COMMENT, body="rename this variable", issue=BOT_PR)
+    assert round_of(line) == [ScheduleRound()]  # no task per comment: one round later
+    review = event(EventKind.REVIEW_SUBMITTED, issue=BOT_PR, review_state="changes_requested")
+    assert round_of(review) == [ScheduleRound()]  # a review of line comments only
+    assert round_of(line, permission=Permission.READ) == []  # nobody the bot acts for
+    actions = round_of(event(EventKind.REVIEW_COMMENT, body="and this", issue=BOT_PR), task())
+    # it joins the running task, and its thread gets the round after
+    assert kinds(actions) == [ActionKind.REACT, ActionKind.ROUND, ActionKind.MESSAGE]
+    assert actions[2].payload == {"author": "alice", "body": "and this"}
+    assert round_of(review, task()) == []  # an empty review tells the running task nothing
+
+
+def test_a_comment_the_running_round_holds_already_is_no_news_to_it() -> None:
+    line = event(EventKind.REVIEW_COMMENT, body="rename this variable", issue=BOT_PR)
+    assert line.comment is not None
+    held = FollowUpRound(RoundKind.REVIEW, comment_ids=(line.comment.id,))
+    running = task(request=TaskRequest(BOT_PR, "alice", TaskMode.FOLLOW_UP, round=held))
+    assert round_of(line, running) == []
 
 
 @pytest.mark.parametrize(
@@ -342,7 +366,7 @@ def test_only_reviews_asking_for_changes_start_a_follow_up(state: str, follows_u
     review = event(EventKind.REVIEW_SUBMITTED, body="Looks good", issue=BOT_PR, review_state=state)
     intent = intent_of(review)
     if follows_up:
-        assert intent.kind is IntentKind.REVIEW
+        assert intent.kind is IntentKind.ROUND
         return
     assert intent.kind is IntentKind.COMMENT  # feedback while a task runs, nothing otherwise
     assert not needs_permission(intent, active=None)
@@ -352,8 +376,8 @@ def test_only_reviews_asking_for_changes_start_a_follow_up(state: str, follows_u
     assert kinds(actions) == [ActionKind.REACT, ActionKind.MESSAGE]
 
 
-def test_an_empty_review_is_ignored() -> None:
-    review = event(EventKind.REVIEW_SUBMITTED, issue=BOT_PR, review_state="changes_requested")
+def test_an_empty_approval_is_ignored() -> None:
+    review = event(EventKind.REVIEW_SUBMITTED, issue=BOT_PR, review_state="approved")
     assert classify(review, SETTINGS) == Ignore("an empty review")
 
 
@@ -392,7 +416,7 @@ def test_an_unknown_author_must_be_looked_up_before_deciding() -> None:
     mr = msgspec.structs.replace(BOT_PR, author="")  # GitLab payloads name the author by id only
     assert owns_change_request(mr, SETTINGS) is None
     intent = intent_of(event(EventKind.REVIEW_COMMENT, body="rename it", issue=mr))
-    assert intent.kind is IntentKind.REVIEW and intent.author_unknown
+    assert intent.kind is IntentKind.ROUND and intent.author_unknown
     with pytest.raises(ValueError, match="author"):
         decide(intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS)
     plain = intent_of(event(EventKind.COMMENT_CREATED, body="thanks", issue=mr))
@@ -401,6 +425,55 @@ def test_an_unknown_author_must_be_looked_up_before_deciding() -> None:
     assert isinstance(
         classify(event(EventKind.REVIEW_COMMENT, body="x", issue=fork), SETTINGS), Ignore
     )
+
+
+def checks_event(*branches: str, actor: str = "coding-agent[bot]") -> ForgeEvent:
+    report = ChecksReport(
+        head_sha="a" * 40, branches=branches, checks=(Check("test", CheckState.FAILED),)
+    )
+    return ForgeEvent(
+        forge=ForgeKind.GITHUB, kind=EventKind.CHECKS_CHANGED, name="check_run",
+        action="completed", delivery_id="d", actor=Actor(actor, "1", True), repo=REPO,
+        checks=report,
+    )  # fmt: skip
+
+
+def test_ci_results_on_the_bots_branches_count_whoever_pushed() -> None:
+    # the bot's own push makes the checks run: they are still the decision's input
+    intent = intent_of(checks_event("agent/7-fix-the-readme"))
+    assert intent.kind is IntentKind.CI
+    assert isinstance(classify(checks_event("main", "feature/x"), SETTINGS), Ignore)
+    assert isinstance(classify(checks_event(), SETTINGS), Ignore)  # no branch named
+
+
+def test_a_push_to_the_bots_change_request_is_news_for_its_head() -> None:
+    pushed = msgspec.structs.replace(
+        event(EventKind.CHANGE_REQUEST_PUSHED, actor="coding-agent[bot]", is_bot=True,
+              issue=BOT_PR),
+        head=HeadRef(sha="c" * 40, base_branch="main"),
+    )  # fmt: skip
+    assert intent_of(pushed).kind is IntentKind.PUSHED
+    other = msgspec.structs.replace(pushed, issue=msgspec.structs.replace(BOT_PR, author="bob"))
+    assert isinstance(classify(other, SETTINGS), Ignore)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ("off", SetAutofix(False, quote="/agent autofix off")),
+    ("on", SetAutofix(True, quote="/agent autofix on")),
+    ("maybe", Reply(ReplyKind.AUTOFIX_USAGE, quote="/agent autofix maybe")),
+])  # fmt: skip
+def test_autofix_switches_the_ci_rounds_of_a_change_request(args: str, expected: object) -> None:
+    intent = intent_of(event(EventKind.COMMENT_CREATED, body=f"/agent autofix {args}",
+                             issue=BOT_PR))  # fmt: skip
+    actions = decide(
+        intent, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS
+    )
+    assert actions == [actions[0], expected] and actions[0].kind is ActionKind.REACT
+    on_issue = intent_of(event(EventKind.COMMENT_CREATED, body="/agent autofix off"))
+    actions = decide(
+        on_issue, permission=Permission.WRITE, active=None, latest=None, settings=SETTINGS
+    )
+    assert actions[1] == Reply(ReplyKind.AUTOFIX_NOT_WATCHED, quote="/agent autofix off")
 
 
 # --- classified once: the intent kept with the inbox row, refined after a look-up ---------------

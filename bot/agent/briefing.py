@@ -19,9 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.config import Settings
-from bot.events import IssueRef
+from bot.events import FollowUpRound, IssueRef, RoundKind
 from bot.forges.base import Comment, EntryKind, Forge, ForgeError, TreeEntry
 from bot.text import clip
+from bot.tools.factory import BuiltTools
+from bot.tools.quality import detect_commands
 from bot.tools.registry import Tool
 from bot.untrusted import (
     MAX_PERSON_CHARS,
@@ -72,6 +74,8 @@ class Briefing:
     tools: str
     previous_block: str = ""  # a retry: what the previous attempt did (fenced)
     repo_instructions: str = ""  # the repository's .agent.yaml ``instructions`` (fenced)
+    # a follow-up round on the bot's change request (``RoundFacts``), None otherwise
+    round: RoundFacts | None = None
 
     def prompt_vars(self) -> dict[str, object]:
         return {
@@ -81,7 +85,64 @@ class Briefing:
             "repo": self.repo,
             "tools": self.tools,
             "previous_block": self.previous_block,
+            "round": self.round,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class RoundFacts:
+    """What the planner is told of a follow-up round (``prompts/planning.j2``): its kind
+    (``RoundKind`` value), number and limit, the head commit it answers, what it answers
+    (``context``: the failed checks or the review threads, fenced by the worker), the
+    files a base merge left conflicted, the base branch, and the quality gate's commands."""
+
+    kind: str
+    number: int
+    limit: int
+    head: str
+    base: str
+    context: str = ""
+    items: int = 0  # review threads
+    conflicts: tuple[str, ...] = ()
+    gate: str = ""
+
+
+def thread_labels(found: FollowUpRound | None) -> list[str]:
+    """``T1``, ``T2``, ... for the threads of a review round, in checklist order (its
+    completion summary answers each by that label)."""
+    if found is None or found.kind is not RoundKind.REVIEW:
+        return []
+    return [f"T{index}" for index in range(1, len(found.threads) + 1)]
+
+
+def round_facts(
+    found: FollowUpRound | None,
+    *,
+    context: str,
+    settings: Settings,
+    conflicts: tuple[str, ...] = (),
+    built: BuiltTools | None = None,
+) -> RoundFacts | None:
+    """The planner's view of a follow-up round (None for a task that is not one):
+    ``context`` is what it answers (the failed checks or the review threads, fenced by
+    the worker that read them; told apart from a task's instructions), and the quality
+    gate's commands the agent reproduces a CI failure with (``built``'s, or detected in
+    its workspace)."""
+    if found is None:
+        return None
+    gate = built.quality or detect_commands(built.workspace.path) if built else None
+    steps = [("lint", gate.lint), ("tests", gate.test)] if gate is not None else []
+    return RoundFacts(
+        kind=found.kind.value,
+        number=found.number,
+        limit=settings.ci.max_fix_rounds if found.kind is RoundKind.CI else 0,
+        head=found.head_sha[:12],
+        base=found.base_branch,
+        context=context,
+        items=len(found.threads),
+        conflicts=conflicts,
+        gate="; ".join(f"{name}: `{' '.join(argv)}`" for name, argv in steps if argv),
+    )
 
 
 def _task_parts(issue: IssueRef, instructions: str) -> str:
@@ -183,9 +244,18 @@ async def build_context(
     instructions: str = "",
     previous: str = "",
     repo_instructions: str = "",
+    follow_up: FollowUpRound | None = None,
+    conflicts: tuple[str, ...] = (),
+    built: BuiltTools | None = None,
 ) -> Briefing:
     """Read the issue (fresh, with comments) and the repository facts for the planner;
-    ``previous`` is the summary of the previous attempt's history (a retry)."""
+    ``previous`` is the summary of the previous attempt's history (a retry). A round on
+    the change request (``follow_up``) is told what it answers (``round_facts``: its
+    ``instructions`` are that, told apart from a person's instructions)."""
+    facts = round_facts(
+        follow_up, context=instructions, settings=settings, conflicts=conflicts, built=built
+    )
+    instructions = "" if facts is not None else instructions
     comments: tuple[Comment, ...] = ()
     try:
         details = await forge.get_issue(
@@ -208,4 +278,5 @@ async def build_context(
             await fence_off_loop(previous, "the previous attempt's history") if previous else ""
         ),
         repo_instructions=repo_instructions_block(repo_instructions),
+        round=facts,
     )

@@ -157,9 +157,9 @@ class NeedsApproval:
 DeliveryResult = Delivered | NeedsApproval | DeliveryFailed
 
 
-# state.delivery, not links (report_path, quality_passed: checkpoints of earlier versions)
+# state.delivery, not links (report_path, quality_passed: older checkpoints; head_sha, paths)
 _INTERNAL = frozenset(("finished", "quality", "pushed", "change_request_number", "report_path",
-                       "quality_passed", "workspace_changed"))  # fmt: skip
+                       "quality_passed", "workspace_changed", "head_sha", "paths"))  # fmt: skip
 # what a second delivery (after a revision) keeps of the first
 _EARLIER = ("change_request_url", "change_request_number", "pushed")
 
@@ -208,7 +208,7 @@ class Delivery:
         links: dict[str, Any] = {}
         quality: dict[str, Any] | None = None
         number: int | None = None
-        workspace_changed = False
+        workspace_changed, pushed = False, dict[str, Any]()
         earlier = {k: state.delivery[k] for k in _EARLIER if k in state.delivery}
         if built is not None:
             # A run that stopped mid-delivery left its gate's report here (it may have
@@ -228,10 +228,11 @@ class Delivery:
                     return NeedsApproval(request)
                 state.delivery = {**earlier, "quality": quality}
                 await self.session.checkpoint()  # before the push: see ``started``
-                refused = await self._push(built)
-                if refused is not None:
-                    return refused
-                started = True
+                paths = await built.workspace.paths_to_push()
+                head = await self._push(built)
+                if isinstance(head, DeliveryFailed):
+                    return head
+                started, pushed = True, {"head_sha": head, "paths": paths} if head else {}
             if started or self._forge_writes():
                 links["branch"] = built.branch
                 if self._works_on_change_request(built.branch):
@@ -242,7 +243,7 @@ class Delivery:
                     links["change_request_url"] = url
         if quality is not None:
             links["gate"] = gate_view(quality)
-        kept: dict[str, Any] = {"quality": quality} if quality is not None else {}
+        kept: dict[str, Any] = {"quality": quality, **pushed} if quality is not None else pushed
         if number is not None:
             kept["change_request_number"] = number
         if built is not None:  # what the record says changed may have left no change
@@ -314,11 +315,10 @@ class Delivery:
         what = "the CI definitions in the push (" + ", ".join(paths) + ")"
         return Waiting(WaitKind.PUSH, what=what, text=text, paths=unapproved)
 
-    async def _push(self, built: BuiltTools) -> DeliveryFailed | None:
-        """Commit and push; why a refused push was refused (the changed files are in the
-        run directory's artifacts already)."""
+    async def _push(self, built: BuiltTools) -> DeliveryFailed | str | None:
+        """Commit and push: the new head (None: nothing new), or why the push was refused."""
         try:
-            await built.workspace.commit_and_push(self._commit_message())
+            head = await built.workspace.commit_and_push(self._commit_message())
         except WorkspaceError as exc:
             runlog = self.runlog
             error = runlog.redact(str(exc))
@@ -331,7 +331,7 @@ class Delivery:
             kept = f"`runs/{task_id}/artifacts/` in the bot's data directory"
             kept = kept if runlog.directory is not None else ""
             return push_failure(error, branch=built.branch, kept_in=kept)
-        return None
+        return head
 
     def _commit_message(self) -> str:
         issue = self.issue

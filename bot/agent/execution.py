@@ -156,6 +156,7 @@ class ActionRunner:
                 ctx.forge, ctx.issue, ctx.settings, ctx.tools.usable(),
                 instructions=ctx.task.request.instructions,
                 repo_instructions=ctx.built.instructions if ctx.built is not None else "",
+                follow_up=ctx.task.request.round, conflicts=ctx.conflicts, built=ctx.built,
             )  # fmt: skip
         offered: list[Offered] = [*self.tools.usable(), FINISH_TOOL]
         briefing = {**self._briefing.prompt_vars(), "tools": [_tool_view(t) for t in offered]}

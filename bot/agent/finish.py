@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.agent.briefing import as_data
+from bot.agent.briefing import as_data, thread_labels
 from bot.agent.session import Session
 from bot.llm.base import LLMBadRequest, LLMError, LLMUnavailable
 from bot.llm.budget import BudgetExceeded
@@ -168,6 +168,7 @@ class Finish:
                 revisions=self.state.revisions,
                 reason=reason,
                 delivery=delivery or {},
+                threads=thread_labels(self.session.ctx.task.request.round),
                 **self._facts(),
             )
         except LLMUnavailable:

@@ -228,12 +228,15 @@ class Planning:
             instructions=ctx.task.request.instructions,
             previous=previous,
             repo_instructions=ctx.built.instructions if ctx.built is not None else "",
+            follow_up=ctx.task.request.round,
+            conflicts=ctx.conflicts,
+            built=ctx.built,
         )
 
     async def _from_cache(self, context: Briefing, engine: PlanningEngine) -> PlanDocument | None:
         state = self.state
-        if state.answers or state.replan_reason or context.previous_block:
-            return None  # a retry wants a new plan, not the one that was tried
+        if state.answers or state.replan_reason or context.previous_block or context.round:
+            return None  # a retry (or a round) wants a new plan, not the one that was tried
         repo = self.ctx.issue.repo.key
         hit = await self.cache.lookup(context.task_text, repo, self._tool_names())
         if hit is None:
@@ -388,9 +391,10 @@ class Planning:
         return waiting_for_answers()
 
     async def remember(self) -> None:
-        """Cache the plan of a task that reached its goal without revisions."""
-        state = self.state
+        """Cache the plan of a task that reached its goal without revisions (not a round's:
+        it answers one CI failure, review or merge)."""
+        state, repo = self.state, self.ctx.issue.repo.key
         if state.cached_plan or state.plan_number or state.plan is None or not state.task_text:
             return
-        repo = self.ctx.issue.repo.key
-        await self.cache.put(state.task_text, repo, self._tool_names(), state.plan)
+        if self.ctx.task.request.round is None:
+            await self.cache.put(state.task_text, repo, self._tool_names(), state.plan)

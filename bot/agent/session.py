@@ -73,6 +73,8 @@ class TaskContext:
     # How ``settings.planning`` was merged from the server's, the repository's and the
     # requester's (the run report shows it). None: the server's, unchanged.
     planning: EffectivePlanning | None = None
+    # A base round: the paths the merge of the base left conflicted (the worker merged it).
+    conflicts: tuple[str, ...] = ()
 
 
 @dataclass

@@ -31,6 +31,7 @@ from bot.comments.language import choose_language
 from bot.comments.milestones import milestone_body
 from bot.comments.render import Marker, find_markers, finish, fits, render
 from bot.comments.status import StatusView, render_links
+from bot.comments.wording import round_text
 from bot.config import Settings, bot_names, secret_values
 from bot.forges.base import Forge, ForgeError
 from bot.run_events import (
@@ -54,6 +55,7 @@ _ENDINGS: dict[TaskState, ProgressKind | None] = {
     TaskState.NEEDS_HUMAN: ProgressKind.HUMAN_INTERVENTION,
     TaskState.PAUSED: ProgressKind.PAUSED,
 }
+_STATUS = Marker("", "status", 0)  # the status comment's marker kind and key
 # Labels known to exist, as (repository, label), per forge object (weakly: a forge that
 # is gone, or a new one at the same address, starts afresh).
 _ensured_labels: weakref.WeakKeyDictionary[object, set[tuple[str, str]]] = (
@@ -112,6 +114,8 @@ class IssueReporter:
         report_url = run_report_url(self.settings, task.id)
         if report_url:
             self.view.links["report_url"] = report_url
+        if task.request.round is not None:  # a round on the change request says which
+            self.view.after = round_text(task.request.round, self.language)
         self.emitted: set[ProgressKind] = set()
         self._counts: dict[str, int] = {}
         self._last_edit = 0.0
@@ -175,6 +179,26 @@ class IssueReporter:
             await self._post_closing(outcome)
         await self._write_status()
         await self._set_labels(outcome.state)
+
+    async def refresh(self, snapshot: dict[str, Any] | None, *, after: str) -> None:
+        """Show the task's status comment again, as its checkpoint says, with ``after``
+        (its change request after it was opened) below: one edit when the store knows
+        the comment (a look at the issue's comments first otherwise)."""
+        if await self._comment_id(_STATUS.key) is None:
+            await self._recover_markers()
+        if snapshot is not None:
+            self.view.restore(snapshot)
+        self.view.state = self.task.state
+        self.view.after = after
+        await self._write_status()
+
+    async def note(self, kind: str, body: str) -> None:
+        """Post (or edit, the second time) this task's one comment of ``kind``."""
+        await self._upsert(Marker(self.task.id, kind, 0), body)
+
+    async def label(self, state: TaskState) -> None:
+        """The issue's labels for ``state`` (the managed labels created when first needed)."""
+        await self._set_labels(state)
 
     async def aclose(self) -> None:
         """Drop a pending coalesced status edit (``end`` does; so should a run that is
@@ -289,7 +313,8 @@ class IssueReporter:
     async def _write_status(self) -> None:
         self._last_edit = time.monotonic()
         try:
-            await self._upsert(Marker(self.task.id, "status", 0), self.view.render(self.language))
+            await self._upsert(Marker(self.task.id, _STATUS.kind, 0),
+                               self.view.render(self.language))  # fmt: skip
         finally:  # the interval runs from when the edit went out, however long it took
             self._last_edit = time.monotonic()
 

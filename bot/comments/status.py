@@ -53,6 +53,9 @@ class StatusView:
     links: dict[str, str] = field(default_factory=dict)
     gate: dict[str, Any] = field(default_factory=dict)  # result, steps (LINKS ``gate``)
     course: list[str] = field(default_factory=list)  # where the bot changed course (COURSE)
+    # after the change request was opened: its checks, rounds and ready state (rendered
+    # by ``bot.comments.change_status``), "" before
+    after: str = ""
 
     def apply(self, event: ProgressEvent) -> None:
         match event:
@@ -142,6 +145,7 @@ class StatusView:
             links=render_links(self.links, language),
             gate=gate_text(self.gate, language),
             course=self.course,
+            after=self.after,
             plan_json=json.dumps(self.plan, ensure_ascii=False, indent=2) if self.plan else "",
         )
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.comments.render import render, template_keys
+from bot.comments.render import excerpt, render, template_keys
+from bot.events import FollowUpRound, RoundKind
 from bot.run_events import ApprovalAsked, WaitKind
 
 SUBJECTS = (WaitKind.PLAN, WaitKind.REVISION, WaitKind.TOOL, WaitKind.ANSWERS, WaitKind.JUDGEMENT)
@@ -83,3 +84,24 @@ def _word(key: str, language: str) -> str:
 def _count(name: str, value: object, language: str) -> str:
     key = f"count_{name}"
     return render(key, language, n=value) if _known(key, language) else f"{value} {name}"
+
+
+ROUND_LABELS = {RoundKind.CI: "round_ci", RoundKind.REVIEW: "round_review",
+                RoundKind.BASE: "round_base"}  # fmt: skip
+
+
+def round_text(found: FollowUpRound, language: str) -> str:
+    """What a round's own status comment says it is: its kind and number, the head commit
+    it answers, and what it answers (the failed checks, the threads, the base)."""
+    about = ", ".join(found.checks)
+    if found.kind is RoundKind.REVIEW:
+        about = render("round_threads", language, n=len(found.threads))
+    elif found.kind is RoundKind.BASE:
+        about = found.base_branch
+    return render(
+        "round_status",
+        language,
+        label=render(ROUND_LABELS[found.kind], language, number=found.number),
+        head=found.head_sha[:7],
+        about=excerpt(about, limit=160),
+    )

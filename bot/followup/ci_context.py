@@ -2,8 +2,8 @@
 
 Check names, conclusions, summaries, annotations and log tails come from outside (a
 CI job prints what the code under test prints): every part is redacted
-(``bot.redact``), fenced as untrusted data by the caller's ``fence`` (the agent's own
-fencing, passed in, so this room imports nothing of the agent), and the whole is
+(``bot.redact``), fenced as untrusted data by the caller's ``fence`` (``bot.untrusted``'s,
+passed in, so this room imports only the vocabulary), and the whole is
 bounded: each failed check gets an even share of ``max_chars``, and a log tail gives up
 its oldest lines first.
 """
@@ -16,8 +16,8 @@ from bot.change_state import Annotation, LogTail
 from bot.events import Check
 from bot.redact import redact
 
-# (text, where it came from) -> the text fenced as untrusted data; the agent's
-# ``fence`` (today ``bot.agent.briefing.fence``).
+# (text, where it came from) -> the text fenced as untrusted data
+# (``bot.untrusted.fence``).
 Fence = Callable[[str, str], str]
 
 MAX_CHARS = 24_000

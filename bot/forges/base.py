@@ -7,7 +7,7 @@ so callers never see an HTTP library's exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Protocol, runtime_checkable
@@ -18,12 +18,15 @@ from bot.change_state import (
     LogTail,
     OpenChangeRequest,
     ReviewThread,
+    ThreadAnswer,
     ThreadComment,
 )
 from bot.events import ForgeKind, IssueRef, RepoRef
 
 # The most of a CI job's log the bot reads by default: its end, where the failure is.
 LOG_TAIL_BYTES = 64 * 1024
+# Thread answers (a reply and a resolution each) sent in one GraphQL document on GitHub.
+ANSWERS_PER_REQUEST = 20
 
 
 class ForgeError(Exception):
@@ -237,6 +240,14 @@ class ChangeRequestFollowUp(Protocol):
 
     async def resolve_thread(self, repo: RepoRef, number: int, thread_id: str) -> None:
         """Mark the thread resolved; resolving a resolved thread is not an error."""
+        ...
+
+    async def answer_threads(
+        self, repo: RepoRef, number: int, answers: Sequence[ThreadAnswer]
+    ) -> None:
+        """Reply in each thread and resolve the ones marked so, in as few requests as the
+        forge allows (GitHub: one GraphQL document for up to ``ANSWERS_PER_REQUEST``
+        answers; GitLab: a request per reply and per resolution)."""
         ...
 
     async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:

@@ -9,7 +9,7 @@ methods that hand the call to it, written once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bot.change_state import (
     ChangeRequestState,
@@ -17,6 +17,7 @@ from bot.change_state import (
     LogTail,
     OpenChangeRequest,
     ReviewThread,
+    ThreadAnswer,
     ThreadComment,
 )
 from bot.events import RepoRef
@@ -117,6 +118,11 @@ class DelegatedFollowUp:
 
     async def resolve_thread(self, repo: RepoRef, number: int, thread_id: str) -> None:
         await self._followup.resolve_thread(repo, number, thread_id)
+
+    async def answer_threads(
+        self, repo: RepoRef, number: int, answers: Sequence[ThreadAnswer]
+    ) -> None:
+        await self._followup.answer_threads(repo, number, answers)
 
     async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:
         await self._followup.mark_ready_for_review(repo, number)

@@ -4,11 +4,14 @@
 in as few requests as it can: the checks of a commit are two REST calls (check runs,
 commit statuses) plus one per failed run that has annotations (at most
 ``MAX_ANNOTATED``); a job's log is the REST redirect plus the download of its end; the
-state, the threads, a reply, a resolution are one GraphQL call each; leaving draft is two.
+state, the threads, a reply, a resolution are one GraphQL call each (the answers of a review
+round, replies and resolutions, go in one GraphQL document for up to ``ANSWERS_PER_REQUEST``
+threads); leaving draft is two.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -22,10 +25,11 @@ from bot.change_state import (
     Mergeable,
     OpenChangeRequest,
     ReviewThread,
+    ThreadAnswer,
     ThreadComment,
 )
 from bot.events import Check, CheckKind, CheckState, RepoRef
-from bot.forges.base import LOG_TAIL_BYTES, ForgeError, NotFound
+from bot.forges.base import ANSWERS_PER_REQUEST, LOG_TAIL_BYTES, ForgeError, NotFound
 from bot.forges.github_auth import GitHubSession, reading, repo_url
 from bot.forges.github_git import GitData
 from bot.forges.github_graphql import GraphQL, status_error
@@ -80,6 +84,30 @@ READY = """
 mutation($id: ID!) {
   markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } }
 }"""
+
+
+def answers_document(answers: Sequence[ThreadAnswer]) -> tuple[str, dict[str, Any]]:
+    """One GraphQL mutation document replying in (and resolving) several threads: each
+    answer is an aliased ``addPullRequestReviewThreadReply`` (``r<i>``), followed by
+    ``resolveReviewThread`` (``s<i>``) when it is to be resolved. GitHub runs the fields
+    of a mutation one after the other, in order."""
+    params: list[str] = []
+    fields: list[str] = []
+    variables: dict[str, Any] = {}
+    for index, answer in enumerate(answers):
+        params += [f"$t{index}: ID!", f"$b{index}: String!"]
+        variables[f"t{index}"], variables[f"b{index}"] = answer.thread_id, answer.body
+        fields.append(
+            f"r{index}: addPullRequestReviewThreadReply(input: "
+            f"{{pullRequestReviewThreadId: $t{index}, body: $b{index}}}) {{ comment {{ id }} }}"
+        )
+        if answer.resolve:
+            fields.append(
+                f"s{index}: resolveReviewThread(input: {{threadId: $t{index}}}) "
+                "{ thread { id isResolved } }"
+            )
+    text = "mutation(" + ", ".join(params) + ") {\n  " + "\n  ".join(fields) + "\n}"
+    return text, variables
 
 
 def _owner_name(repo: RepoRef) -> dict[str, Any]:
@@ -349,6 +377,15 @@ class GitHubFollowUp:
     async def resolve_thread(self, repo: RepoRef, number: int, thread_id: str) -> None:
         what = f"thread {thread_id} of pull request #{number} of {repo.full_name}"
         await self._graphql.mutate(repo, RESOLVE, {"thread": thread_id}, what=what)
+
+    async def answer_threads(
+        self, repo: RepoRef, number: int, answers: Sequence[ThreadAnswer]
+    ) -> None:
+        what = f"answers in {{}} threads of pull request #{number} of {repo.full_name}"
+        for start in range(0, len(answers), ANSWERS_PER_REQUEST):
+            chunk = answers[start : start + ANSWERS_PER_REQUEST]
+            text, variables = answers_document(chunk)
+            await self._graphql.mutate(repo, text, variables, what=what.format(len(chunk)))
 
 
 def _longer(response: httpx.Response, max_bytes: int) -> bool:

@@ -9,7 +9,7 @@ pipeline kind (at most ``MAX_PIPELINES``); the state three calls; leaving draft 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.change_state import (
@@ -20,6 +20,7 @@ from bot.change_state import (
     Mergeable,
     OpenChangeRequest,
     ReviewThread,
+    ThreadAnswer,
     ThreadComment,
 )
 from bot.events import Check, CheckKind, RepoRef
@@ -270,6 +271,15 @@ class GitLabFollowUp:
             self._mr(repo, number).discussions.update(thread_id, {"resolved": True})
 
         await self._client.write(f"discussion {thread_id} of {_what(repo, number)}", op)
+
+    async def answer_threads(
+        self, repo: RepoRef, number: int, answers: Sequence[ThreadAnswer]
+    ) -> None:
+        """GitLab has no batch: a note per reply, an update per resolved discussion."""
+        for answer in answers:
+            await self.reply_to_thread(repo, number, answer.thread_id, answer.body)
+            if answer.resolve:
+                await self.resolve_thread(repo, number, answer.thread_id)
 
     async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:
         """GitLab keeps a merge request a draft by its title's prefix: the title loses it."""

@@ -169,6 +169,8 @@ def _completion() -> dict[str, Any]:
         current_state=_STR,
         recommendations=_list(),
         criteria=_list(_obj("criterion evidence", criterion=_STR, evidence=_STR)),
+        # a review round: one answer per thread (T1, T2, ...)
+        threads=_list(_obj("thread reply", thread=_STR, changed=_BOOL, reply=_STR)),
     )
     schema = _obj(
         "phase summary comment",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.events import TaskRequest
+from bot.events import IssueRef, TaskRequest
 from bot.events import TaskState as TaskState  # re-exported: the store keeps it
 
 
@@ -78,6 +78,55 @@ class TaskMessage:
     kind: str
     payload: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """One change request the bot opened, watched after it was opened (CI results, review
+    rounds, its base). ``key`` is the change request's issue key; ``task_id`` the task that
+    opened it; ``data`` the after-PR record (``bot.followup.record``); ``version`` grows
+    with every save (``save_watch`` refuses a save based on an older one)."""
+
+    key: str
+    repo_key: str
+    branch: str
+    task_id: str
+    issue: IssueRef
+    autofix: bool = True
+    is_open: bool = True
+    data: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class Watches(Protocol):
+    """The bot's change requests after they were opened."""
+
+    async def add_watch(self, watch: Watch) -> bool:
+        """Start watching ``watch.key`` (False, and nothing written, when it is watched)."""
+        ...
+
+    async def get_watch(self, key: str) -> Watch | None: ...
+
+    async def find_watch(self, repo_key: str, branch: str) -> Watch | None:
+        """The open watch of the change request from ``branch`` in that repository."""
+        ...
+
+    async def save_watch(
+        self, key: str, data: dict[str, Any], *, version: int, is_open: bool | None = None
+    ) -> bool:
+        """Replace the record (and, when given, whether it is open) if the watch is still
+        at ``version``; False when another save came first (read it again and retry)."""
+        ...
+
+    async def set_autofix(self, key: str, enabled: bool) -> bool:
+        """``/agent autofix on|off``; False for an unknown key."""
+        ...
+
+    async def open_watches(self, *, limit: int = 500) -> list[Watch]:
+        """Open watches, the least recently updated first (what the CI poll walks)."""
+        ...
 
 
 class Lifecycle(Protocol):
@@ -288,10 +337,10 @@ class CachedPlans(Protocol):
 
 class Store(
     Lifecycle, Inbox, Marks, Dialects, Tasks, Checkpoints, Messages, CommentIds, CachedPlans,
-    Protocol,
+    Watches, Protocol,
 ):  # fmt: skip
     """Durable state. All methods are coroutines; each is one transaction.
 
     The parts above are what its users need: each module names the parts it uses (the
-    dispatcher the inbox, tasks, messages and marks; the reporter the comment ids; ...),
-    and the SQLite and PostgreSQL stores have them all."""
+    dispatcher the inbox, tasks, messages and marks; the reporter the comment ids; the
+    aftercare the watches; ...), and the SQLite and PostgreSQL stores have them all."""

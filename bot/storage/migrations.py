@@ -57,5 +57,7 @@ def upgrade(dialect: Dialect, found: int) -> list[str]:
         statements += [s for s in schema_statements(dialect) if "marks" in s]
     if found < 4:  # a new table, likewise
         statements += [s for s in schema_statements(dialect) if "llm_dialects" in s]
+    if found < 5:  # a new table and its indexes, likewise
+        statements += [s for s in schema_statements(dialect) if " watches" in s]
     assert found >= SCHEMA_VERSION or statements, f"no upgrade from schema version {found}"
     return statements

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import msgspec
 import orjson
 
-from bot.events import TaskRequest
+from bot.events import IssueRef, TaskRequest
 from bot.storage.base import (
     ACTIVE_STATES,
     InboxEvent,
@@ -25,6 +26,7 @@ from bot.storage.base import (
     Task,
     TaskMessage,
     TaskState,
+    Watch,
 )
 
 # 1: deliveries (the dedup keys) and inbox (the events) in two tables.
@@ -34,7 +36,9 @@ from bot.storage.base import (
 # 3: marks (key, owner, date): a comment handled once by its forge id, one denial per
 #    person and issue in a window, redeliveries asked for.
 # 4: llm_dialects (endpoint, model -> the structured-output dialect that works there).
-SCHEMA_VERSION = 4
+# 5: watches: the bot's open change requests after they were opened (the task that
+#    opened each, ``/agent autofix``, its rounds and checks), walked by the CI poll.
+SCHEMA_VERSION = 5
 
 WAITING_STATES: frozenset[TaskState] = frozenset(
     {TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL, TaskState.PAUSED}
@@ -168,7 +172,22 @@ CREATE TABLE IF NOT EXISTS llm_dialects (
     server TEXT NOT NULL,
     found_at {real} NOT NULL,
     PRIMARY KEY (endpoint, model)
-)
+);
+CREATE TABLE IF NOT EXISTS watches (
+    key TEXT PRIMARY KEY,
+    repo_key TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    issue {json} NOT NULL,
+    autofix INTEGER NOT NULL DEFAULT 1,
+    is_open INTEGER NOT NULL DEFAULT 1,
+    data {json} NOT NULL,
+    version INTEGER NOT NULL DEFAULT 0,
+    created_at {real} NOT NULL,
+    updated_at {real} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS watches_by_branch ON watches (repo_key, branch);
+CREATE INDEX IF NOT EXISTS watches_open ON watches (is_open, updated_at)
 """
 
 
@@ -283,4 +302,24 @@ def message_from_row(row: Mapping[str, Any]) -> TaskMessage:
         kind=row["kind"],
         payload=load_json(row["payload"]),
         created_at=float(row["created_at"]),
+    )
+
+
+def watch_from_row(row: Mapping[str, Any]) -> Watch:
+    try:
+        issue = msgspec.convert(load_json(row["issue"]), IssueRef)
+    except (TypeError, ValueError, msgspec.ValidationError) as exc:
+        raise StoreError(f"watch {row['key']}: the stored change request is unreadable") from exc
+    return Watch(
+        key=row["key"],
+        repo_key=row["repo_key"],
+        branch=row["branch"],
+        task_id=row["task_id"],
+        issue=issue,
+        autofix=bool(row["autofix"]),
+        is_open=bool(row["is_open"]),
+        data=load_json(row["data"]),
+        version=int(row["version"]),
+        created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]),
     )

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from bot.events import TaskRequest
-from bot.storage import mark_scripts, scripts, task_scripts
-from bot.storage.base import InboxEvent, Task, TaskMessage, TaskState
+from bot.storage import mark_scripts, scripts, task_scripts, watch_scripts
+from bot.storage.base import InboxEvent, Task, TaskMessage, TaskState, Watch
 from bot.storage.scripts import Script
 
 T = TypeVar("T")
@@ -228,3 +228,28 @@ class SqlStore(ABC):
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         return await self._run(scripts.cache_candidates(repo_key, now, limit), write=False)
+
+    # --- watches: the bot's change requests after they were opened ------------------------------
+
+    async def add_watch(self, watch: Watch) -> bool:
+        return await self._run(watch_scripts.add_watch(watch, self._clock()), write=True)
+
+    async def get_watch(self, key: str) -> Watch | None:
+        return await self._run(watch_scripts.get_watch(key), write=False)
+
+    async def find_watch(self, repo_key: str, branch: str) -> Watch | None:
+        return await self._run(watch_scripts.find_watch(repo_key, branch), write=False)
+
+    async def save_watch(
+        self, key: str, data: dict[str, Any], *, version: int, is_open: bool | None = None
+    ) -> bool:
+        script = watch_scripts.save_watch(key, data, version, is_open, self._clock())
+        return await self._run(script, write=True)
+
+    async def set_autofix(self, key: str, enabled: bool) -> bool:
+        return await self._run(watch_scripts.set_autofix(key, enabled, self._clock()), write=True)
+
+    async def open_watches(self, *, limit: int = 500) -> list[Watch]:
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        return await self._run(watch_scripts.open_watches(limit), write=False)

@@ -3,8 +3,10 @@
 ``ensure`` makes a shallow clone of the base branch on first use and checks out the
 bot's branch (reusing it when the remote already has it: it is the bot's own branch
 from an earlier run). ``commit_and_push`` commits everything and pushes that branch
-only, never the base branch and never a branch the bot did not name. Credentials go
-to the git process that needs them and nowhere else (see ``gitcmd``).
+only, never the base branch and never a branch the bot did not name, and never with
+force. ``merge_base`` brings the base branch in (a merge, never a rebase: commits people
+pushed to the branch stay as they are); a push with a conflict marker left is refused.
+Credentials go to the git process that needs them and nowhere else (see ``gitcmd``).
 """
 
 from __future__ import annotations
@@ -258,6 +260,9 @@ class Workspace:
                     f"refusing to push: the checked-out branch is {current or 'detached'}, "
                     f"not the bot's branch {self.branch}"
                 )
+            left = await self._conflict_markers()
+            if left:  # a merge of the base whose conflicts were not all resolved
+                raise WorkspaceError(f"refusing to push: conflict markers in {', '.join(left)}")
             await self._remove_nested_repositories()
             await self._git("add", "--all")
             staged = await self._git("diff", "--cached", "--quiet", check=False)
@@ -268,6 +273,49 @@ class Workspace:
                 return None
             await self._push(head)
         return head
+
+    async def merge_base(self) -> list[str]:
+        """Bring the base branch into the bot's branch: a merge, never a rebase, so the
+        branch's commits (a person's among them) stay as they are and the push needs no
+        force. The merge is left uncommitted (the delivery's commit completes it, after
+        the gate); the paths git left conflicted are returned ([] when it merged cleanly
+        or the base is in already). A merge in progress is left as it is."""
+        await self.ensure()
+        async with self._lock:
+            going = await self._git("rev-parse", "--quiet", "--verify", "MERGE_HEAD", check=False)
+            if going.code == 0:
+                return await self._unmerged()
+            await self._fetch_history()
+            base = f"refs/remotes/origin/{self.base_branch}"
+            inside = await self._git("merge-base", "--is-ancestor", base, "HEAD", check=False)
+            if inside.code == 0:
+                return []
+            merged = await self._git("merge", "--no-ff", "--no-commit", "--no-edit", base,
+                                     check=False)  # fmt: skip
+            if merged.code == 0:
+                return []
+            conflicted = await self._unmerged()
+            if not conflicted:
+                raise WorkspaceError(f"git could not merge {self.base_branch}: {merged.stderr}")
+            return conflicted
+
+    async def _fetch_history(self) -> None:
+        """The whole history of the base and the bot's branch (the clone is shallow): git
+        needs their common ancestor to merge."""
+        auth = await self._auth()
+        refs = [f"+refs/heads/{name}:refs/remotes/origin/{name}"
+                for name in (self.base_branch, self.branch)]  # fmt: skip
+        deepen = ["--unshallow"] if (self._root / ".git" / "shallow").exists() else []
+        await self._git("fetch", "--quiet", "--no-tags", *deepen, "origin", *refs, auth=auth)
+
+    async def _unmerged(self) -> list[str]:
+        listed = await self._git("diff", "--name-only", "-z", "--diff-filter=U")
+        return sorted({p for p in listed.stdout.split("\0") if p})
+
+    async def _conflict_markers(self) -> list[str]:
+        """The paths a merge left conflicted that still hold a conflict marker line."""
+        conflicted = await self._unmerged()
+        return [p for p in conflicted if await offload.run(_has_markers, self.resolve(p))]
 
     async def unpublished(self) -> bool:
         """Whether the branch has commits the remote is not known to have (a commit made
@@ -292,6 +340,18 @@ class Workspace:
         await self._git("push", "--quiet", "--no-verify", "origin",
                         f"{head}:refs/heads/{self.branch}", auth=auth)  # fmt: skip
         await self._git("update-ref", f"refs/remotes/origin/{self.branch}", head)
+
+
+_MARKERS = (b"<<<<<<< ", b">>>>>>> ")
+
+
+def _has_markers(path: Path) -> bool:
+    """Whether the file holds a line git writes around a conflict."""
+    try:
+        with path.open("rb") as handle:
+            return any(line.startswith(_MARKERS) for line in handle)
+    except (FileNotFoundError, IsADirectoryError):
+        return False
 
 
 def remove_nested_repositories(root: Path) -> list[str]:

@@ -21,6 +21,7 @@ HELP: dict[CommandName, str] = {
     CommandName.RESUME: "resume a paused or waiting task",
     CommandName.RETRY: "start a new attempt that knows the last attempt's history",
     CommandName.STATUS: "show the task's state",
+    CommandName.AUTOFIX: "on the bot's change request: `on` or `off` its CI fix rounds",
     CommandName.HELP: "show this list",
 }
 

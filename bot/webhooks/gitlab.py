@@ -291,11 +291,17 @@ def _review(attrs: p.Note) -> ReviewRef:
     )
 
 
+# Notes in a merge request's review threads: on a line of the diff, or in a thread
+# started on the merge request (resolvable like a review thread).
+_THREAD_NOTES = frozenset({"DiffNote", "DiscussionNote"})
+
+
 def _note_kind(attrs: p.Note, action: str, *, change_request: bool) -> EventKind:
-    """A new note; on a merge request, a ``DiffNote`` is a comment on a line of the diff."""
+    """A new note; on a merge request, a ``DiffNote`` (a comment on a line of the diff) or
+    a ``DiscussionNote`` (one in a thread) is a review comment."""
     if action != "create" or attrs.system is True:
         return EventKind.COMMENT_OTHER
-    if change_request and attrs.type == "DiffNote":
+    if change_request and attrs.type in _THREAD_NOTES:
         return EventKind.REVIEW_COMMENT
     return EventKind.COMMENT_CREATED
 

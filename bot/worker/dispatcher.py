@@ -7,7 +7,9 @@ request's author or head branch; GitLab's note and labels as stored) and refines
 intent with what it found (``triggers.refine``), looks up the issue's tasks and, when
 needed, the actor's permission (cached briefly), then carries out the decision: an eyes
 reaction first (a label start's once its task exists), then the store change (which
-finishes the event in the same transaction), then replies.
+finishes the event in the same transaction), then replies. CI results, pushes and review
+activity on the bot's own change requests, and the looks the bot queued itself (the
+poll), go to the aftercare (``aftercare.py``).
 A forge failure gives the event back to be retried later; nothing is lost.
 """
 
@@ -18,13 +20,12 @@ import logging
 from typing import Protocol
 
 import msgspec.structs
-from cachetools import TTLCache
 
 from bot import metrics
 from bot.comments.replies import Replier
 from bot.config import CurrentSettings
 from bot.events import EventKind, ForgeEvent
-from bot.forges.base import Forge, ForgeError, ForgeLookup, Permission
+from bot.forges.base import Forge, ForgeError, ForgeLookup
 from bot.storage.base import Inbox, InboxEvent, Marks, Messages, Task, Tasks
 from bot.triggers import (
     Action,
@@ -35,7 +36,9 @@ from bot.triggers import (
     React,
     Reply,
     ReplyKind,
+    ScheduleRound,
     SendMessage,
+    SetAutofix,
     ShowStatus,
     classify,
     decide,
@@ -43,6 +46,7 @@ from bot.triggers import (
     refine,
     stored_intent,
 )
+from bot.worker.aftercare import POLL_EVENT, Aftercare
 from bot.worker.outcomes import event_retry_delay
 from bot.worker.readback import read_back
 
@@ -100,23 +104,6 @@ async def give_back(store: Inbox, item: InboxEvent, exc: Exception) -> None:
     metrics.EVENTS.labels("retried").inc()
 
 
-class PermissionCache:
-    """Permission look-ups, cached for ``ttl`` seconds per (forge, repository, user)."""
-
-    def __init__(self, *, ttl: float = 60.0, maxsize: int = 4096) -> None:
-        self._cache: TTLCache[tuple[str, str, str], Permission] = TTLCache(maxsize, ttl)
-
-    async def get(self, forge: Forge, event: ForgeEvent) -> Permission:
-        assert event.repo is not None
-        key = (event.forge.value, event.repo.full_name, event.actor.login)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        permission = await forge.get_permission(event.repo, event.actor.login)
-        self._cache[key] = permission
-        return permission
-
-
 class DispatchStore(Inbox, Tasks, Messages, Marks, Protocol):
     """What the dispatcher uses of the store: the inbox, the tasks and their messages
     (which finish an event in their own transaction), the marks of handled comments."""
@@ -130,12 +117,14 @@ class Dispatcher:
         settings: CurrentSettings,
         forges: ForgeLookup,
         replier: Replier,
+        aftercare: Aftercare,
     ) -> None:
         self.store = store
         self.settings = settings
         self.forges = forges
         self.replier = replier
-        self.permissions = PermissionCache()
+        self.aftercare = aftercare  # the bot's change requests after they were opened
+        self.permissions = self.aftercare.permissions  # one cache for both
 
     async def handle(self, item: InboxEvent) -> None:
         """Handle one leased inbox event; never raises for forge trouble."""
@@ -147,7 +136,10 @@ class Dispatcher:
             metrics.EVENTS.labels("unreadable").inc()
             return
         try:
-            await self._handle(item, event)
+            if event.name == POLL_EVENT:  # queued by the bot itself, never by a webhook
+                await self.aftercare.on_poll(item, event)
+            else:
+                await self._handle(item, event)
         except ForgeError as exc:
             await give_back(store, item, exc)
 
@@ -170,11 +162,18 @@ class Dispatcher:
             return verdict
         if forge is None:
             return Ignore("forge not configured")
+        if verdict.kind in (IntentKind.CI, IntentKind.PUSHED):
+            return verdict  # about a commit or branch, not an issue's conversation
         issue = verdict.event.issue
         assert issue is not None
         head_unknown = issue.is_change_request and issue.head_branch is None
         if not (verdict.author_unknown or (head_unknown and verdict.kind is IntentKind.START)):
             return verdict
+        if verdict.author_unknown and not head_unknown:
+            known = await self.aftercare.opened_by_the_bot(issue)
+            if known is not None:  # a change request the bot watches: no look-up
+                watched = msgspec.structs.replace(verdict.event, issue=known)
+                return refine(verdict, watched, self.settings())
         details = (await forge.get_issue(issue.repo, issue.number, change_request=True)).issue
         if verdict.author_unknown and not details.author:
             return Ignore(f"the author of {issue.key} is unknown")
@@ -186,6 +185,22 @@ class Dispatcher:
         )
         found = msgspec.structs.replace(verdict.event, issue=issue)
         return refine(verdict, found, self.settings())
+
+    async def _after_change_request(self, item: InboxEvent, verdict: Intent) -> bool:
+        """CI results and pushes on the bot's branches, and review activity waiting for
+        its round: the aftercare's (no permission to look up: the forge reports them, or
+        they were looked at already). Whether it took the event."""
+        event = verdict.event
+        match verdict.kind:
+            case IntentKind.CI:
+                await self.aftercare.on_checks(item, event)
+            case IntentKind.PUSHED:
+                await self.aftercare.on_push(item, event)
+            case IntentKind.ROUND if await self.aftercare.waiting_turn(item, event):
+                pass
+            case _:
+                return False
+        return True
 
     async def _as_stored(self, verdict: Intent, forge: Forge) -> Intent | Ignore:
         """The verdict on what the forge stores now (``readback``: GitLab's notes and
@@ -203,6 +218,9 @@ class Dispatcher:
             reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
             await store.finish_event(item.id, error=f"ignored: {reason}")
             metrics.EVENTS.labels("ignored").inc()
+            return
+        if await self._after_change_request(item, verdict):
+            metrics.EVENTS.labels("handled").inc()
             return
         key = comment_key(event)
         if key is not None and not await store.claim(key, owner=str(item.id)):
@@ -223,7 +241,8 @@ class Dispatcher:
             metrics.EVENTS.labels("ignored").inc()
             return
         event = verdict.event
-        permission = await self.permissions.get(forge, event)
+        assert event.repo is not None
+        permission = await self.permissions.of(forge, event.repo, event.actor.login)
         actions = decide(
             verdict,
             permission=permission,
@@ -277,6 +296,12 @@ class Dispatcher:
                     replies.append((action, None))
                 case ShowStatus(task_id=task_id):
                     replies.append((action, await store.get_task(task_id) if task_id else None))
+                case ScheduleRound():
+                    await self.aftercare.on_review(item, event)  # it finishes the event
+                    event_id = None  # or keeps it waiting: nothing else may finish it
+                case SetAutofix(enabled=enabled, quote=said):
+                    answer = await self.aftercare.set_autofix(event.issue, enabled)
+                    replies.append((Reply(answer, quote=said), None))
                 case React():
                     pass
         if event_id is not None:

@@ -30,6 +30,7 @@ from bot.run_events import Outcome, PauseReason
 from bot.runtime import Runtime
 from bot.storage.base import StoreError, Task, TaskState
 from bot.storage.retry import PersistenceFailed
+from bot.worker.aftercare import Aftercare
 from bot.worker.dispatcher import Dispatcher, give_back
 from bot.worker.maintenance import Maintenance
 from bot.worker.operator import pause_all, read_switch
@@ -56,10 +57,15 @@ class Worker:
         settings, forges = runtime.current_settings, runtime.forge
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.replier = Replier(settings, forges)
-        self.dispatcher = Dispatcher(store, settings=settings, forges=forges, replier=self.replier)
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self.aftercare = Aftercare(
+            store, settings=settings, forges=forges, clock=self._now, wake=self.poke
+        )
+        self.dispatcher = Dispatcher(
+            store, settings=settings, forges=forges, replier=self.replier, aftercare=self.aftercare
+        )
         self._running: dict[str, RunProgress] = {}
         self._runner = TaskRunner(
             store,
@@ -79,6 +85,7 @@ class Worker:
             llm_health=runtime.llm_health,
             clock=self._now,
             wake=self.poke,
+            aftercare=self.aftercare,
         )
         # The store failed every retry: no task is leased until the emergency stop is set
         # in the store (``halt``), with the tasks this worker paused for it.
@@ -255,7 +262,16 @@ class Worker:
             self.halt(f"task {task.id}: the store failed every retry", task.id)
         if stalled_run and outcome.state is TaskState.FAILED:  # the run could not say so
             await self._runner.report_late(task, outcome)
+        await self._after(task, outcome)
         return outcome
+
+    async def _after(self, task: Task, outcome: Outcome) -> None:
+        """What follows a task on the bot's change request (its watch, a round's record
+        and answers); a failure there is logged, never the task's."""
+        try:
+            await self.aftercare.task_ended(task, outcome)
+        except Exception:
+            log.exception("task %s: what follows it on its change request failed", task.id)
 
     def stuck(self) -> list[str]:
         """The runs that have made no progress for longer than the bound, described."""

@@ -1,9 +1,11 @@
 """The worker's periodic maintenance: re-queue tasks whose lease expired, wake waiting
 tasks whose time has come (probing the LLM first, with the small structured request a
 task would make, for tasks paused because it was down), ask the forge again for webhook
-deliveries missed while the bot was down (``redelivery.py``), prune handled webhook
-events and the dedup window after 14 days, and delete the run directories of tasks that
-ended more than ``storage.runs_retention_days`` ago."""
+deliveries missed while the bot was down (``redelivery.py``), queue a look at the checks
+of the bot's open change requests every ``ci.poll_seconds`` (``aftercare.py``: a lost CI
+event costs minutes), prune handled webhook events and the dedup window after 14 days,
+and delete the run directories of tasks that ended more than
+``storage.runs_retention_days`` ago."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from bot.forges.base import ForgeLookup
 from bot.llm.base import HealthReport
 from bot.storage.base import ACTIVE_STATES, Inbox, Marks, Task, Tasks, TaskState
 from bot.storage.runs import old_runs, remove_runs
+from bot.worker.aftercare import Aftercare
 from bot.worker.outcomes import LLM_UNAVAILABLE, waits_for_llm
 from bot.worker.redelivery import Redeliveries
 
@@ -33,7 +36,8 @@ class MaintenanceStore(Tasks, Inbox, Marks, Protocol):
 
 class Maintenance:
     """One worker's maintenance pass; ``wake`` tells its slots there is work;
-    ``llm_health`` is the LLM endpoint's (cached) health."""
+    ``llm_health`` is the LLM endpoint's (cached) health; ``aftercare`` polls the bot's
+    open change requests."""
 
     def __init__(
         self,
@@ -44,6 +48,7 @@ class Maintenance:
         llm_health: Callable[[], Awaitable[HealthReport]],
         clock: Callable[[], float],
         wake: Callable[[], None],
+        aftercare: Aftercare,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -52,6 +57,7 @@ class Maintenance:
         self._wake = wake
         self._next_prune = 0.0
         self.redeliveries = Redeliveries(store, settings=settings, forges=forges, clock=clock)
+        self.aftercare = aftercare
 
     async def say_llm_health(self) -> None:
         """Say once at start-up whether the LLM endpoint answers, with setup steps if not."""
@@ -83,6 +89,7 @@ class Maintenance:
         await self._wake_due()
         await self._prune_if_due()
         await self.redeliveries.run_if_due()
+        await self.aftercare.poll_if_due()
 
     async def _wake_due(self) -> None:
         due = await self.store.due_tasks(self._clock())

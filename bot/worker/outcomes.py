@@ -102,3 +102,10 @@ def stored_pause(task: Task) -> PauseReason | None:
 def waits_for_llm(task: Task) -> bool:
     """Whether a due task is paused because the LLM was unreachable."""
     return stored_pause(task) is PauseReason.LLM_UNAVAILABLE
+
+
+def merge_failed(exc: Exception, base_branch: str) -> Outcome:
+    """A base round whose merge git refused (not a conflict: those the agent resolves)."""
+    return Outcome(
+        TaskState.NEEDS_HUMAN, reason=f"the merge of {base_branch} into the branch failed: {exc}"
+    )

@@ -24,7 +24,7 @@ from bot.comments.reporter import IssueReporter
 from bot.config import CurrentSettings, Settings, secret_values, settings_digest
 from bot.config.overrides import EffectivePlanning
 from bot.config.user_service import UserConfigService
-from bot.events import TaskMode
+from bot.events import RoundKind, TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, ForgeLookup, NotFound
 from bot.llm.base import LLM
 from bot.record.snapshot import status_snapshot
@@ -34,6 +34,7 @@ from bot.storage.base import ACTIVE_STATES, CommentIds, Task, Tasks, TaskState
 from bot.storage.retry import PersistenceFailed, persist
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
+from bot.tools.gitcmd import WorkspaceError
 from bot.tools.repo_config import RepoConfigError, load_repo_config
 from bot.worker.outcomes import (
     crashed,
@@ -41,6 +42,7 @@ from bot.worker.outcomes import (
     invalid_repo_config,
     may_have_missed_reply,
     may_retry_task,
+    merge_failed,
     refused,
     store_failing,
 )
@@ -254,12 +256,14 @@ class TaskRunner:
         branch = None
         if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
             branch = issue.head_branch
+        found = task.request.round  # a round on the change request: against its own base
+        base_branch = found.base_branch if found and found.base_branch else info.default_branch
         built = await build_tools(
             settings=settings,
             forge=forge,
             issue=issue,
             task_id=task.id,
-            base_branch=info.default_branch,
+            base_branch=base_branch,
             repo_config=repo_config,
             stack=stack,
             finish_comment=agent_comment(task.id, secret_values(settings)),
@@ -268,6 +272,12 @@ class TaskRunner:
         )
         for note in built.notes:
             log.info("task %s: %s", task.id, note)
+        conflicts: tuple[str, ...] = ()
+        if found is not None and found.kind is RoundKind.BASE:
+            try:  # the base comes in before the agent plans: it resolves what is left
+                conflicts = tuple(await built.workspace.merge_base())
+            except WorkspaceError as exc:
+                return merge_failed(exc, base_branch)
         return TaskContext(
             task=task,
             issue=issue,
@@ -281,6 +291,7 @@ class TaskRunner:
             workspace=built.workspace.path,
             built=built,
             planning=planning,
+            conflicts=conflicts,
         )
 
     async def _say_refused(

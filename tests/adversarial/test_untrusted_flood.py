@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.events import TaskMode
+from bot.events import RoundKind, TaskMode
 from bot.storage.base import TaskState
 from bot.untrusted import MAX_PERSON_CHARS
 from tests.agent import docs
 from tests.agent.conftest import script
+from tests.e2e.after import bot_with_clock, later, review_comment, review_threads
 from tests.e2e.support import (
-    GH_BRANCH,
     GH_REPO,
+    OWNER,
     SteeredLLM,
     gh_comment,
     github_repo,
@@ -32,7 +33,7 @@ from tests.e2e.support import (
     two_writes,
     use_llm,
 )
-from tests.harness import Harness, fixture
+from tests.harness import Harness
 from tests.test_untrusted import nested
 
 pytestmark = pytest.mark.sandbox
@@ -156,26 +157,29 @@ async def test_a_flood_as_feedback_mid_task(bot: Harness, tmp_path: Path) -> Non
     assert_clean(fenced(llm.requests[2].messages[-1].content, "feedback by Codertocat"))
 
 
-async def test_a_flood_in_a_review_comment(bot: Harness, tmp_path: Path) -> None:
+async def test_a_flood_in_a_review_comment(tmp_path: Path) -> None:
+    """A line comment on the bot's pull request counts towards a review round: the round
+    reads its thread as GitHub stores it, and the thread becomes checklist item T1."""
     fix = docs.action("task_1", "write_file", arguments={"path": "a.txt", "content": "A2\n"})
     scripted = [*two_writes(), docs.completion(), docs.plan([fix]), docs.completion(done=1)]
-    llm = use_llm(bot, SteeredLLM(scripted))
-    github_repo(bot, origin(tmp_path))
-    await bot.send_github("issue_comment", gh_comment("/agent run"))
-    await settle(bot)
-    [change] = bot.github.repos[GH_REPO].change_requests
+    async with bot_with_clock(tmp_path, []) as bot:
+        llm = use_llm(bot, SteeredLLM(scripted))
+        github_repo(bot, origin(tmp_path))
+        await bot.send_github("issue_comment", gh_comment("/agent run"))
+        await settle(bot)
+        [change] = bot.github.repos[GH_REPO].change_requests
 
-    review = fixture("github", "pull_request_review_comment.created.json")
-    review["pull_request"].update(number=change.number, html_url=change.web_url)
-    review["pull_request"]["head"]["ref"] = GH_BRANCH
-    review["pull_request"]["user"]["login"] = bot.settings.bot.github_login  # the bot's PR
-    review["comment"]["body"] = FLOOD
-    pulse = Pulse(bot)
-    assert (await bot.send_github("pull_request_review_comment", review)).status_code == 202
-    await pulse.during(settle(bot))
-    assert pulse.answers >= 3 and pulse.longest < STALL, pulse.longest
+        [thread] = review_threads(bot.github, change.number, [("a.txt", 1, FLOOD)])
+        pulse = Pulse(bot)
+        review = review_comment(change, thread)
+        assert (await bot.send_github("pull_request_review_comment", review)).status_code == 202
+        await pulse.during(later(bot))
+        assert pulse.answers >= 3 and pulse.longest < STALL, pulse.longest
 
-    follow_up = [t for t in await bot.tasks() if t.request.mode is TaskMode.FOLLOW_UP]
-    assert [t.state for t in follow_up] == [TaskState.DONE]
-    prompt = llm.requests[-2].messages[-1].content
-    assert_clean(fenced(prompt, "instructions given with the command"))
+        follow_up = [t for t in await bot.tasks() if t.request.mode is TaskMode.FOLLOW_UP]
+        assert [t.state for t in follow_up] == [TaskState.DONE]
+        assert [t.request.round.kind for t in follow_up if t.request.round] == [RoundKind.REVIEW]
+        prompt = llm.requests[-2].messages[-1].content
+        body = fenced(prompt, "review thread T1")
+        assert body.startswith(f"{OWNER}: ")
+        assert_clean(body.removeprefix(f"{OWNER}: "))

@@ -15,8 +15,9 @@ from bot.agent.briefing import (
     tool_lines,
 )
 from bot.config import Settings
-from bot.events import ForgeKind
+from bot.events import FollowUpRound, ForgeKind, RoundKind
 from bot.forges.base import Comment, NotFound
+from bot.llm.prompts import PromptLibrary
 from bot.tools.registry import Tool, ToolResult
 from tests.fakes import FakeForge
 
@@ -134,6 +135,40 @@ async def test_build_context_reads_issue_comments_and_repository_facts() -> None
     assert "hidden" not in context.issue_block and "Body text" in context.issue_block
     assert '<untrusted source="instructions given with the command">' in context.issue_block
     assert context.task_text == task_text(issue, "only docs")
+
+
+async def test_a_round_is_told_what_it_answers_when_planning_and_in_the_open_loop() -> None:
+    """A CI fix round on the bot's change request: what it answers (the failed checks,
+    fenced by the worker, as its instructions) reaches the planner and the open tool loop
+    (``planning.enabled: false``) whole, as the round's, not as a person's instructions
+    (those are cut to 4,000 characters)."""
+    forge = FakeForge()
+    repo = forge.add_repo("acme/demo", {"README.md": "# Demo"})
+    change = forge.add_issue(repo, 9, title="Add calc.sh (#1)")
+    log = "FAILED tests/test_calc.sh::test_sub: sub 5 3 gave 8\n" + "ok\n" * 3000
+    failed = fence(log, "CI check test")
+    found = FollowUpRound(RoundKind.CI, 1, "a" * 40, "main", ("test",))
+
+    briefing = await build_context(
+        forge, change, Settings(), [], instructions=failed, follow_up=found
+    )
+
+    assert briefing.round is not None and briefing.round.context == failed
+    assert briefing.round.kind == "ci" and briefing.round.head == "a" * 12
+    assert "test_sub" not in briefing.issue_block and "test_sub" not in briefing.task_text
+    library = PromptLibrary()
+    planning = library.render(
+        "planning", strategy="chain_of_thought", level="moderate", max_subtasks=10,
+        replan_reason="", answers=[], **briefing.prompt_vars(),
+    )  # fmt: skip
+    tools = [{"name": "write", "purpose": "Write a file.", "schema": "{}"}]
+    open_loop = library.render(
+        "open_loop", **{**briefing.prompt_vars(), "tools": tools}, results="", notes=[],
+        steps=0, max_steps=10,
+    )  # fmt: skip
+    for prompt in (planning, open_loop):
+        assert "The change request's CI failed on commit aaaaaaaaaaaa (CI fix round 1" in prompt
+        assert failed in prompt  # whole: 9,000 characters and more
 
 
 async def test_build_context_survives_a_forge_that_cannot_answer() -> None:

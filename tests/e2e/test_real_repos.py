@@ -239,6 +239,8 @@ async def test_a_node_package_is_set_up_from_the_registry_and_fixed_with_its_tes
 
 # --- follow-ups on the bot's own branch: set-up from the base branch --------------------------
 
+QUIET = {"review": {"quiet_seconds": 0}}  # a review round without waiting for more comments
+
 
 @pytest.fixture
 def pypi_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,13 +254,17 @@ def pypi_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def review_follow_up(bot: Harness, branch: str, body: str) -> dict[str, object]:
-    """A review comment on the bot's pull request: a follow-up on its branch."""
+    """A line comment on the bot's pull request (its thread as GitHub holds it): a review
+    round on its branch (``QUIET``: at once)."""
     [change] = bot.github.repos[GH_REPO].change_requests
+    repo = bot.github.repos[GH_REPO].ref
+    thread = bot.github.add_thread(repo, change.number, (OWNER, body), path="README.md", line=1)
     review = fixture("github", "pull_request_review_comment.created.json")
     review["pull_request"].update(number=change.number, html_url=change.web_url)
     review["pull_request"]["head"]["ref"] = branch
     review["pull_request"]["user"]["login"] = bot.settings.bot.github_login  # the bot's PR
-    review["comment"]["body"] = body
+    review["comment"].update(body=body, id=thread.comments[0].id)
+    review["comment"]["user"]["login"] = review["sender"]["login"] = OWNER
     return review
 
 
@@ -285,7 +291,7 @@ async def test_a_follow_up_sets_up_from_the_base_branch_when_the_cache_entry_was
     tmp_path: Path,
 ) -> None:
     script = fix_script("a + b") + touch_readme("Adds numbers.")
-    async with Harness(tmp_path, script=script) as bot:
+    async with Harness(tmp_path, script=script, overrides=QUIET) as bot:
         remote = repository(bot, tmp_path, PYTHON_PACKAGE)
         assert await run_issue(bot) is TaskState.DONE
         [branch] = bot_branches(remote)
@@ -319,7 +325,7 @@ async def test_a_follow_up_whose_branch_added_a_dependency_says_why_set_up_faile
         objective="add() adds; depend on packaging",
     )  # fmt: skip
     script = [plan, docs.completion(achieved=True, done=2), *touch_readme("Adds numbers.")[:1]]
-    async with Harness(tmp_path, script=script) as bot:
+    async with Harness(tmp_path, script=script, overrides=QUIET) as bot:
         remote = repository(bot, tmp_path, PYTHON_PACKAGE)
         assert await run_issue(bot) is TaskState.DONE
         [branch] = bot_branches(remote)

@@ -149,26 +149,32 @@ async def test_a_review_comment_on_the_bots_pull_request_follows_up_on_its_branc
     fix = docs.action("task_1", "write_file", arguments={"path": "a.txt", "content": "A2\n"},
                       purpose="Apply the review")  # fmt: skip
     script = [*two_writes(), docs.completion(), docs.plan([fix]), docs.completion(done=1)]
-    async with Harness(tmp_path, script=script) as bot:
+    quiet = {"review": {"quiet_seconds": 0}}  # a review round without waiting for more
+    async with Harness(tmp_path, script=script, overrides=quiet) as bot:
         issue = github_repo(bot, remote)
         await bot.send_github("issue_comment", gh_comment("/agent run"))
         await settle(bot)
         [change] = bot.github.repos[GH_REPO].change_requests
+        repo = bot.github.repos[GH_REPO].ref
+        thread = bot.github.add_thread(
+            repo, change.number, ("Codertocat", "a.txt should say A2"), path="a.txt", line=1
+        )  # what GitHub holds once the comment is made
 
         review = fixture("github", "pull_request_review_comment.created.json")
         review["pull_request"].update(number=change.number, html_url=change.web_url)
         review["pull_request"]["head"]["ref"] = BRANCH
         review["pull_request"]["user"]["login"] = bot.settings.bot.github_login  # the bot's PR
-        review["comment"]["body"] = "a.txt should say A2"
+        review["comment"].update(body="a.txt should say A2", id=thread.comments[0].id)
         assert (await bot.send_github("pull_request_review_comment", review)).status_code == 202
         await settle(bot)
 
         follow_up = [t for t in await bot.tasks() if t.request.mode is TaskMode.FOLLOW_UP]
         assert [t.state for t in follow_up] == [TaskState.DONE]
         pull = bot.github.issues[(GH_REPO, change.number)]
-        assert pull.reactions == [(284312630, "eyes")]  # on the line comment itself
+        [answered] = bot.github.change(repo, change.number).threads
+        assert answered.resolved and answered.comments[-1].body.startswith("Changed in ")
         assert pull.labels == ["coding agent done"] and issue.labels == ["coding agent done"]
         assert remote.show(BRANCH, "a.txt") == b"A2\n" and remote.show(BRANCH, "b.txt") == b"B\n"
         assert len(bot.github.repos[GH_REPO].change_requests) == 1
         assert f"Change request: {change.web_url}" in status_comment(pull)
-        assert "a.txt should say A2" in bot.llm.requests[-2].messages[-1].content
+        assert "Codertocat: a.txt should say A2" in bot.llm.requests[-2].messages[-1].content

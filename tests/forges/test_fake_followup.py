@@ -3,12 +3,15 @@ and what the bot does (replies, resolutions, ready for review) is what a test se
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from bot.change_state import Mergeable
+from bot.change_state import Mergeable, ThreadAnswer
 from bot.events import Check, CheckState, ForgeKind
 from bot.forges.base import Forge, NotFound
 from tests.fakes import WRITES, FakeForge
+from tests.tools.conftest import git, make_remote
 
 
 async def test_the_fake_scripts_checks_logs_state_and_threads() -> None:
@@ -55,3 +58,49 @@ async def test_the_fake_refuses_what_does_not_exist() -> None:
     forge.fail("get_commit_checks", NotFound("gone", status=404))
     with pytest.raises(NotFound):
         await forge.get_commit_checks(repo, "d" * 40)
+
+
+async def test_unscripted_the_fake_reads_head_base_mergeability_from_the_real_remote(
+    tmp_path: Path,
+) -> None:
+    remote = make_remote(tmp_path / "origin", {"README.md": b"one\n"})
+    forge = FakeForge(ForgeKind.GITHUB)
+    repo = forge.add_repo("o/r", clone_url=remote.url)
+    seed = tmp_path / "seed"
+    git("clone", "--quiet", remote.url, str(seed), cwd=tmp_path)
+    git("checkout", "--quiet", "-b", "agent/1-x", cwd=seed)
+    (seed / "README.md").write_text("branch\n")
+    git("commit", "--quiet", "-am", "on the branch", cwd=seed)
+    git("push", "--quiet", "origin", "agent/1-x", cwd=seed)
+    opened = await forge.open_change_request(
+        repo, head="agent/1-x", base="main", title="t", body="b"
+    )
+    state = await forge.get_change_request_state(repo, opened.number)
+    assert (state.head_sha, state.base_sha) == (remote.rev("agent/1-x"), remote.rev("main"))
+    assert state.mergeable is Mergeable.MERGEABLE
+    assert [c.email for c in state.commits] == ["test@example.invalid"]
+    git("checkout", "--quiet", "main", cwd=seed)
+    (seed / "README.md").write_text("main\n")
+    git("commit", "--quiet", "-am", "on main", cwd=seed)
+    git("push", "--quiet", "origin", "main", cwd=seed)
+    moved = await forge.get_change_request_state(repo, opened.number)
+    assert moved.mergeable is Mergeable.CONFLICTING  # as git merge-tree says
+
+
+async def test_answers_are_one_call_that_replies_and_resolves() -> None:
+    forge = FakeForge(ForgeKind.GITHUB)
+    repo = forge.add_repo("o/r")
+    opened = await forge.open_change_request(
+        repo, head="agent/1-x", base="main", title="t", body=""
+    )
+    one = forge.add_thread(repo, opened.number, ("alice", "a"))
+    two = forge.add_thread(repo, opened.number, ("alice", "b"))
+    await forge.answer_threads(
+        repo,
+        opened.number,
+        [ThreadAnswer(one.id, "done", resolve=True), ThreadAnswer(two.id, "no")],
+    )
+    first, second = await forge.list_review_threads(repo, opened.number)
+    assert first.resolved and first.comments[-1].body == "done"
+    assert not second.resolved and second.comments[-1].body == "no"
+    assert len(forge.calls_of("answer_threads")) == 1 and "answer_threads" in WRITES

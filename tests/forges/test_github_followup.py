@@ -14,7 +14,7 @@ import httpx
 import pytest
 import respx
 
-from bot.change_state import Mergeable
+from bot.change_state import Mergeable, ThreadAnswer
 from bot.events import CheckKind, CheckState
 from bot.forges.base import AccessDenied, ForgeError, NotFound, RateLimited
 from bot.forges.github import GitHubForge
@@ -349,3 +349,42 @@ async def test_a_refused_mutation_is_access_denied(
 def test_the_graphql_endpoint_of_github_and_of_an_enterprise_server() -> None:
     assert graphql_url(API) == "https://api.github.com/graphql"
     assert graphql_url("https://ghe.example/api/v3/") == "https://ghe.example/api/graphql"
+
+
+async def test_a_review_rounds_answers_are_one_mutation_document(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    """Aliased fields, run by GitHub one after the other: each reply, then its thread's
+    resolution when asked; a thread left open gets only its reply."""
+    route = mock.post("/graphql").respond(json=graphql("answers"))
+    answers = [
+        ThreadAnswer("PRRT_kwDOABCD1M5AAAAA", "Changed in 6dcb09b: fixed.", resolve=True),
+        ThreadAnswer("PRRT_kwDOABCD1M5AAAAB", "No change for this thread: on purpose."),
+    ]
+    await forge.answer_threads(REPO, 1347, answers)
+    assert route.call_count == 1
+    body = sent(route)
+    query = body["query"]
+    assert (
+        query.index("r0: addPullRequestReviewThreadReply")
+        < query.index("s0: resolveReviewThread")
+        < query.index("r1: addPullRequestReviewThreadReply")
+    )
+    assert "s1:" not in query
+    assert body["variables"] == {
+        "t0": "PRRT_kwDOABCD1M5AAAAA",
+        "b0": "Changed in 6dcb09b: fixed.",
+        "t1": "PRRT_kwDOABCD1M5AAAAB",
+        "b1": "No change for this thread: on purpose.",
+    }
+
+
+async def test_many_answers_go_in_documents_of_at_most_twenty_threads(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    route = mock.post("/graphql").respond(json={"data": {}})
+    answers = [ThreadAnswer(f"PRRT_{n}", f"reply {n}", resolve=True) for n in range(45)]
+    await forge.answer_threads(REPO, 1347, answers)
+    assert route.call_count == 3  # 20 + 20 + 5 threads; two mutations each
+    assert [len(sent(route, i)["variables"]) for i in range(3)] == [40, 40, 10]
+    assert sent(route, 2)["variables"]["t4"] == "PRRT_44"

@@ -13,7 +13,7 @@ import pytest
 import responses
 from responses import matchers
 
-from bot.change_state import Mergeable
+from bot.change_state import Mergeable, ThreadAnswer
 from bot.events import CheckKind, CheckState
 from bot.forges.base import AccessDenied, ForgeError, NotFound, RateLimited
 from bot.forges.gitlab import GitLabForge
@@ -256,3 +256,24 @@ async def test_a_server_error_that_persists_is_a_forge_error(
     with pytest.raises(ForgeError):
         await forge.list_review_threads(REPO, 3)
     assert waits == [1.0, 2.0, 4.0]
+
+
+async def test_a_review_rounds_answers_are_a_note_each_and_a_resolution_where_asked(
+    forge: GitLabForge, api: responses.RequestsMock, pacer: RecordingPacer
+) -> None:
+    """GitLab has no batch: two answers, one resolved, are three paced writes."""
+    reply = api.post(f"{MR}/discussions/{THREAD}/notes", json=load("discussion_note"))
+    other = api.post(f"{MR}/discussions/d2/notes", json=load("discussion_note"))
+    resolve = api.put(
+        f"{MR}/discussions/{THREAD}", json=load("discussions")[0],
+        match=[matchers.json_params_matcher({"resolved": True})],
+    )  # fmt: skip
+    await forge.answer_threads(
+        REPO,
+        3,
+        [ThreadAnswer(THREAD, "Changed in 9999999: done.", resolve=True),
+         ThreadAnswer("d2", "No change for this thread: on purpose.")],
+    )  # fmt: skip
+    assert sent(reply.calls[0]) == {"body": "Changed in 9999999: done."}
+    assert sent(other.calls[0]) == {"body": "No change for this thread: on purpose."}
+    assert resolve.call_count == 1 and len(api.calls) == 3 and len(pacer.keys) == 3

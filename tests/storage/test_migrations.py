@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.storage.store_support import Backend, Clock, opened
+from tests.storage.test_store_watches import watch
 
 # Schema version 1 as the bot created it: dedup keys in ``deliveries``, events in an
 # ``inbox`` whose rows reference them.
@@ -145,3 +146,23 @@ async def test_a_version_3_database_gains_the_llm_dialects_table(
     async with opened(backend.make(clock)) as store:
         kept = await store.get_llm_dialect("http://x/v1", "m")
         assert kept is not None and kept[:2] == ("json_object", "unknown")
+
+
+# Version 4 (no watches), made from a fresh database.
+V4_FROM_V5 = """
+DROP TABLE watches;
+UPDATE meta SET value = '4' WHERE key = 'schema_version';
+"""
+
+
+async def test_a_version_4_database_gains_the_watches_table(backend: Backend, clock: Clock) -> None:
+    async with opened(backend.make(clock)) as store:
+        assert await store.claim("comment:github:o/r:1", owner="7")
+    backend.execute(V4_FROM_V5)
+    async with opened(backend.make(clock)) as store:
+        assert not await store.claim("comment:github:o/r:1", owner="8")  # kept
+        assert await store.open_watches() == []
+        assert await store.add_watch(watch())
+    async with opened(backend.make(clock)) as store:
+        [kept] = await store.open_watches()
+        assert kept.key == watch().key

@@ -368,7 +368,9 @@ def test_a_diff_note_on_a_merge_request_is_a_line_comment() -> None:
     event = parse("note-hook-merge-request.json", payload)
     assert event.kind is EventKind.REVIEW_COMMENT
     assert event.comment is not None and not event.comment.is_review_comment  # eyes on it
-    payload["object_attributes"]["type"] = "DiscussionNote"
+    payload["object_attributes"]["type"] = "DiscussionNote"  # a note in a review thread
+    assert parse("note-hook-merge-request.json", payload).kind is EventKind.REVIEW_COMMENT
+    payload["object_attributes"]["type"] = None  # a plain note on the merge request
     assert parse("note-hook-merge-request.json", payload).kind is EventKind.COMMENT_CREATED
     payload["object_attributes"].update(type="DiffNote", system=True)
     assert parse("note-hook-merge-request.json", payload).kind is EventKind.COMMENT_OTHER

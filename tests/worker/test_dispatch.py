@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.agent.session import TaskContext
-from bot.events import ForgeKind, RepoRef, TaskMode, TaskRequest
+from bot.events import ForgeKind, IssueRef, RepoRef, TaskMode, TaskRequest
 from bot.forges.base import ForgeError, Permission
 from bot.run_events import Outcome, ProgressKind, progress_event
 from bot.storage.base import TaskState
@@ -238,6 +238,13 @@ def on_the_bots_pull_request(name: str, body: str) -> dict:
 async def test_the_eyes_go_on_a_line_comment_itself_and_on_the_pull_request_for_a_review(
     bot: Harness,
 ) -> None:
+    # a task runs on the pull request: review comments join it as feedback, with eyes
+    pull = fixture("github", "pull_request_review_comment.created.json")["pull_request"]
+    issue = IssueRef(
+        repo=bot.github.repos[GH_REPO].ref, number=pull["number"], is_change_request=True,
+        head_branch="agent/1-spelling", head_repo=GH_REPO, author="coding-agent[bot]",
+    )  # fmt: skip
+    await bot.store.create_task(TaskRequest(issue, "Codertocat", TaskMode.FOLLOW_UP))
     line = on_the_bots_pull_request("pull_request_review_comment.created", "Use a table here.")
     await bot.send_github("pull_request_review_comment", line)
     await bot.dispatch_all()
@@ -274,16 +281,11 @@ async def test_a_line_note_on_the_bots_merge_request_looks_up_its_author(bot: Ha
     merge_request(bot, author="coding-agent-bot")
     await bot.send_gitlab("Note Hook", mr_note("Use a table here.", line=True))
     await bot.dispatch_all()
-    [task] = await bot.tasks()
-    assert task.request.mode is TaskMode.FOLLOW_UP
-    assert task.request.instructions == "Use a table here."
-    assert task.request.issue.author == "coding-agent-bot"
-    # The address under the project's as GitLab's API gives it, not the payload's.
-    assert (
-        task.request.issue.web_url
-        == "https://gitlab.example/gitlab-org/gitlab-test/-/merge_requests/1"
-    )
+    # Its author looked up: the bot's merge request, where a writer's note counts towards a
+    # review round (none starts here: no task of the bot opened this one, nothing watches it).
     assert bot.gitlab.calls_of("get_issue") == [(GL_PROJECT, 1)]
+    assert bot.gitlab.calls_of("get_permission") == [(GL_PROJECT, "root")]
+    assert await bot.tasks() == [] and await bot.store.pending_events() == 0
 
 
 async def test_a_line_note_on_a_persons_agent_branch_starts_nothing(bot: Harness) -> None:
@@ -390,7 +392,8 @@ async def test_the_dispatcher_decides_from_the_intent_the_app_kept(
     pull_request(bot, author="coding-agent[bot]", head="agent/1-spelling")
     await bot.send_github("issue_comment", pr_conversation_comment("@coding-agent add a test"))
     merge_request(bot, author="coding-agent-bot")
-    await bot.send_gitlab("Note Hook", mr_note("Use a table here.", line=True))
+    # a mention (a line note counts towards a review round of a watched merge request)
+    await bot.send_gitlab("Note Hook", mr_note("@coding-agent-bot use a table here."))
     assert await bot.dispatch_all() == 4
     tasks = {(t.request.issue.repo.forge, t.request.issue.number): t for t in await bot.tasks()}
     assert tasks[ForgeKind.GITHUB, 1].request.mode is TaskMode.RUN

@@ -1,0 +1,185 @@
+"""Review rounds on the bot's change request: every open thread, one follow-up.
+
+Once the review activity has been quiet for ``review.quiet_seconds`` (the aftercare
+waits for it), ``start`` reads the change request's threads, keeps the unresolved
+ones opened by people with write access whose last word is not the bot's
+(``round_threads``), and queues ONE round that sees them as a checklist (``T1``,
+``T2``, ...), once per newest comment (``review_mark``). When the round is done,
+``answer`` gives each of its threads its own short reply (what changed, with the commit, or
+why nothing did: the round's completion summary, checked against the files its push
+changed) and resolves the ones a commit addressed when ``review.resolve_threads`` is on,
+in as few requests as the forge allows.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bot import offload
+from bot.change_state import ReviewThread, ThreadAnswer
+from bot.comments.change_status import thread_reply
+from bot.config import bot_names, secret_values
+from bot.events import FollowUpRound, RoundKind
+from bot.followup.record import ChangeRecord
+from bot.followup.review import ThreadOutcome, review_mark, round_threads, thread_actions
+from bot.forges.base import Forge, Permission
+from bot.redact import redact
+from bot.run_events import Outcome
+from bot.storage.base import Task, Watch
+from bot.text import clip
+from bot.untrusted import fence
+from bot.webhooks.gitlab_common import is_bot_user
+from bot.worker.ci_rounds import own_names
+from bot.worker.permissions import PermissionCache
+from bot.worker.round_desk import RoundDesk
+from bot.worker.watchbook import record_of
+
+log = logging.getLogger("bot.worker")
+
+MAX_THREADS = 30  # checklist items of one round
+MAX_COMMENT_CHARS = 2000
+MAX_REPLY_CHARS = 600
+
+
+def checklist(items: tuple[ReviewThread, ...]) -> str:
+    """The threads as checklist items ``T1``, ``T2``, ...: where each is, and what was said
+    in it, fenced (the reviewers' words are data for the agent)."""
+    parts = []
+    for index, thread in enumerate(items, 1):
+        where = thread.path or "the change request"
+        if thread.path and thread.line:
+            where = f"{thread.path}:{thread.line}"
+        if thread.outdated:
+            where += ", on an older commit"
+        said = "\n\n".join(
+            f"{c.author or 'someone'}: {clip(c.body, MAX_COMMENT_CHARS, fit=True)}"
+            for c in thread.comments
+        )
+        parts.append(f"T{index} ({where}):\n{fence(said, f'review thread T{index}')}")
+    return "\n\n".join(parts)
+
+
+async def checklist_off_loop(items: tuple[ReviewThread, ...]) -> str:
+    """``checklist``, in an offload worker when what the reviewers wrote is long (people's
+    text is cleaned off the event loop)."""
+    said = sum(len(c.body) for thread in items for c in thread.comments)
+    if said <= offload.LARGE_TEXT:
+        return checklist(items)
+    return await offload.compute(checklist, items)
+
+
+def answers_of(outcome: Outcome) -> dict[str, dict[str, Any]]:
+    """The round's completion summary's ``threads`` answers, by label."""
+    listed = outcome.summary.get("threads") if isinstance(outcome.summary, dict) else None
+    found: dict[str, dict[str, Any]] = {}
+    for entry in listed if isinstance(listed, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("thread"), str):
+            found[entry["thread"].strip()] = entry
+    return found
+
+
+def outcomes_of(
+    found: FollowUpRound,
+    answers: dict[str, dict[str, Any]],
+    *,
+    pushed: str | None,
+    paths: set[str],
+) -> list[ThreadOutcome]:
+    """What the round did about each of its threads. A thread counts as changed when the
+    push changed its file (any file, for a thread not on one) and the round does not say
+    it left it; the round's word alone changes nothing."""
+    files = list(found.paths) + [""] * (len(found.threads) - len(found.paths))
+    outcomes = []
+    for index, (thread_id, path) in enumerate(zip(found.threads, files, strict=True), 1):
+        thread = ReviewThread(thread_id, (), path=path or None)
+        said = answers.get(f"T{index}", {})
+        touched = bool(pushed) and (thread.path is None or thread.path in paths)
+        claimed = bool(said.get("changed", touched))
+        commit = pushed if touched and claimed else None
+        outcomes.append(ThreadOutcome(thread, commit, str(said.get("reply") or "")))
+    return outcomes
+
+
+class ReviewRounds:
+    def __init__(self, desk: RoundDesk, permissions: PermissionCache) -> None:
+        self.desk = desk
+        self.permissions = permissions
+
+    async def _writes(self, forge: Forge, watch: Watch, login: str) -> bool:
+        """Someone the bot acts for: write access, and a person (another bot's review
+        threads are left alone, like its comments)."""
+        if is_bot_user(login):
+            return False
+        return await self.permissions.of(forge, watch.issue.repo, login) >= Permission.WRITE
+
+    async def start(self, owner: str, watch: Watch, forge: Forge) -> bool:
+        """Start the round; False when a task runs on the change request (try later)."""
+        store = self.desk.store
+        if await store.active_task_for(watch.key) is not None:
+            return False
+        repo, number = watch.issue.repo, watch.issue.number
+        threads = [t for t in await forge.list_review_threads(repo, number) if t.resolvable]
+        authors = {t.author for t in threads if not t.resolved and t.author}
+        writers = {login for login in authors if await self._writes(forge, watch, login)}
+        names = own_names(bot_names(self.desk.settings, repo.forge))
+        review = round_threads(threads, writers=writers, bot_names=names)
+        for thread, why in review.ignored:
+            log.info("%s: thread %s left alone: %s", watch.key, thread.id, why)
+        items = review.items[:MAX_THREADS]
+        if not items:
+            return True
+        newest = max(c.id for thread in items for c in thread.comments)
+        if not await store.claim(review_mark(watch.repo_key, number, newest), owner=owner):
+            return True
+        record = record_of(watch)
+        found = FollowUpRound(
+            RoundKind.REVIEW,
+            record.rounds_of(RoundKind.REVIEW) + 1,
+            head_sha=record.head_sha,
+            threads=tuple(t.id for t in items),
+            paths=tuple(t.path or "" for t in items),
+            comment_ids=tuple(c.id for t in items for c in t.comments),
+        )
+        # the round's own status comment on the change request tells it has begun
+        await self.desk.start_round(
+            watch,
+            found,
+            instructions=await checklist_off_loop(items),
+            about=str(len(items)),  # threads
+        )
+        return True
+
+    async def answer(
+        self, task: Task, outcome: Outcome, watch: Watch, delivery: dict[str, Any]
+    ) -> None:
+        """One reply per thread of the round, the addressed ones resolved; once."""
+        found, forge = task.request.round, self.desk.forge(watch)
+        if found is None or found.kind is not RoundKind.REVIEW or forge is None:
+            return
+        store = self.desk.store
+        if not await store.claim(f"answers:{task.id}", owner=f"{task.id}:{self.desk.clock()}"):
+            return  # answered before (a second look at the same outcome)
+        repo, number = watch.issue.repo, watch.issue.number
+        pushed = delivery.get("head_sha") if isinstance(delivery.get("head_sha"), str) else None
+        paths = {str(p) for p in delivery.get("paths") or []}
+        outcomes = outcomes_of(found, answers_of(outcome), pushed=pushed, paths=paths)
+        origin = await store.get_task(watch.task_id) or task
+        language = self.desk.reporter(forge).language(origin)
+        secrets = tuple(secret_values(self.desk.settings))
+        by_thread = {o.thread.id: o for o in outcomes}
+        answers = []
+        for action in thread_actions(outcomes, settings=self.desk.settings.review):
+            said = by_thread[action.thread_id]
+            reason = clip(said.reason, MAX_REPLY_CHARS, fit=True)
+            body = redact(thread_reply(language, commit=said.commit, reply=reason), known=secrets)
+            answers.append(ThreadAnswer(action.thread_id, body, resolve=action.resolve))
+        if answers:
+            await forge.answer_threads(repo, number, answers)
+        log.info("%s: answered %d thread(s), resolved %d", watch.key, len(answers),
+                 sum(1 for a in answers if a.resolve))  # fmt: skip
+
+
+def review_round_of(record: ChangeRecord, task_id: str) -> bool:
+    found = record.round_of_task(task_id)
+    return found is not None and found.kind is RoundKind.REVIEW

@@ -1,0 +1,63 @@
+"""Bringing the base into the bot's branch: a merge on a shallow clone, never a rebase,
+its conflicts left for the agent; a push with a conflict marker left is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.tools.workspace import Workspace, WorkspaceError
+from tests.tools.conftest import Remote, git
+
+MakeWorkspace = Callable[..., Workspace]
+BRANCH = "agent/1-test"
+
+
+def push(remote: Remote, tmp_path: Path, branch: str, rel: str, text: str) -> str:
+    """Someone commits ``text`` to ``rel`` on ``branch`` (made from main) and pushes it."""
+    seed = tmp_path / f"seed-{len(list(tmp_path.iterdir()))}"
+    git("clone", "--quiet", remote.url, str(seed), cwd=tmp_path)
+    exists = git("ls-remote", "--heads", "origin", branch, cwd=seed)
+    git("checkout", "--quiet", *([branch] if exists else ["-b", branch]), cwd=seed)
+    (seed / rel).write_text(text)
+    git("add", "--all", cwd=seed)
+    git("commit", "--quiet", "-m", f"{rel} on {branch}", cwd=seed)
+    git("push", "--quiet", "origin", branch, cwd=seed)
+    return git("rev-parse", "HEAD", cwd=seed)
+
+
+async def test_a_clean_merge_of_the_base_is_pushed_as_a_merge_commit(
+    make_workspace: MakeWorkspace, remote: Remote, tmp_path: Path
+) -> None:
+    mine = push(remote, tmp_path, BRANCH, "mine.txt", "mine\n")
+    theirs = push(remote, tmp_path, "main", "theirs.txt", "theirs\n")
+    workspace = make_workspace()
+    assert await workspace.merge_base() == []
+    head = await workspace.commit_and_push("Merge main into the branch")
+    assert head is not None
+    parents = git("rev-list", "--parents", "-n", "1", head, cwd=remote.bare).split()[1:]
+    assert parents == [mine, theirs]
+    assert await workspace.merge_base() == []  # main is in already: nothing to do
+
+
+async def test_conflicts_are_left_for_the_agent_and_block_the_push_until_resolved(
+    make_workspace: MakeWorkspace, remote: Remote, tmp_path: Path
+) -> None:
+    mine = push(remote, tmp_path, BRANCH, "README.md", "the branch's words\n")
+    push(remote, tmp_path, "main", "README.md", "main's words\n")
+    workspace = make_workspace()
+    assert await workspace.merge_base() == ["README.md"]
+    assert await workspace.merge_base() == ["README.md"]  # the merge in progress is kept
+    marked = (workspace.path / "README.md").read_text()
+    assert "<<<<<<< " in marked and ">>>>>>> " in marked
+    with pytest.raises(WorkspaceError, match=r"conflict markers in README\.md"):
+        await workspace.commit_and_push("Merge main")
+    assert remote.rev(BRANCH) == mine  # nothing pushed
+
+    (workspace.path / "README.md").write_text("both sides' words\n")
+    head = await workspace.commit_and_push("Merge main")
+    assert head is not None and remote.rev(BRANCH) == head
+    git("merge-base", "--is-ancestor", mine, head, cwd=remote.bare)  # kept, not rewritten
+    assert remote.show(BRANCH, "README.md") == b"both sides' words\n"
