@@ -4,9 +4,11 @@ routes. Routes only; decisions live elsewhere.
     POST /webhooks/github, /webhooks/gitlab   receiver.py (plain ASGI: the hot path)
     GET  /healthz /readyz /health/ai /metrics  below
     /api/...                                   api/ (with server.api_token)
+    /mcp                                       api/mcp_server.py (the API's operations
+                                               as MCP tools, with server.api_token)
     /dashboard/...                             dashboard/ (with server.api_token)
 
-The API and the dashboard see the client's address and scheme as a proxy of
+The API, /mcp and the dashboard see the client's address and scheme as a proxy of
 ``server.forwarded_allow_ips`` tells them (the login throttle, the cookie's Secure flag);
 the webhooks do not need them (signatures and tokens authenticate them).
 """
@@ -17,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
@@ -153,7 +155,8 @@ def create_app(
                 await worker.start()
             runtime.watch_reload_signal(os.environ)
         try:
-            yield
+            async with mcp_running():
+                yield
         finally:
             if manage_runtime:
                 if worker is not None:
@@ -169,28 +172,39 @@ def create_app(
             Route("/webhooks/github", receiver.endpoint(ForgeKind.GITHUB)),
             Route("/webhooks/gitlab", receiver.endpoint(ForgeKind.GITLAB)),
         ]
+    operator_routes, mcp_running = _operator_routes(
+        runtime, settings, slots=_slots(runtime, worker)
+    )
     routes += [
         Route("/healthz", health.live),
         Route("/readyz", health.ready),
         Route("/health/ai", health.ai),
         Route("/metrics", health.metrics),
-        *_operator_routes(runtime, settings, slots=_slots(runtime, worker)),
+        *operator_routes,
     ]
     app = BotApp(routes, lifespan)
     app.state.receiver = receiver
     return app
 
 
-def _operator_routes(runtime: Runtime, settings: CurrentSettings, *, slots: int) -> list[BaseRoute]:
-    """``/api`` and ``/dashboard``, when ``server.api_token`` is set (none otherwise)."""
+Running = Callable[[], AbstractAsyncContextManager[None]]
+
+
+def _operator_routes(
+    runtime: Runtime, settings: CurrentSettings, *, slots: int
+) -> tuple[list[BaseRoute], Running]:
+    """``/api``, ``/mcp`` and ``/dashboard``, when ``server.api_token`` is set (none
+    otherwise), and what the app's lifespan runs for them (the MCP session manager)."""
     server = settings().server
     token = server.api_token.get_secret_value() if server.api_token is not None else ""
     if not token:
-        return []
+        return [], nullcontext
     problem = server.api_token_problem()
     if problem is not None:
         raise ConfigError(problem)
     # The API's models and the dashboard's templates load only when the token turns them on.
+    from bot.api.mcp_server import BotMcpServer, McpEndpoint
+    from bot.api.mcp_tools import task_tools
     from bot.api.operations import Guard, http_problem
     from bot.api.routes import TaskApi, api_routes
     from bot.dashboard.views import Dashboard
@@ -204,7 +218,9 @@ def _operator_routes(runtime: Runtime, settings: CurrentSettings, *, slots: int)
         runtime.store, settings=settings, forges=runtime.forge, user_config=runtime.user_config
     )
     problems = Middleware(ExceptionMiddleware, handlers={HTTPException: http_problem})
-    api_router = Router(api_routes(api, Guard(token, throttle)))
+    guard = Guard(token, throttle)
+    api_router = Router(api_routes(api, guard))
+    mcp = McpEndpoint(BotMcpServer(task_tools(api)), guard)
     dashboard = Dashboard(
         runtime.store,
         settings=settings,
@@ -215,8 +231,9 @@ def _operator_routes(runtime: Runtime, settings: CurrentSettings, *, slots: int)
     )
     return [
         Mount("/api", app=api_router, middleware=[*proxies, problems]),
+        Route("/mcp", mcp, middleware=proxies),
         *dashboard.routes(middleware=proxies),
-    ]
+    ], mcp.running
 
 
 def _slots(runtime: Runtime, worker: Worker | None) -> int:

@@ -1,4 +1,5 @@
-"""The REST API under ``/api``: tasks, their reports and artifacts, operator actions.
+"""The REST API under ``/api``: tasks, their reports and artifacts, operator actions;
+and the same operations as MCP tools at ``/mcp``.
 
 Served only when ``server.api_token`` (``BOT_API_TOKEN``) is set; every request must
 carry it as a bearer token (compared in constant time); a client that sent too many wrong
@@ -10,5 +11,7 @@ the token's name (``server.api_token_name``) as their author, and reach the task
 issue's commands do.
 
 ``models.py`` the parameters and answers; ``routes.py`` the endpoints and their list;
-``operations.py`` serving an operation and describing them all.
+``operations.py`` serving an operation and describing them all; ``mcp_tools.py`` the
+operations as MCP tools, ``mcp_server.py`` serving them at ``/mcp`` behind the same token;
+``interim.py`` starting a task on an issue, until ``routes.py`` has that operation.
 """

@@ -21,6 +21,7 @@ from bot.storage.base import Task, TaskState
 from bot.worker.operator import Switch
 
 MAX_PAGE = 200
+MAX_TASK_ID = 100  # ids are UUIDs (36 characters); a prefix of one names it too
 TIMELINE_ENTRIES = 500
 
 # --- parameters (path and query) ------------------------------------------------------------
@@ -31,7 +32,7 @@ class NoParameters(BaseModel):
 
 
 class TaskId(BaseModel):
-    task_id: str
+    task_id: Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID)]
 
 
 class TaskFile(BaseModel):

@@ -124,7 +124,7 @@ class TaskApi:
         kind = mimetypes.guess_type(found.name)[0] or "application/octet-stream"
         return FileResponse(found, media_type=kind)
 
-    async def act(self, params: TaskAction) -> ActionResult:
+    async def act(self, params: TaskAction, *, args: str = "") -> ActionResult:
         """The same effect as the issue's command, with the API token's name as author."""
         by, action = self._author(), params.action
         try:
@@ -134,7 +134,7 @@ class TaskApi:
                     task_id=created.id, action=action.value, by=by, detail="a new task is queued"
                 )
             command = operator.TaskCommand(action)
-            task = await operator.command(self.store, params.task_id, command, by=by)
+            task = await operator.command(self.store, params.task_id, command, by=by, args=args)
         except operator.OperatorError as exc:
             status = 404 if isinstance(exc, operator.UnknownTask) else 409
             raise Refusal(status, str(exc)) from None

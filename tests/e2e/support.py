@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+
+import uvicorn
 
 from bot.comments.render import Marker, find_markers
 from bot.llm.base import HealthReport, LLMRequest, LLMResponse, LLMUnavailable
@@ -213,3 +217,23 @@ async def run_labelled_issue(bot: Harness, remote: Remote) -> Task:
     [task] = await bot.tasks()
     assert task.state is TaskState.DONE, task
     return task
+
+
+@asynccontextmanager
+async def served(bot: Harness) -> AsyncIterator[str]:
+    """The harness's app over real HTTP on a loopback port, on this test's event loop,
+    with its lifespan (the app starts the MCP session manager; the harness's runtime
+    stays the harness's: ``manage_runtime=False``)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(bot.app, host="127.0.0.1", port=port, log_config=None, lifespan="on")
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving

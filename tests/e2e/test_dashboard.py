@@ -4,18 +4,13 @@ and pulls the emergency stop and releases it. Screenshots go to the test's direc
 
 from __future__ import annotations
 
-import asyncio
 import shutil
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from bot.worker import operator
-from tests.e2e.support import run_labelled_issue
+from tests.e2e.support import run_labelled_issue, served
 from tests.e2e.test_api import TOKEN, WITH_API
 from tests.e2e.test_success import readme_script
 from tests.harness import Harness
@@ -33,24 +28,6 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-
-
-@asynccontextmanager
-async def served(bot: Harness) -> AsyncIterator[str]:
-    """The harness's app over real HTTP on a loopback port, on this test's event loop."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(bot.app, host="127.0.0.1", port=port, log_config=None, lifespan="off")
-    server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await serving
 
 
 async def test_a_person_logs_in_reads_a_task_and_pulls_the_emergency_stop(

@@ -1,0 +1,137 @@
+"""The tools the bot serves to MCP clients (``mcp_server.py``), each one of the API's
+operations: the endpoint of ``TaskApi`` that the REST route under ``/api`` calls, with
+the same parameter model and the same answer, so a tool and its route cannot part.
+
+A tool names its operation (``call``), the model its arguments are validated into
+(``params``, whose JSON schema is the tool's input schema) and the model of its answer
+(``answer``, the output schema; ``None``: the answer is Markdown text). The operator's
+actions on one task are ``TaskApi.act`` with the action fixed by the tool's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel, Field
+
+from bot.api import interim
+from bot.api.models import (
+    MAX_TASK_ID,
+    Action,
+    ActionResult,
+    NoParameters,
+    SwitchState,
+    TaskAction,
+    TaskDetail,
+    TaskFilter,
+    TaskId,
+    TaskPage,
+)
+from bot.api.operations import Answer
+from bot.api.routes import TaskApi
+
+P = TypeVar("P", bound=BaseModel)
+MAX_REASON = 4000
+
+
+class RejectTask(BaseModel):
+    task_id: Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID)]
+    reason: Annotated[str, Field(min_length=1, max_length=MAX_REASON)]
+
+
+@dataclass(frozen=True, slots=True)
+class McpTool(Generic[P]):
+    name: str
+    description: str
+    call: Callable[[P], Awaitable[Answer]]
+    params: type[P]
+    answer: type[BaseModel] | None  # None: Markdown text
+    read_only: bool = False
+    destructive: bool = False
+
+
+def _act(api: TaskApi, action: Action) -> Callable[[TaskId], Awaitable[Answer]]:
+    """``TaskApi.act`` (``POST /api/tasks/{task_id}/{action}``) for one ``action``."""
+
+    async def call(params: TaskId) -> Answer:
+        return await api.act(TaskAction(task_id=params.task_id, action=action))
+
+    return call
+
+
+def task_tools(api: TaskApi) -> list[McpTool[Any]]:
+    """Every tool, over ``api``'s operations."""
+
+    async def reject(params: RejectTask) -> Answer:
+        request = TaskAction(task_id=params.task_id, action=Action.REJECT)
+        return await api.act(request, args=params.reason)
+
+    async def start_task(params: interim.NewTask) -> Answer:
+        return await interim.start_task(api, params)
+
+    waiting = " The task acts on it at its next safe point and says so in its issue."
+    task_id = " A task id may be shortened to its first characters when no other starts so."
+    return [
+        McpTool(
+            "list_tasks",
+            "Tasks, newest first, filtered by state, forge and repository, a page at a time.",
+            api.list_tasks, TaskFilter, TaskPage, read_only=True,
+        ),
+        McpTool(
+            "show_task",
+            "A task: its state, stage, plan with each item's status, timeline, tokens, cost"
+            " and links (branch, change request)." + task_id,
+            api.show_task, TaskId, TaskDetail, read_only=True,
+        ),
+        McpTool(
+            "read_report",
+            "A task's run report (report.md, Markdown): what it did, the evidence, the"
+            " outcome. Refused until the run has written it." + task_id,
+            api.task_report, TaskId, None, read_only=True,
+        ),
+        McpTool(
+            "start_task",
+            "Start a task on an issue, pull request or merge request, given its web address"
+            " on the configured GitHub or GitLab: mode 'run' does the work and delivers a"
+            " draft change request, 'plan' only plans. Refused when the issue has an active"
+            " task. Answers the new task's id.",
+            start_task, interim.NewTask, interim.CreatedTask,
+        ),
+        McpTool(
+            "approve",
+            "Approve the plan a task waits on, as /agent approve does in the issue." + waiting,
+            _act(api, Action.APPROVE), TaskId, ActionResult,
+        ),
+        McpTool(
+            "reject",
+            "Reject the plan a task waits on, with the reason the agent revises it by, as"
+            " /agent reject REASON does in the issue." + waiting,
+            reject, RejectTask, ActionResult, destructive=True,
+        ),
+        McpTool(
+            "stop",
+            "Stop a task for good (its work so far stays on its branch)." + waiting,
+            _act(api, Action.STOP), TaskId, ActionResult, destructive=True,
+        ),
+        McpTool(
+            "pause", "Pause a task until it is resumed." + waiting,
+            _act(api, Action.PAUSE), TaskId, ActionResult,
+        ),
+        McpTool(
+            "resume", "Resume a paused task." + waiting,
+            _act(api, Action.RESUME), TaskId, ActionResult,
+        ),
+        McpTool(
+            "pause_all",
+            "Emergency stop: every running task pauses at its next safe point and queued"
+            " ones wait until resume_all.",
+            api.pause_all, NoParameters, SwitchState,
+        ),
+        McpTool(
+            "resume_all",
+            "End the emergency stop and resume the tasks it paused (not those people paused).",
+            api.resume_all, NoParameters, SwitchState,
+        ),
+    ]  # fmt: skip
