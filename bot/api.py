@@ -21,7 +21,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
-from bot.config import Settings, masked
+from bot.config import ObservabilitySettings, Settings, masked
 from bot.events import ForgeKind
 from bot.forges.base import AccessDenied, ForgeError, NotFound
 from bot.paths import PathRefused, resolve_inside
@@ -79,6 +79,10 @@ class TaskDetail(TaskSummary):
     cost: float = Field(description="US dollars at llm.prices (0: the model has no price)")
     links: dict[str, str] = Field(description="branch, change request, report")
     timeline: list[TimelineEntry]
+    trace_id: str | None = Field(
+        None, description="the OpenTelemetry trace of the task's last traced run (null: none)"
+    )
+    trace_url: str | None = Field(None, description="that trace at observability.trace_url")
 
 
 class ActionResult(BaseModel):
@@ -201,7 +205,8 @@ def create_api(runtime: Runtime, token: str, *, throttle: FailureThrottle) -> Fa
     async def show_task(task_id: str) -> TaskDetail:
         """A task: state, stage, plan with each item's status, timeline, tokens, links."""
         task = await task_of(task_id)
-        return detail(task, await runtime.store.load_checkpoint(task.id), settings().data_dir)
+        checkpoint = await runtime.store.load_checkpoint(task.id)
+        return detail(task, checkpoint, settings().data_dir, settings().observability)
 
     @api.get(
         "/tasks/{task_id}/report",
@@ -340,8 +345,14 @@ def summary(task: Task) -> TaskSummary:
     )
 
 
-def detail(task: Task, checkpoint: dict[str, Any] | None, data_dir: Path) -> TaskDetail:
+def detail(
+    task: Task,
+    checkpoint: dict[str, Any] | None,
+    data_dir: Path,
+    observability: ObservabilitySettings | None = None,
+) -> TaskDetail:
     snapshot = status_snapshot(checkpoint) or {}
+    trace_id = str(snapshot.get("trace_id") or "") or None
     plan = [PlanItem(**item) for item in checklist(snapshot)]
     return TaskDetail(
         **summary(task).model_dump(),
@@ -353,6 +364,8 @@ def detail(task: Task, checkpoint: dict[str, Any] | None, data_dir: Path) -> Tas
         cost=float(snapshot.get("cost", 0.0)),
         links=dict(snapshot.get("links", {})),
         timeline=timeline(data_dir, task.id),
+        trace_id=trace_id,
+        trace_url=observability.trace_link(trace_id or "") if observability else None,
     )
 
 

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.config import ConfigError
 from bot.events import EventKind, ForgeEvent, ForgeKind
 from bot.runtime import Runtime
@@ -64,8 +64,9 @@ async def _accept(runtime: Runtime, wake: Wake, key: str, event: ForgeEvent) -> 
         metrics.webhook(event.forge.value, "ignored")
         log.info("ignored %s %s/%s: %s", key, event.name, event.action, verdict.reason)
         return _answer(202, "ignored", reason=verdict.reason)
+    payload = tracing.stamp_event(event.to_dict(), event.name, event.action, event.delivery_id)
     try:
-        fresh = await runtime.store.record_delivery(key, event.forge.value, event.to_dict())
+        fresh = await runtime.store.record_delivery(key, event.forge.value, payload)
     except StoreError as exc:
         log.error("could not queue delivery %s: %s", key, exc)
         return _answer(503, "the bot could not store this delivery; please redeliver it")
@@ -188,7 +189,9 @@ class WebhookApp:
         else:
             forge, handler = route
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            status, body = await self._read(forge, handler, headers, receive)
+            with tracing.webhook_span(forge.value, scope["path"]) as span:
+                status, body = await self._read(forge, handler, headers, receive)
+                tracing.answered(span, status, body["message"])
             extra = _REFUSAL_HEADERS.get(status, [])
             if status == 503 and "retry_after" in body:
                 extra = [*extra, (b"retry-after", str(body["retry_after"]).encode())]

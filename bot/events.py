@@ -13,7 +13,7 @@ data) about ten times faster. Copy one with a change by ``msgspec.structs.replac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -250,6 +250,12 @@ class ForgeEvent(msgspec.Struct, frozen=True):
         return msgspec.convert(data, cls)
 
 
+def _strings(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def _issue_dict(issue: IssueRef) -> dict[str, Any]:
     data: dict[str, Any] = msgspec.to_builtins(issue)
     return data
@@ -302,9 +308,16 @@ class TaskRequest:
     instructions: str = ""
     trigger_comment_id: int | None = None
     previous_task_id: str | None = None
+    # The trace context the task was created in (a W3C traceparent carrier; bot.tracing):
+    # its first run joins that trace. Empty while traces are off.
+    trace_context: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def with_trace(self, context: dict[str, str]) -> TaskRequest:
+        """This request with the trace context it is created in (itself without one)."""
+        return replace(self, trace_context=dict(context)) if context else self
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "issue": _issue_dict(self.issue),
             "requested_by": self.requested_by,
             "mode": self.mode.value,
@@ -312,6 +325,9 @@ class TaskRequest:
             "trigger_comment_id": self.trigger_comment_id,
             "previous_task_id": self.previous_task_id,
         }
+        if self.trace_context:
+            data["trace_context"] = dict(self.trace_context)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskRequest:
@@ -322,4 +338,5 @@ class TaskRequest:
             instructions=data.get("instructions", ""),
             trigger_comment_id=data.get("trigger_comment_id"),
             previous_task_id=data.get("previous_task_id"),
+            trace_context=_strings(data.get("trace_context")),
         )

@@ -65,6 +65,12 @@ FORBIDDEN = {
     "bot.followup": ("bot.storage", "bot.forges", "bot.llm", "bot.tools", "bot.agent",
                      "bot.comments", "bot.worker", "bot.webhooks", "bot.runtime", "bot.app",
                      "bot.cli", "bot.triggers"),
+    # traces: one low room every other calls; it knows none of them (the vocabulary's
+    # types only, for the run's attributes)
+    "bot.tracing": ("bot.config", "bot.storage", "bot.forges", "bot.llm", "bot.tools",
+                    "bot.record", "bot.agent", "bot.comments", "bot.worker", "bot.webhooks",
+                    "bot.runtime", "bot.triggers", "bot.app", "bot.cli", "bot.followup",
+                    "bot.metrics", "bot.offload", "bot.run_events"),
     "bot.change_state": ("bot.storage", "bot.forges", "bot.llm", "bot.tools", "bot.agent",
                          "bot.comments", "bot.worker", "bot.webhooks", "bot.runtime", "bot.app",
                          "bot.cli", "bot.triggers", "bot.config", "bot.followup"),

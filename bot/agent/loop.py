@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from bot import tracing
 from bot.agent import finish as ends
 from bot.agent import people as heard
 from bot.agent.cache import PlanCache
@@ -364,7 +365,7 @@ class AgentLoop:
                 while True:
                     if run.state.stage is not Stage.DONE:
                         await safe_point(run)
-                    await HANDLERS[run.state.stage](run)
+                    await tracing.stage(run.state.stage, HANDLERS[run.state.stage](run), Exit)
             except LLMUnavailable as exc:
                 return await run.finish.outage(str(exc), now=self._clock())
             except (BudgetExceeded, LLMError) as exc:

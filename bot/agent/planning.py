@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot import tracing
 from bot.agent.briefing import Briefing, build_context, tool_lines
 from bot.agent.cache import PlanCache
 from bot.agent.people import waiting_for_answers
@@ -375,6 +376,7 @@ class Planning:
             ClarificationAsked(questions=questions, message=failed.message, best_guess=shown)
         )
         await session.checkpoint()
+        tracing.waiting(waiting.kind.value, f"answers to {len(questions)} questions")
         return waiting_for_answers()
 
     async def remember(self) -> None:

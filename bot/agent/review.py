@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from bot import tracing
 from bot.agent.briefing import as_data, tool_lines
 from bot.agent.people import answer_block
 from bot.agent.revision import Revise, RevisionSuggestion
@@ -257,11 +258,13 @@ class Review:
         feedback, state.pending_feedback = state.pending_feedback, []
         await session.show(Phase.REFLECTION)
         engine = self.engine()
-        evaluation = await engine.incorporate_human_feedback(
-            feedback,
-            done=done_text(list(state.records.values())),
-            tools=tool_lines(session.ctx.tools.usable()),
-        )
+        with tracing.span("reflect", {"bot.reflection.trigger": "human_feedback"}) as span:
+            evaluation = await engine.incorporate_human_feedback(
+                feedback,
+                done=done_text(list(state.records.values())),
+                tools=tool_lines(session.ctx.tools.usable()),
+            )
+            span.set("bot.reflection.status", evaluation.status.value)
         session.record(
             HistoryKind.REFLECTION, action="human feedback", evaluation=evaluation.to_dict()
         )
@@ -331,9 +334,11 @@ class Review:
         await session.show(Phase.REFLECTION)
         engine = self.engine()
         plan = session.plan
-        evaluation = await engine.evaluate_action(
-            plan.action(record.key) if plan else None, record, trigger=trigger
-        )
+        with tracing.span("reflect", {"bot.reflection.trigger": trigger.value}) as span:
+            evaluation = await engine.evaluate_action(
+                plan.action(record.key) if plan else None, record, trigger=trigger
+            )
+            span.update({"bot.tool": record.tool, "bot.reflection.status": evaluation.status.value})
         self.state.actions_since_reflection = 0
         return await self._act_on(engine, evaluation)
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot import tracing
 from bot.agent.planning import PlanningEngine, planning_engine, validated
 from bot.agent.session import Session
 from bot.config import RevisionSettings
@@ -185,7 +186,9 @@ class Reviser:
         REVISE); why it could not be revised, or None."""
         session, state = self.session, self.state
         number = state.plan_number + 1
-        result = await self._new_plan(revise, number)
+        with tracing.span("revise", {"bot.revision.number": number}) as span:
+            result = await self._new_plan(revise, number)
+            span.set("bot.revision.made", result.plan is not None)
         if result.plan is None:
             return "the plan could not be revised: " + "; ".join(result.problems)
         counts = revise.counts

@@ -48,6 +48,7 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "LLM_BASE_URL": (("llm",), "base_url"),
     "LLM_MODEL": (("llm",), "model"),
     "LLM_STRUCTURED_OUTPUT": (("llm",), "structured_output"),
+    "BOT_TRACES_ENABLED": (("observability", "traces"), "enabled"),
 }
 
 # Secret environment variables: variable -> (section, key).

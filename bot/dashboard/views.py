@@ -131,7 +131,8 @@ def dashboard_routes(
         except operator.OperatorError as exc:
             return page("login.html", request, 404, title="Not found", error=str(exc))
         data_dir = runtime.settings.data_dir
-        shown = detail(task, await runtime.store.load_checkpoint(task.id), data_dir)
+        checkpoint = await runtime.store.load_checkpoint(task.id)
+        shown = detail(task, checkpoint, data_dir, runtime.settings.observability)
         run_dir = data_dir / "runs" / task.id
         gate_result, gate = _gate_view(_quality(run_dir / "quality.json"))
         return page(

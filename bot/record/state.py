@@ -235,6 +235,9 @@ class AgentState:
     delivery: dict[str, Any] = field(default_factory=dict)
     setup: dict[str, Any] = field(default_factory=dict)  # bot/tools/setup.py SetupResult
     outcome: dict[str, Any] | None = None
+    # The traceparent of each traced run, oldest first (bot.tracing): a resumed run links
+    # to the one before it; the API and the report show the last one's trace id.
+    traces: list[str] = field(default_factory=list)
 
     # --- queries ---------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from bot import tracing
 from bot.forges.base import ForgeError
 from bot.tools.gitcmd import WorkspaceError
 from bot.tools.repo_config import Argv
@@ -184,7 +185,10 @@ class Preparer:
             left = self.timeout - (self.clock() - started)
             log = log_dir / f"{number:02d}-{_program(argv)}.log" if log_dir else None
             try:
-                step = await _run_step(sandbox, argv, root, env, left, log)
+                with tracing.command_span("setup step", shlex.join(argv)) as span:
+                    step = await _run_step(sandbox, argv, root, env, left, log)
+                    tracing.command_ended(span, step.exit_code, timed_out=step.timed_out,
+                                          ok=step.ok)  # fmt: skip
             except SandboxUnavailable as exc:  # the agent's commands cannot run either
                 return SetupResult(SetupStatus.SKIPPED, plan.source, key, error=str(exc))
             steps.append(step)

@@ -17,7 +17,7 @@ import logging
 import msgspec.structs
 from cachetools import TTLCache
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.comments.replies import Replier
 from bot.events import EventKind, ForgeEvent
 from bot.forges.base import Forge, ForgeError, Permission
@@ -127,10 +127,11 @@ class Dispatcher:
             await store.finish_event(item.id, error=f"unreadable event: {exc}")
             metrics.EVENTS.labels("unreadable").inc()
             return
-        try:
-            await self._handle(item, event)
-        except ForgeError as exc:
-            await give_back(store, item, exc)
+        with tracing.dispatch_span(item.payload, item.id, item.attempts):
+            try:
+                await self._handle(item, event)
+            except ForgeError as exc:
+                await give_back(store, item, exc)
 
     async def _verdict(self, event: ForgeEvent, forge: Forge | None) -> Intent | Ignore:
         """``classify``, with the change request looked up when what the payload leaves
@@ -221,7 +222,9 @@ class Dispatcher:
         for action in actions:
             match action:
                 case CreateTask(request=request):
+                    request = request.with_trace(tracing.inject())
                     task, created = await store.create_task(request, event_id=event_id)
+                    tracing.note({"bot.task.id": task.id, "bot.task.created": created})
                     event_id = None
                     react_later = react_later and created
                     if not created and not intent.from_label:

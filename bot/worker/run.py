@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.agent.loop import AgentLoop
 from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
@@ -24,7 +24,7 @@ from bot.config import Settings, secret_values
 from bot.config.overrides import EffectivePlanning, Layer
 from bot.events import TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
-from bot.record.snapshot import status_snapshot
+from bot.record.snapshot import run_traces, status_snapshot
 from bot.record.state import consumed_message_seq
 from bot.run_events import Outcome, SettingsRefused
 from bot.runtime import Runtime
@@ -85,11 +85,16 @@ class TaskRunner:
         forge = self.runtime.forge(issue.repo.forge)
         if forge is None:
             return Outcome(TaskState.FAILED, reason=f"{issue.repo.forge.value} is not configured")
+        checkpoint = await self.store.load_checkpoint(task.id)
         reporter = IssueReporter(self.runtime, task, forge)
-        try:
-            return await self._run_reported(task, forge, reporter)
-        finally:  # also on cancellation: no coalesced status edit may land afterwards
-            await reporter.aclose()
+        with tracing.task_run(task.id, issue, task.request, earlier=run_traces(checkpoint)) as span:
+            try:
+                outcome = await self._run_reported(task, forge, reporter, checkpoint)
+            finally:  # also on cancellation: no coalesced status edit may land afterwards
+                await reporter.aclose()
+            failed = outcome.state is TaskState.FAILED
+            tracing.ended(span, outcome.state.value, outcome.reason, failed=failed)
+            return outcome
 
     async def report_late(self, task: Task, outcome: Outcome) -> None:
         """Say an outcome reached without the run (the watchdog's): the closing comment,
@@ -148,9 +153,11 @@ class TaskRunner:
             log.info("task %s: a reply came in while it ran; re-queued", task_id)
             self._wake()
 
-    async def _run_reported(self, task: Task, forge: Forge, reporter: IssueReporter) -> Outcome:
+    async def _run_reported(
+        self, task: Task, forge: Forge, reporter: IssueReporter, checkpoint: dict[str, Any] | None
+    ) -> Outcome:
         try:
-            await reporter.begin(await self._snapshot(task))
+            await reporter.begin(status_snapshot(checkpoint))
             async with contextlib.AsyncExitStack() as stack:
                 ctx = await self._context(task, forge, reporter, stack)
                 if isinstance(ctx, Outcome):
