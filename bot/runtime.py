@@ -123,10 +123,15 @@ class Runtime:
         self._traces = tracing.enabled()
         (log.info if self._traces else log.error)("%s", said)
 
-    async def stop(self) -> None:
-        if self._traces:  # what is left is exported (the exporter's timeout bounds it)
+    async def stop_traces(self) -> None:
+        """Export what is left (within the exporter's timeout, off the event loop) and
+        turn traces off, when this runtime turned them on."""
+        if self._traces:
             self._traces = False
             await asyncio.to_thread(tracing.stop)
+
+    async def stop(self) -> None:
+        await self.stop_traces()
         for forge in self.forges.values():
             await forge.aclose()
         await self.llm.aclose()

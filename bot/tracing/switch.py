@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -35,8 +36,8 @@ def _set(
 def start(options: TraceOptions, environ: Mapping[str, str]) -> str:
     """Turn traces on with ``options``; returns the line to log. Without the SDK
     installed (or with a setting it cannot use) traces stay off, and the line says so."""
-    try:
-        from bot.tracing import sdk
+    try:  # from sys.modules, or imported now: fails without the SDK
+        sdk = importlib.import_module("bot.tracing.sdk")
     except ImportError as exc:
         return (
             f"observability.traces.enabled is on, but the OpenTelemetry SDK is not installed "
@@ -48,7 +49,7 @@ def start(options: TraceOptions, environ: Mapping[str, str]) -> str:
     except ValueError as exc:
         return f"traces could not start: {exc}: running WITHOUT traces"
     _set(provider, capture_content=options.capture_content, secrets=options.secrets, owned=True)
-    return said
+    return str(said)
 
 
 def stop() -> None:

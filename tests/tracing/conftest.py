@@ -20,6 +20,13 @@ from tests.e2e.support import origin
 from tests.tools.conftest import Remote
 
 
+@pytest.fixture(autouse=True)
+def traces_end_with_the_test() -> Iterator[None]:
+    """No test leaves traces on for the next."""
+    yield
+    tracing.stop()
+
+
 @pytest.fixture
 def remote(tmp_path: Path) -> Remote:
     return origin(tmp_path)
