@@ -123,11 +123,18 @@ class On:
     capture_content: bool
     secrets: tuple[str, ...]
     owned: bool  # started by ``switch.start`` (``stop`` shuts it down), not ``install``ed
+    # Webhook deliveries' lean spans (bot.tracing.deliveries); None: SDK spans (tests).
+    deliveries: Any = None
 
 
 _on: On | None = None
 # The spans of the current run that end when the run does (``until_run_ends``).
 _pending: ContextVar[list[OtelSpan] | None] = ContextVar("bot_trace_pending", default=None)
+
+
+def active() -> On | None:
+    """What traces with (None: off)."""
+    return _on
 
 
 def enabled() -> bool:

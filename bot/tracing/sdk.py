@@ -86,12 +86,47 @@ def exporter(options: TraceOptions, environ: Mapping[str, str]) -> tuple[SpanExp
     return OTLPSpanExporter(endpoint=endpoint, headers=headers or None), endpoint
 
 
+def service_name(options: TraceOptions, environ: Mapping[str, str]) -> str:
+    return environ.get("OTEL_SERVICE_NAME") or options.service_name
+
+
+def resource(options: TraceOptions, environ: Mapping[str, str]) -> Resource:
+    return Resource.create({SERVICE_NAME: service_name(options, environ)})
+
+
+def timeout_of(environ: Mapping[str, str]) -> float:
+    """Seconds an export may take (``OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT``; default 10)."""
+    text = environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or environ.get(
+        "OTEL_EXPORTER_OTLP_TIMEOUT", ""
+    )
+    try:
+        return max(float(text), 0.1) if text else 10.0
+    except ValueError:
+        return 10.0
+
+
+def compression_of(environ: Mapping[str, str]) -> str:
+    """``gzip`` or "" (``OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION``)."""
+    text = environ.get("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION") or environ.get(
+        "OTEL_EXPORTER_OTLP_COMPRESSION", ""
+    )
+    return "gzip" if text.strip().lower() == "gzip" else ""
+
+
+def schedule_delay(environ: Mapping[str, str]) -> float:
+    """Seconds between exports (``OTEL_BSP_SCHEDULE_DELAY``, milliseconds; default 5 s)."""
+    try:
+        return max(int(environ.get("OTEL_BSP_SCHEDULE_DELAY", "5000")), 1) / 1000
+    except ValueError:
+        return 5.0
+
+
 def provider(options: TraceOptions, environ: Mapping[str, str]) -> tuple[TracerProvider, str]:
     """A provider sampling ``sample_ratio`` of new traces (a trace begun elsewhere keeps
     its parent's decision), exporting in batches off the event loop."""
-    name = environ.get("OTEL_SERVICE_NAME") or options.service_name
+    name = service_name(options, environ)
     sampler = ParentBased(TraceIdRatioBased(options.sample_ratio))
-    made = TracerProvider(resource=Resource.create({SERVICE_NAME: name}), sampler=sampler)
+    made = TracerProvider(resource=resource(options, environ), sampler=sampler)
     sender, endpoint = exporter(options, environ)
     made.add_span_processor(BatchSpanProcessor(sender))
     said = (

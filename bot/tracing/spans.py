@@ -13,10 +13,10 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
-from bot.tracing import core
+from bot.tracing import core, deliveries
 from bot.tracing.core import (
     _NO_SPAN,
     TRACEPARENT,
@@ -31,6 +31,7 @@ from bot.tracing.core import (
     span,
     until_run_ends,
 )
+from bot.tracing.deliveries import DeliverySpans
 
 if TYPE_CHECKING:
     from bot.events import IssueRef, TaskRequest
@@ -209,9 +210,13 @@ CONTEXT_KEY = "trace_context"
 
 
 def webhook_span(forge: str, route: str) -> AbstractContextManager[Span]:
-    """The span of one webhook delivery in the web process (HTTP server conventions)."""
-    if not core.enabled():
+    """The span of one webhook delivery in the web process (HTTP server conventions): a
+    lean one when traces were started from the settings (``bot.tracing.deliveries``)."""
+    on = core.active()
+    if on is None:
         return _NO_SPAN
+    if on.deliveries is not None:
+        return cast(DeliverySpans, on.deliveries).delivery(route, forge)
     attributes = {"http.request.method": "POST", "http.route": route, "bot.forge": forge}
     return span(f"POST {route}", attributes, kind=Kind.SERVER)
 
@@ -224,16 +229,32 @@ def answered(span: Span, status: int, outcome: str) -> None:
         span.fail(str(status))
 
 
+class _CurrentSpan(Span):
+    """The SDK's current span, as a ``Span``."""
+
+    __slots__ = ()
+
+    def set(self, key: str, value: Value | None) -> None:
+        core.note({key: value})
+
+
 def stamp_event(payload: dict[str, Any], name: str, action: str, delivery: str) -> dict[str, Any]:
-    """``payload`` (an event about to be stored) with the delivery's context, and the
-    delivery's span told what it carries; ``payload`` itself while traces are off."""
+    """``payload`` (an event about to be stored, the caller's own dict) with the delivery's
+    context added, and the delivery's span told what it carries; untouched while off."""
     if not core.enabled():
         return payload
-    core.note(
-        {"bot.webhook.event": name, "bot.webhook.action": action, "bot.webhook.delivery": delivery}
-    )
+    lean = deliveries.current()
+    span: Span = lean if lean is not None else _CurrentSpan()
+    span.set("bot.webhook.event", name)
+    span.set("bot.webhook.action", action)
+    span.set("bot.webhook.delivery", delivery)
+    if lean is not None:
+        payload[CONTEXT_KEY] = {TRACEPARENT: lean.traceparent}
+        return payload
     context = inject()
-    return {**payload, CONTEXT_KEY: context} if context else payload
+    if context:
+        payload[CONTEXT_KEY] = context
+    return payload
 
 
 def dispatch_span(

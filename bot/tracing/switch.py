@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.tracing import core
 from bot.tracing.core import TraceOptions
+from bot.tracing.deliveries import DeliverySpans, Recorded
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -26,11 +27,16 @@ def uninstall() -> None:
 
 
 def _set(
-    provider: TracerProvider, *, capture_content: bool, secrets: Sequence[str], owned: bool
+    provider: TracerProvider,
+    *,
+    capture_content: bool,
+    secrets: Sequence[str],
+    owned: bool,
+    deliveries: DeliverySpans | None = None,
 ) -> None:
     tracer = provider.get_tracer("bot")
     kept = tuple(s for s in secrets if s)
-    core.activate(core.On(tracer, provider, capture_content, kept, owned))
+    core.activate(core.On(tracer, provider, capture_content, kept, owned, deliveries))
 
 
 def start(options: TraceOptions, environ: Mapping[str, str]) -> str:
@@ -48,8 +54,35 @@ def start(options: TraceOptions, environ: Mapping[str, str]) -> str:
         provider, said = sdk.provider(options, environ)
     except ValueError as exc:
         return f"traces could not start: {exc}: running WITHOUT traces"
-    _set(provider, capture_content=options.capture_content, secrets=options.secrets, owned=True)
+    lean = _delivery_spans(options, environ, delay=sdk.schedule_delay(environ))
+    _set(provider, capture_content=options.capture_content, secrets=options.secrets,
+         owned=True, deliveries=lean)  # fmt: skip
     return str(said)
+
+
+def _delivery_spans(
+    options: TraceOptions, environ: Mapping[str, str], *, delay: float
+) -> DeliverySpans | None:
+    """The lean recorder of webhook deliveries' spans, exporting over OTLP/HTTP like the
+    SDK's exporter (None with gRPC: deliveries get SDK spans)."""
+    from bot.tracing import otlp, sdk
+
+    protocol = sdk.protocol_of(options, environ)
+    if protocol != sdk.HTTP:
+        return None
+    resource = sdk.resource(options, environ).attributes
+    encoder = otlp.Encoder(
+        {k: v for k, v in resource.items() if isinstance(v, str | bool | int | float)}
+    )
+    poster = otlp.Poster(
+        sdk.endpoint_of(options, environ, protocol), sdk.headers_of(environ),
+        timeout=sdk.timeout_of(environ), compression=sdk.compression_of(environ),
+    )  # fmt: skip
+
+    def send(batch: list[Recorded]) -> None:
+        poster.post(encoder.request(batch))
+
+    return DeliverySpans(options.sample_ratio, send, delay=delay, on_close=poster.close)
 
 
 def stop() -> None:
@@ -57,4 +90,6 @@ def stop() -> None:
     it in a thread from the event loop)."""
     on = core.activate(None)
     if on is not None and on.owned:
+        if on.deliveries is not None:
+            on.deliveries.close()
         on.provider.shutdown()

@@ -111,6 +111,14 @@ async def test_a_delivery_is_one_trace_across_the_web_and_the_worker_over_otlp(
     [(worker_service, dispatch)] = by_name["dispatch issues"]
     [(_, run)] = by_name["task run"]
     assert (web_service, worker_service) == ("bot-web", "bot-worker")
+    assert hook.kind == 2  # type: ignore[attr-defined]  # SPAN_KIND_SERVER
+    web_attributes = {a.key: a.value for a in hook.attributes}  # type: ignore[attr-defined]
+    assert web_attributes["http.response.status_code"].int_value == 202
+    assert web_attributes["bot.webhook.outcome"].string_value == "queued"
+    assert web_attributes["bot.webhook.event"].string_value == "issues"
+    assert web_attributes["bot.webhook.action"].string_value == "labeled"
+    assert web_attributes["bot.webhook.delivery"].string_value == "delivery-1"
+    assert hook.end_time_unix_nano > hook.start_time_unix_nano  # type: ignore[attr-defined]
     trace = hook.trace_id  # type: ignore[attr-defined]
     assert dispatch.trace_id == trace and dispatch.parent_span_id == hook.span_id  # type: ignore[attr-defined]
     assert run.trace_id == trace and run.parent_span_id == dispatch.span_id  # type: ignore[attr-defined]

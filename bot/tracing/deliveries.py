@@ -1,0 +1,166 @@
+"""Webhook deliveries' spans, lean: the ack path records each one as a tuple, and a thread
+encodes and exports them in batches.
+
+The ack path is the bot's hot path (every comment on every installed repository). An SDK
+span and the SDK's OTLP encoding of it cost more there than the rest of the delivery's
+handling (``bench/trace_overhead.py`` measures it). So while traces are on (OTLP/HTTP), a
+delivery's span is ids, times and a few attributes: sampled by the SDK's rule (the trace
+id against the ratio), its context propagated as usual, and written as OTLP protobuf by
+``bot.tracing.otlp`` (what does not change between deliveries is encoded once). A full
+queue drops spans (counted), never makes a delivery wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
+
+from bot.tracing.core import Span, Value
+
+log = logging.getLogger("bot.tracing")
+
+MAX_QUEUE = 8192  # recorded spans waiting for their export; beyond, dropped
+BATCH = 512
+_MASK = (1 << 64) - 1
+Base = tuple[tuple[str, Value], ...]  # the attributes every delivery of a route has
+# A recorded span: trace id, span id, name, kind, start and end (ns), the route's
+# attributes, the delivery's own, the error type ("" : none).
+Recorded = tuple[int, int, str, str, int, int, Base, dict[str, Value], str]
+
+
+class Delivery(Span):
+    """One delivery's span: the context manager around its handling, and the ``Span``
+    the webhook code sees."""
+
+    __slots__ = ("_base", "_error", "_extra", "_recorder", "_sampled", "_span", "_start",
+                 "_token", "_trace", "name")  # fmt: skip
+
+    def __init__(self, recorder: DeliverySpans, name: str, base: Base) -> None:
+        self._recorder = recorder
+        self.name = name
+        self._base = base
+        self._extra: dict[str, Value] = {}
+        self._error = ""
+
+    def __enter__(self) -> Delivery:
+        self._trace = trace = random.getrandbits(128) or 1
+        self._span = random.getrandbits(64) or 1
+        self._sampled = (trace & _MASK) < self._recorder.bound
+        self._start = time.time_ns()
+        self._token: Token[Delivery | None] = _current.set(self)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        _current.reset(self._token)
+        if kind is not None and not issubclass(kind, asyncio.CancelledError):
+            self._error = kind.__qualname__
+        if self._sampled:
+            self._recorder.keep((self._trace, self._span, self.name, "server", self._start,
+                                 time.time_ns(), self._base, self._extra, self._error))  # fmt: skip
+
+    @property
+    def recording(self) -> bool:
+        return self._sampled
+
+    @property
+    def trace_id(self) -> str:
+        return f"{self._trace:032x}"
+
+    @property
+    def traceparent(self) -> str:
+        return f"00-{self._trace:032x}-{self._span:016x}-{'01' if self._sampled else '00'}"
+
+    def set(self, key: str, value: Value | None) -> None:
+        if value is not None:
+            self._extra[key] = value
+
+    def update(self, attributes: Mapping[str, Value | None]) -> None:
+        for key, value in attributes.items():
+            if value is not None:
+                self._extra[key] = value
+
+    def fail(self, error_type: str) -> None:
+        self._error = error_type
+
+
+_current: ContextVar[Delivery | None] = ContextVar("bot_trace_delivery", default=None)
+
+
+def current() -> Delivery | None:
+    """The delivery being handled in this context, if its span is a lean one."""
+    return _current.get()
+
+
+class DeliverySpans:
+    """Records delivery spans; a thread hands them to ``send`` in batches."""
+
+    def __init__(
+        self,
+        ratio: float,
+        send: Callable[[list[Recorded]], None],
+        *,
+        delay: float,
+        on_close: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.bound = round(ratio * (_MASK + 1))  # the SDK's TraceIdRatioBased rule
+        self._send = send  # a batch -> its export (in this recorder's thread)
+        self._on_close = on_close
+        self._delay = delay
+        self._routes: dict[tuple[str, str], tuple[str, Base]] = {}
+        self._pending: deque[Recorded] = deque()  # appended by the loop, taken by the thread
+        self._wake = threading.Event()
+        self._closed = False
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="bot-trace-deliveries",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def delivery(self, route: str, forge: str) -> Delivery:
+        """The span for one delivery to ``route`` (entered by ``with``)."""
+        known = self._routes.get((route, forge))
+        if known is None:
+            base: Base = (("http.request.method", "POST"), ("http.route", route),
+                          ("bot.forge", forge))  # fmt: skip
+            known = self._routes[(route, forge)] = (f"POST {route}", base)
+        return Delivery(self, *known)
+
+    def keep(self, recorded: Recorded) -> None:
+        pending = self._pending
+        if len(pending) >= MAX_QUEUE:
+            self.dropped += 1
+            return
+        pending.append(recorded)
+        if len(pending) >= BATCH:
+            self._wake.set()
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait(self._delay)
+            self._wake.clear()
+            self._flush()
+
+    def _flush(self) -> None:
+        pending = self._pending
+        while pending:
+            batch = [pending.popleft() for _ in range(min(BATCH, len(pending)))]
+            try:
+                self._send(batch)
+            except Exception:  # an export's trouble must not end the thread
+                self.dropped += len(batch)
+                log.exception("traces: %d delivery spans not exported", len(batch))
+
+    def close(self) -> None:
+        """Export what is recorded and stop."""
+        self._closed = True
+        self._wake.set()
+        self._thread.join(10)
+        self._flush()
+        if self.dropped:
+            log.warning("traces: %d delivery spans were dropped", self.dropped)
+        self._on_close()
