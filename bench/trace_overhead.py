@@ -7,9 +7,11 @@
    process of its own that reads and drops them), and the same server at ``--baseline``
    (default: the commit before traces came in; ``none`` to skip), under wrk at 16 and 64
    concurrent signed deliveries, the servers taking turns (``--repeat`` rounds of
-   ``--seconds`` each). Per level: median req/s, p50 and p99 of each, then on/off and
-   off/baseline (median req/s, with the per-round min-max). Targets: off costs nothing
-   measurable (off/baseline within the rounds' own spread), on at most 5% (on/off >= 95%).
+   ``--seconds`` each). Per level: median req/s, p50, p99 and the server's CPU time per
+   request (all its threads, from /proc: what bounds its throughput, and steadier than
+   req/s on a shared machine), then on/off and off/baseline (the ratio of the medians,
+   with the per-round min-max). Targets: off costs nothing measurable (off/baseline within
+   the rounds' own spread), on at most 5% (req/s >= 95%, CPU per request <= 105%).
 2. A task: the README task of bench/agent_tokens and a plan of ``--actions`` instant actions
    (the real coordinator, prompts, tools, SQLite, the FakeForge, scripted answers), run with
    traces off and on (sampling 1.0, OTLP/HTTP to the receiver) in turns; median wall time
@@ -82,8 +84,24 @@ def checkout(ref: str, into: Path) -> Path:
     return into
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process (all its threads) has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pid: int, port: int, level: int, args: argparse.Namespace, body_path: Path,
+             body: bytes) -> dict[str, float]:  # fmt: skip
+    """One wrk run, with the server's CPU time per request (all its threads): what bounds
+    its throughput, and far steadier than req/s on a shared machine."""
+    before = cpu_seconds(pid)
+    got = fire_wrk(port, level, args.seconds, body_path, body)
+    got["cpu_us"] = (cpu_seconds(pid) - before) / (got["rps"] * args.seconds) * 1e6
+    return got
+
+
 @contextlib.contextmanager
-def serving(root: Path, data_dir: Path, port: int, **extra: str) -> Iterator[None]:
+def serving(root: Path, data_dir: Path, port: int, **extra: str) -> Iterator[int]:
     """``bot serve --role web`` from the sources at ``root`` (the package there comes
     first on the path, before the installed one)."""
     data_dir.mkdir()
@@ -97,7 +115,7 @@ def serving(root: Path, data_dir: Path, port: int, **extra: str) -> Iterator[Non
     proc = subprocess.Popen(cmd, env=env, cwd=root)
     try:
         wait_ready(port, proc)
-        yield
+        yield proc.pid
     finally:
         proc.terminate()
         proc.wait(15)
@@ -107,9 +125,9 @@ def median(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(run[key] for run in runs)
 
 
-def ratio(top: list[dict[str, float]], bottom: list[dict[str, float]]) -> str:
-    pairs = [a["rps"] / b["rps"] for a, b in zip(top, bottom, strict=True)]
-    middle = median(top, "rps") / median(bottom, "rps")
+def ratio(top: list[dict[str, float]], bottom: list[dict[str, float]], key: str = "rps") -> str:
+    pairs = [a[key] / b[key] for a, b in zip(top, bottom, strict=True)]
+    middle = median(top, key) / median(bottom, key)
     return f"{middle:.1%} ({min(pairs):.1%}-{max(pairs):.1%})"
 
 
@@ -129,23 +147,31 @@ def ack_path(args: argparse.Namespace, workdir: Path, receiver_url: str) -> None
     body_path.write_bytes(payload())
     body = body_path.read_bytes()
     ports = {name: free_port() for name in servers}
+    pids: dict[str, int] = {}
     with contextlib.ExitStack() as stack:
         for name, (root, extra) in servers.items():
-            stack.enter_context(serving(root, workdir / f"data-{name}", ports[name], **extra))
+            data = workdir / f"data-{name}"
+            pids[name] = stack.enter_context(serving(root, data, ports[name], **extra))
         print(f"\n1. the ack path (wrk, {args.seconds} s runs, {args.repeat} rounds, servers "
               f"in turns; baseline: {ref or 'none'})")  # fmt: skip
-        print(f"{'concurrency':>11} {'server':>8} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7}")
+        print(f"{'concurrency':>11} {'server':>8} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+              f"{'CPU us/req':>10}")  # fmt: skip
         for level in LEVELS:
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
             for _ in range(args.repeat):
                 for name in servers:
-                    runs[name].append(fire_wrk(ports[name], level, args.seconds, body_path, body))
+                    got = measured(pids[name], ports[name], level, args, body_path, body)
+                    runs[name].append(got)
             for name, got in runs.items():
                 print(f"{level:>11} {name:>8} {median(got, 'rps'):>8.0f} "
-                      f"{median(got, 'p50'):>7.2f} {median(got, 'p99'):>7.2f}")  # fmt: skip
-            print(f"{'':>11} on/off req/s {ratio(runs['on'], runs['off'])} (target >= 95%)")
+                      f"{median(got, 'p50'):>7.2f} {median(got, 'p99'):>7.2f} "
+                      f"{median(got, 'cpu_us'):>10.1f}")  # fmt: skip
+            print(f"{'':>11} on/off: req/s {ratio(runs['on'], runs['off'])}, CPU per request "
+                  f"{ratio(runs['on'], runs['off'], 'cpu_us')} (target: req/s >= 95%, CPU "
+                  "<= 105%)")  # fmt: skip
             if "baseline" in runs:
-                print(f"{'':>11} off/baseline req/s {ratio(runs['off'], runs['baseline'])} "
+                print(f"{'':>11} off/baseline: req/s {ratio(runs['off'], runs['baseline'])}, "
+                      f"CPU per request {ratio(runs['off'], runs['baseline'], 'cpu_us')} "
                       "(target: within the rounds' spread)")  # fmt: skip
 
 
@@ -232,11 +258,12 @@ def no_op_cost() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Traces' cost, off and on.")
     parser.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds per level")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per level")
     parser.add_argument("--baseline", default="auto", help="git ref of the server without "
                         "traces (auto: the commit before bot/tracing/; none: skip)")  # fmt: skip
     parser.add_argument("--tasks", type=int, default=5, help="tasks of each kind, off and on")
     parser.add_argument("--actions", type=int, default=200, help="actions of the long task")
+    parser.add_argument("--parts", default="1,2,3", help="which parts to run, e.g. 1 or 2,3")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -246,9 +273,13 @@ def main() -> None:
         try:
             wait_ready(port, receiver)
             url = f"http://127.0.0.1:{port}"
-            no_op_cost()
-            task_overhead(args, url)
-            ack_path(args, workdir, url)
+            parts = set(args.parts.split(","))
+            if "3" in parts:
+                no_op_cost()
+            if "2" in parts:
+                task_overhead(args, url)
+            if "1" in parts:
+                ack_path(args, workdir, url)
         finally:
             receiver.terminate()
             receiver.wait(10)

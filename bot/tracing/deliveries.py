@@ -1,25 +1,33 @@
-"""Webhook deliveries' spans, lean: the ack path records each one as a tuple, and a thread
-encodes and exports them in batches.
+"""Webhook deliveries' spans, lean: the ack path records each one as a tuple, and a process
+of its own encodes and exports them.
 
 The ack path is the bot's hot path (every comment on every installed repository). An SDK
 span and the SDK's OTLP encoding of it cost more there than the rest of the delivery's
-handling (``bench/trace_overhead.py`` measures it). So while traces are on (OTLP/HTTP), a
-delivery's span is ids, times and a few attributes: sampled by the SDK's rule (the trace
-id against the ratio), its context propagated as usual, and written as OTLP protobuf by
-``bot.tracing.otlp`` (what does not change between deliveries is encoded once). A full
-queue drops spans (counted), never makes a delivery wait.
+handling, and even a lean encoding and its HTTP requests, done in this process, take the
+GIL from the event loop for a measurable share (``bench/trace_overhead.py``). So while
+traces are on (OTLP/HTTP), a delivery's span is ids, times and a few attributes: sampled by
+the SDK's rule (the trace id against the ratio), its context propagated as usual; a thread
+hands batches of them (``marshal``: a C copy of plain tuples) through a pipe to
+``bot.tracing.export_proc``, which writes them as OTLP protobuf (``bot.tracing.otlp``) and
+sends them. A full queue drops spans (counted), never makes a delivery wait.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import marshal
 import random
+import struct
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
+from typing import Any
 
 from bot.tracing.core import Span, Value
 
@@ -29,24 +37,28 @@ MAX_QUEUE = 8192  # recorded spans waiting for their export; beyond, dropped
 BATCH = 512
 _MASK = (1 << 64) - 1
 Base = tuple[tuple[str, Value], ...]  # the attributes every delivery of a route has
+# What most deliveries share: the event, the action, the status and the bot's outcome.
+Common = tuple[str, str, int, str]
 # A recorded span: trace id, span id, name, kind, start and end (ns), the route's
-# attributes, the delivery's own, the error type ("" : none).
-Recorded = tuple[int, int, str, str, int, int, Base, dict[str, Value], str]
+# attributes, the common ones, the delivery's id, any other attributes, the error type.
+Recorded = tuple[int, int, str, str, int, int, Base, Common, str, dict[str, Value], str]
 
 
 class Delivery(Span):
     """One delivery's span: the context manager around its handling, and the ``Span``
     the webhook code sees."""
 
-    __slots__ = ("_base", "_error", "_extra", "_recorder", "_sampled", "_span", "_start",
-                 "_token", "_trace", "name")  # fmt: skip
+    __slots__ = ("_action", "_base", "_delivery", "_error", "_event", "_extra", "_outcome",
+                 "_recorder", "_sampled", "_span", "_start", "_status", "_token", "_trace",
+                 "name")  # fmt: skip
 
     def __init__(self, recorder: DeliverySpans, name: str, base: Base) -> None:
         self._recorder = recorder
         self.name = name
         self._base = base
         self._extra: dict[str, Value] = {}
-        self._error = ""
+        self._error = self._event = self._action = self._outcome = self._delivery = ""
+        self._status = 0
 
     def __enter__(self) -> Delivery:
         self._trace = trace = random.getrandbits(128) or 1
@@ -61,8 +73,18 @@ class Delivery(Span):
         if kind is not None and not issubclass(kind, asyncio.CancelledError):
             self._error = kind.__qualname__
         if self._sampled:
+            common = (self._event, self._action, self._status, self._outcome)
             self._recorder.keep((self._trace, self._span, self.name, "server", self._start,
-                                 time.time_ns(), self._base, self._extra, self._error))  # fmt: skip
+                                 time.time_ns(), self._base, common, self._delivery,
+                                 self._extra, self._error))  # fmt: skip
+
+    def delivered(self, event: str, action: str, delivery: str) -> str:
+        """What the delivery is; its ``traceparent``."""
+        self._event, self._action, self._delivery = event, action, delivery
+        return f"00-{self._trace:032x}-{self._span:016x}-{'01' if self._sampled else '00'}"
+
+    def answered(self, status: int, outcome: str) -> None:
+        self._status, self._outcome = status, outcome
 
     @property
     def recording(self) -> bool:
@@ -164,3 +186,42 @@ class DeliverySpans:
         if self.dropped:
             log.warning("traces: %d delivery spans were dropped", self.dropped)
         self._on_close()
+
+
+class ExportProcess:
+    """``bot.tracing.export_proc`` in a process of its own, fed batches through its stdin
+    (started with the first batch, again after it ended; ``send`` from one thread)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._config = marshal.dumps(config)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def send(self, batch: list[Recorded]) -> None:
+        process = self._process
+        if process is None or process.poll() is not None:
+            process = self._process = self._start()
+        assert process.stdin is not None
+        data = marshal.dumps(batch)
+        process.stdin.write(struct.pack("!I", len(data)) + data)  # the GIL is let go meanwhile
+        process.stdin.flush()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "bot.tracing.export_proc"]
+        process = subprocess.Popen(command, stdin=subprocess.PIPE)
+        assert process.stdin is not None
+        process.stdin.write(struct.pack("!I", len(self._config)) + self._config)
+        return process
+
+    def close(self, timeout: float = 15.0) -> None:
+        """Let it send what it holds and end (killed after ``timeout``)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with contextlib.suppress(OSError):
+            assert process.stdin is not None
+            process.stdin.close()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -30,7 +30,10 @@ _SAMPLED_LOCAL = 0x101  # Span.flags: W3C sampled, "is_remote" known and false
 _ERROR = 2  # Status.code
 _CACHED = 4096
 _RETRY = frozenset({429, 502, 503, 504})
-_UNIQUE = frozenset({"bot.webhook.delivery"})
+_COMMON = ("bot.webhook.event", "bot.webhook.action", "http.response.status_code",
+           "bot.webhook.outcome")  # fmt: skip
+_TIMES = struct.Struct("<BQBQ")  # start_time_unix_nano (7) and end_time_unix_nano (8), fixed64
+_FLAGS = b"\x85\x01" + struct.pack("<I", _SAMPLED_LOCAL)  # Span.flags (16), fixed32
 
 
 def _varint(number: int) -> bytes:
@@ -68,6 +71,19 @@ def key_value(key: str, value: Value) -> bytes:
     return _field(1, key.encode("utf-8")) + _field(2, _any_value(value))
 
 
+_DELIVERY_KEY = b"\x0a\x14bot.webhook.delivery"  # KeyValue.key of the delivery's id
+
+
+def _delivery(value: bytes) -> bytes:
+    """The delivery's id as a ``Span.attributes`` field (one of its own per span)."""
+    size = len(value)
+    if size < 100:  # every length fits one byte
+        return (
+            bytes((0x4A, size + 26)) + _DELIVERY_KEY + bytes((0x12, size + 2, 0x0A, size)) + value
+        )
+    return _field(9, _DELIVERY_KEY + _field(2, _field(1, value)))
+
+
 class Encoder:
     """Recorded spans -> an ``ExportTraceServiceRequest``, for one resource and scope."""
 
@@ -77,10 +93,9 @@ class Encoder:
         self._scope = _field(1, _field(1, scope.encode("utf-8")))  # ScopeSpans.scope
         self._attributes: dict[tuple[str, Any], bytes] = {}
         self._heads: dict[tuple[str, str, Any], bytes] = {}
+        self._common: dict[tuple[Any, ...], bytes] = {}
 
     def _attribute(self, key: str, value: Value) -> bytes:
-        if key in _UNIQUE:  # a value of its own each time: not worth keeping
-            return _field(9, key_value(key, value))
         cache_key = (key, value if not isinstance(value, list) else tuple(value))
         found = self._attributes.get(cache_key)
         if found is None:
@@ -90,26 +105,40 @@ class Encoder:
         return found
 
     def span(self, recorded: tuple[Any, ...]) -> bytes:
-        """One ``Span`` message from a recorded span (``bot.tracing.deliveries``): its name,
-        kind and the route's attributes are encoded once per route."""
-        trace, span, name, kind, start, end, base, attributes, error = recorded
+        """One span as a ``ScopeSpans.spans`` field, from a recorded span
+        (``bot.tracing.deliveries``): its name, kind and the route's attributes are encoded
+        once per route, the event, action, status and outcome once per combination."""
+        trace, span, name, kind, start, end, base, common, delivery, extra, error = recorded
         head = self._heads.get((name, kind, base))
         if head is None:
             head = _field(5, name.encode("utf-8")) + _varint(6 << 3) + _varint(_KINDS[kind])
-            head += b"".join(_field(9, key_value(k, v)) for k, v in base)
+            head += _FLAGS + b"".join(_field(9, key_value(k, v)) for k, v in base)
             self._heads[(name, kind, base)] = head
+        shared = self._common.get(common)
+        if shared is None:
+            if len(self._common) >= _CACHED:
+                self._common.clear()
+            shared = self._common[common] = b"".join(
+                _field(9, key_value(k, v)) for k, v in zip(_COMMON, common, strict=True) if v
+            )
         parts = [b"\x0a\x10", trace.to_bytes(16, "big"), b"\x12\x08", span.to_bytes(8, "big"),
-                 head, b"\x39", struct.pack("<Q", start), b"\x41", struct.pack("<Q", end),
-                 b"\x85\x01", struct.pack("<I", _SAMPLED_LOCAL)]  # fmt: skip
-        parts += [self._attribute(k, v) for k, v in attributes.items()]
+                 head, _TIMES.pack(0x39, start, 0x41, end), shared]  # fmt: skip
+        if delivery:
+            parts.append(_delivery(delivery.encode("utf-8")))
+        parts += [self._attribute(k, v) for k, v in extra.items()]
         if error:
             parts.append(self._attribute("error.type", error))
             status = _field(2, error.encode("utf-8")) + _varint(3 << 3) + _varint(_ERROR)
             parts.append(_field(15, status))
-        return b"".join(parts)
+        body = b"".join(parts)
+        size = len(body)
+        if 128 <= size < 16384:  # the usual: a two-byte length
+            return bytes((0x12, (size & 0x7F) | 0x80, size >> 7)) + body
+        return _field(2, body)
 
-    def request(self, spans: Iterable[tuple[Any, ...]]) -> bytes:
-        scope_spans = self._scope + b"".join(_field(2, self.span(s)) for s in spans)
+    def request(self, spans: Iterable[bytes]) -> bytes:
+        """An ``ExportTraceServiceRequest`` of spans made by ``span``."""
+        scope_spans = self._scope + b"".join(spans)
         return _field(1, self._resource + _field(2, scope_spans))
 
 

@@ -31,7 +31,7 @@ from bot.tracing.core import (
     span,
     until_run_ends,
 )
-from bot.tracing.deliveries import DeliverySpans
+from bot.tracing.deliveries import Delivery, DeliverySpans
 
 if TYPE_CHECKING:
     from bot.events import IssueRef, TaskRequest
@@ -223,19 +223,13 @@ def webhook_span(forge: str, route: str) -> AbstractContextManager[Span]:
 
 def answered(span: Span, status: int, outcome: str) -> None:
     """What the delivery got: the status and the bot's word for it (queued, ignored...)."""
-    span.set("http.response.status_code", status)
-    span.set("bot.webhook.outcome", outcome)
+    if type(span) is Delivery:
+        span.answered(status, outcome)
+    else:
+        span.set("http.response.status_code", status)
+        span.set("bot.webhook.outcome", outcome)
     if status >= 500:
         span.fail(str(status))
-
-
-class _CurrentSpan(Span):
-    """The SDK's current span, as a ``Span``."""
-
-    __slots__ = ()
-
-    def set(self, key: str, value: Value | None) -> None:
-        core.note({key: value})
 
 
 def stamp_event(payload: dict[str, Any], name: str, action: str, delivery: str) -> dict[str, Any]:
@@ -244,13 +238,12 @@ def stamp_event(payload: dict[str, Any], name: str, action: str, delivery: str) 
     if not core.enabled():
         return payload
     lean = deliveries.current()
-    span: Span = lean if lean is not None else _CurrentSpan()
-    span.set("bot.webhook.event", name)
-    span.set("bot.webhook.action", action)
-    span.set("bot.webhook.delivery", delivery)
     if lean is not None:
-        payload[CONTEXT_KEY] = {TRACEPARENT: lean.traceparent}
+        payload[CONTEXT_KEY] = {TRACEPARENT: lean.delivered(name, action, delivery)}
         return payload
+    core.note(
+        {"bot.webhook.event": name, "bot.webhook.action": action, "bot.webhook.delivery": delivery}
+    )
     context = inject()
     if context:
         payload[CONTEXT_KEY] = context

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.tracing import core
 from bot.tracing.core import TraceOptions
-from bot.tracing.deliveries import DeliverySpans, Recorded
+from bot.tracing.deliveries import DeliverySpans, ExportProcess
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -63,26 +63,23 @@ def start(options: TraceOptions, environ: Mapping[str, str]) -> str:
 def _delivery_spans(
     options: TraceOptions, environ: Mapping[str, str], *, delay: float
 ) -> DeliverySpans | None:
-    """The lean recorder of webhook deliveries' spans, exporting over OTLP/HTTP like the
-    SDK's exporter (None with gRPC: deliveries get SDK spans)."""
-    from bot.tracing import otlp, sdk
+    """The lean recorder of webhook deliveries' spans, exported over OTLP/HTTP by a process
+    of its own like the SDK's exporter would (None with gRPC: deliveries get SDK spans)."""
+    from bot.tracing import sdk
 
     protocol = sdk.protocol_of(options, environ)
     if protocol != sdk.HTTP:
         return None
     resource = sdk.resource(options, environ).attributes
-    encoder = otlp.Encoder(
-        {k: v for k, v in resource.items() if isinstance(v, str | bool | int | float)}
-    )
-    poster = otlp.Poster(
-        sdk.endpoint_of(options, environ, protocol), sdk.headers_of(environ),
-        timeout=sdk.timeout_of(environ), compression=sdk.compression_of(environ),
-    )  # fmt: skip
-
-    def send(batch: list[Recorded]) -> None:
-        poster.post(encoder.request(batch))
-
-    return DeliverySpans(options.sample_ratio, send, delay=delay, on_close=poster.close)
+    config = {
+        "endpoint": sdk.endpoint_of(options, environ, protocol),
+        "headers": sdk.headers_of(environ),
+        "timeout": sdk.timeout_of(environ),
+        "compression": sdk.compression_of(environ),
+        "resource": {k: v for k, v in resource.items() if isinstance(v, str | bool | int | float)},
+    }
+    process = ExportProcess(config)
+    return DeliverySpans(options.sample_ratio, process.send, delay=delay, on_close=process.close)
 
 
 def stop() -> None:

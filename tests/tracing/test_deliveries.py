@@ -4,6 +4,7 @@ export process's spans as the SDK makes them."""
 
 from __future__ import annotations
 
+import marshal
 import threading
 import time
 
@@ -16,6 +17,8 @@ from bot.tracing import deliveries
 from bot.tracing.deliveries import MAX_QUEUE, DeliverySpans, Recorded
 from bot.tracing.otlp import Encoder
 
+ENCODER = Encoder({"service.name": "bot-web"})
+
 
 def recorder(ratio: float, sent: list[list[Recorded]]) -> DeliverySpans:
     return DeliverySpans(ratio, sent.append, delay=3600)
@@ -27,9 +30,11 @@ def test_a_delivery_is_recorded_as_sampled_and_its_context_always_goes_on(ratio:
     spans = recorder(ratio, sent)
     with spans.delivery("/webhooks/github", "github") as delivery:
         assert deliveries.current() is delivery
-        delivery.update({"bot.webhook.event": "issues", "http.response.status_code": 202})
+        parent = delivery.delivered("issues", "labeled", "d-1")
+        delivery.answered(202, "queued")
+        delivery.update({"bot.webhook.note": "extra"})
         delivery.fail("500")
-        parent = delivery.traceparent
+        assert parent == delivery.traceparent
     spans.close()
     assert deliveries.current() is None
     version, trace, span, flags = parent.split("-")
@@ -40,9 +45,10 @@ def test_a_delivery_is_recorded_as_sampled_and_its_context_always_goes_on(ratio:
         return
     [[recorded]] = sent
     assert recorded[0] == int(trace, 16) and recorded[1] == int(span, 16)
-    # encoded as the collector reads it
+    # encoded as the collector reads it (after the pipe to the export process)
+    recorded = marshal.loads(marshal.dumps(recorded))  # noqa: S302
     request = ExportTraceServiceRequest()
-    request.ParseFromString(Encoder({"service.name": "bot-web"}).request([recorded] * 2))
+    request.ParseFromString(ENCODER.request([ENCODER.span(recorded)] * 2))
     [resource_spans] = request.resource_spans
     assert [(a.key, a.value.string_value) for a in resource_spans.resource.attributes] == [
         ("service.name", "bot-web")
@@ -56,7 +62,9 @@ def test_a_delivery_is_recorded_as_sampled_and_its_context_always_goes_on(ratio:
     assert made.flags & 0xFF == 1
     assert {a.key: _plain(a.value) for a in made.attributes} == {
         "http.request.method": "POST", "http.route": "/webhooks/github", "bot.forge": "github",
-        "bot.webhook.event": "issues", "http.response.status_code": 202, "error.type": "500",
+        "bot.webhook.event": "issues", "bot.webhook.action": "labeled",
+        "http.response.status_code": 202, "bot.webhook.outcome": "queued",
+        "bot.webhook.delivery": "d-1", "bot.webhook.note": "extra", "error.type": "500",
     }  # fmt: skip
     assert made.status.code == Status.STATUS_CODE_ERROR and made.status.message == "500"
 
@@ -68,9 +76,10 @@ def _plain(value: AnyValue) -> object:
 def test_every_attribute_type_is_encoded_as_the_proto_says() -> None:
     values = {"s": "é", "t": True, "f": False, "i": 7, "n": -3, "d": 0.25,
               "a": ["x", "y"], "b": [1, 2]}  # fmt: skip
-    recorded = (5, 6, "x", "internal", 1, 2, (), values, "")
+    recorded = (5, 6, "x", "internal", 1, 2, (), ("", "", 0, ""), "", values, "")
     request = ExportTraceServiceRequest()
-    request.ParseFromString(Encoder({}).request([recorded]))
+    encoder = Encoder({})
+    request.ParseFromString(encoder.request([encoder.span(recorded)]))
     [made] = request.resource_spans[0].scope_spans[0].spans
     decoded = {a.key: a.value for a in made.attributes}
     assert {k: _plain(v) for k, v in decoded.items() if k not in ("a", "b")} == {
