@@ -44,6 +44,9 @@ Common = tuple[str, str, int, str]
 Recorded = tuple[int, int, str, str, int, int, Base, Common, str, dict[str, Value], str]
 
 
+_NONE: dict[str, Value] = {}  # never written: a delivery with no other attribute shares it
+
+
 class Delivery(Span):
     """One delivery's span: the context manager around its handling, and the ``Span``
     the webhook code sees."""
@@ -56,7 +59,7 @@ class Delivery(Span):
         self._recorder = recorder
         self.name = name
         self._base = base
-        self._extra: dict[str, Value] = {}
+        self._extra: dict[str, Value] = _NONE  # a dict of its own once something is set
         self._error = self._event = self._action = self._outcome = self._delivery = ""
         self._status = 0
 
@@ -99,10 +102,11 @@ class Delivery(Span):
         return f"00-{self._trace:032x}-{self._span:016x}-{'01' if self._sampled else '00'}"
 
     def set(self, key: str, value: Value | None) -> None:
-        if value is not None:
-            self._extra[key] = value
+        self.update({key: value})
 
     def update(self, attributes: Mapping[str, Value | None]) -> None:
+        if self._extra is _NONE:
+            self._extra = {}
         for key, value in attributes.items():
             if value is not None:
                 self._extra[key] = value
@@ -158,7 +162,7 @@ class DeliverySpans:
             self.dropped += 1
             return
         pending.append(recorded)
-        if len(pending) >= BATCH:
+        if len(pending) % BATCH == 0:  # a batch more: the thread sends all there is
             self._wake.set()
 
     def _run(self) -> None:
@@ -195,15 +199,20 @@ class ExportProcess:
     def __init__(self, config: dict[str, Any]) -> None:
         self._config = marshal.dumps(config)
         self._process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()  # a frame is written whole before the pipe closes
+        self._closed = False
 
     def send(self, batch: list[Recorded]) -> None:
-        process = self._process
-        if process is None or process.poll() is not None:
-            process = self._process = self._start()
-        assert process.stdin is not None
         data = marshal.dumps(batch)
-        process.stdin.write(struct.pack("!I", len(data)) + data)  # the GIL is let go meanwhile
-        process.stdin.flush()
+        with self._lock:
+            if self._closed:
+                raise ValueError("the export process is closed")
+            process = self._process
+            if process is None or process.poll() is not None:
+                process = self._process = self._start()
+            assert process.stdin is not None
+            process.stdin.write(struct.pack("!I", len(data)) + data)  # lets the GIL go
+            process.stdin.flush()
 
     def _start(self) -> subprocess.Popen[bytes]:
         command = [sys.executable, "-m", "bot.tracing.export_proc"]
@@ -214,7 +223,9 @@ class ExportProcess:
 
     def close(self, timeout: float = 15.0) -> None:
         """Let it send what it holds and end (killed after ``timeout``)."""
-        process, self._process = self._process, None
+        with self._lock:
+            self._closed = True
+            process, self._process = self._process, None
         if process is None:
             return
         with contextlib.suppress(OSError):

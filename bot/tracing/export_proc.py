@@ -23,7 +23,10 @@ def read(stream: IO[bytes]) -> Any:
     head = stream.read(4)
     if len(head) < 4:
         return None
-    data = stream.read(struct.unpack("!I", head)[0])
+    size = struct.unpack("!I", head)[0]
+    data = stream.read(size)
+    if len(data) < size:  # the parent ended in the middle of a frame
+        return None
     return marshal.loads(data)  # noqa: S302 - frames from the parent process, over its pipe
 
 

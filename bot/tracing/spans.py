@@ -212,7 +212,7 @@ CONTEXT_KEY = "trace_context"
 def webhook_span(forge: str, route: str) -> AbstractContextManager[Span]:
     """The span of one webhook delivery in the web process (HTTP server conventions): a
     lean one when traces were started from the settings (``bot.tracing.deliveries``)."""
-    on = core.active()
+    on = core._on  # the ack path: no call more than needed
     if on is None:
         return _NO_SPAN
     if on.deliveries is not None:
@@ -235,11 +235,11 @@ def answered(span: Span, status: int, outcome: str) -> None:
 def stamp_event(payload: dict[str, Any], name: str, action: str, delivery: str) -> dict[str, Any]:
     """``payload`` (an event about to be stored, the caller's own dict) with the delivery's
     context added, and the delivery's span told what it carries; untouched while off."""
-    if not core.enabled():
-        return payload
     lean = deliveries.current()
     if lean is not None:
         payload[CONTEXT_KEY] = {TRACEPARENT: lean.delivered(name, action, delivery)}
+        return payload
+    if not core.enabled():
         return payload
     core.note(
         {"bot.webhook.event": name, "bot.webhook.action": action, "bot.webhook.delivery": delivery}
