@@ -1,5 +1,5 @@
 """The ``bot`` command: serve, doctor, config show, status, history, run, tasks, pause-all,
-resume-all."""
+resume-all, action."""
 
 from __future__ import annotations
 
@@ -64,11 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one task now, without a webhook")
     run.add_argument("issue_url")
     run.add_argument("--dry-run", action="store_true", help="plan, print, write nothing")
+    sub.add_parser("action", help="run once for a GitHub Actions event (docs/github-action.md)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "action":  # its settings come from the runner's environment
+        return _action()
     config_path = getattr(args, "sub_config", None) or args.config
     try:
         settings = load_settings(os.environ, config_path)
@@ -90,15 +93,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return handlers[args.command](settings, args)
 
 
-def _logging(settings: Settings) -> None:
+def _logging(settings: Settings | None, known: Sequence[str] = ()) -> None:
     from bot.redact import RedactingFilter
 
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter(secret_values(settings)))
+    secrets = secret_values(settings) if settings is not None else ()
+    handler.addFilter(RedactingFilter((*secrets, *known)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(os.environ.get("BOT_LOG_LEVEL", "INFO").upper())
+
+
+def _action() -> int:
+    from bot.action.run import run_action
+    from bot.config.env import ENV_SECRETS
+
+    names = (*ENV_SECRETS, "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    _logging(None, [os.environ[name] for name in names if os.environ.get(name)])
+    return asyncio.run(run_action(os.environ))
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:

@@ -61,6 +61,9 @@ class EventKind(StrEnum):
     CHECKS_CHANGED = "checks_changed"
     # New commits on a change request's head branch (``ForgeEvent.head`` has the new head).
     CHANGE_REQUEST_PUSHED = "change_request_pushed"
+    # A person asked for a run on an issue without a comment or a label: a GitHub Actions
+    # workflow_dispatch (``extra["instructions"]``: what they wrote, maybe nothing).
+    RUN_REQUESTED = "run_requested"
 
 
 class Actor(msgspec.Struct, frozen=True):

@@ -12,6 +12,7 @@ from bot.agent.session import TaskContext
 from bot.comments.render import agent_comment
 from bot.config import secret_values
 from bot.events import TaskRequest
+from bot.record.open_loop import open_plan
 from bot.run_events import Outcome, ProgressEvent
 from bot.runtime import Runtime
 from bot.storage.base import TaskState
@@ -46,12 +47,15 @@ async def plan_once(runtime: Runtime, request: TaskRequest) -> dict[str, Any]:
     info = await forge.get_repo_info(request.issue.repo)
     repo_config = await load_repo_config(forge, request.issue.repo, info.default_branch)
     planning = await task_planning(
-        runtime,
+        runtime.user_config,
         runtime.settings,
         forge=request.issue.repo.forge,
         user=request.requested_by,
         repo_config=repo_config,
     )
+    if not planning.apply_to(runtime.settings).planning.enabled:
+        # planning is off: a task runs as one open tool loop, whose plan grows call by call
+        return open_plan(request.issue.title, request.issue.body).to_document()
     with tempfile.TemporaryDirectory(prefix="bot-dry-run-") as scratch:
         settings = planning.apply_to(runtime.settings)
         settings = settings.model_copy(

@@ -28,6 +28,7 @@ class PauseReason(StrEnum):
     LLM_UNAVAILABLE = "llm_unavailable"  # the model endpoint is down: woken by a health probe
     APPROVAL_TIMEOUT = "approval_timeout"  # nobody answered an approval request in time
     PERSON = "user"  # someone sent /agent pause
+    STORE = "store_failing"  # the store failed every retry: the emergency stop is set
 
 
 class WaitKind(StrEnum):
@@ -38,6 +39,17 @@ class WaitKind(StrEnum):
     REVISION = "revision"  # approval of a revised plan (require_human_approval)
     TOOL = "tool"  # approval of one tool call the policy wants approved
     PUSH = "push"  # approval of CI definitions in the push (planning.security)
+    JUDGEMENT = "judgement"  # a person's judgement of a result nobody else could judge
+
+
+class ErrorCategory(StrEnum):
+    """What went wrong, as ``errors.log`` names it (specification 003, 6)."""
+
+    MODEL = "model"  # a model call failed, the model was unreachable, an answer was invalid
+    TOOL = "tool"  # an action or a set-up command failed
+    QUALITY_GATE = "quality_gate"  # the lint or the tests failed
+    FORGE = "forge"  # a push, a change request or another forge write failed
+    PERSISTENCE = "persistence"  # the store or the run directory could not keep something
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +83,7 @@ class ProgressKind(StrEnum):
     ACTION = "action"  # an action started / finished (status comment only)
     USAGE = "usage"  # tokens used so far (status comment only)
     LINKS = "links"  # branch / change request / report links (status comment only)
+    COURSE = "course"  # the bot changed course after an unexpected result (status comment)
     REVISION = "revision"  # a plan revision: its own comment
     REFLECTION = "reflection"  # a failure reflection: its own comment
     CLARIFICATION = "clarification"  # questions for the author: its own comment, waits
@@ -147,6 +160,16 @@ class LinksShown(ProgressEvent):
     branch: str = ""
     change_request_url: str = ""
     gate: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CourseChanged(ProgressEvent):
+    """The bot changed course because a result was not what an action meant to do, or an
+    action's preconditions no longer held (docs/planning.md#unexpected-results)."""
+
+    kind: ClassVar[ProgressKind] = ProgressKind.COURSE
+    reason: str
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,6 +274,7 @@ EVENT_TYPES: dict[ProgressKind, type[ProgressEvent]] = {
         ActionProgress,
         UsageReport,
         LinksShown,
+        CourseChanged,
         Revised,
         Reflected,
         ClarificationAsked,

@@ -87,6 +87,11 @@ class Runtime:
     def forge(self, kind: ForgeKind) -> Forge | None:
         return self.forges.get(kind)
 
+    def current_settings(self) -> Settings:
+        """The settings now: what the parts built around the runtime are handed (a
+        ``CurrentSettings``), so a reload reaches them."""
+        return self.settings
+
     def watch_reload_signal(self, environ: Mapping[str, str]) -> None:
         """Reload the configuration on SIGHUP (``kill -HUP <pid>``)."""
         loop = asyncio.get_running_loop()

@@ -4,7 +4,12 @@ Two steps, so the dispatcher does only the look-ups a decision needs:
 
 1. ``classify(event, settings)`` says whether an event could matter at all (a
    trigger label, a command, a mention, a comment that may be feedback, a review on
-   the bot's own change request) or is ignored (bots, our own comments, noise).
+   the bot's own change request) or is ignored (bots, our own comments, noise). The
+   web app classifies each delivery once and keeps the intent beside the event in its
+   inbox row (``inbox_payload``); the dispatcher reads it back (``stored_intent``).
+   When a look-up tells more about the event (the change request's author or head
+   branch, GitLab's labels and state as stored), ``refine`` decides again only what
+   those facts decide, from the commands and mention the text was read for once.
 2. ``decide(intent, ...)`` turns it into actions, given the actor's permission and
    the issue's active / latest task.
 """
@@ -12,9 +17,12 @@ Two steps, so the dispatcher does only the look-ups a decision needs:
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import msgspec
 
 from bot.config import Settings, bot_names
 from bot.events import (
@@ -51,8 +59,10 @@ class Intent:
     text: str = ""
     on_bot_branch: bool = False
     # A REVIEW on a change request whose author the payload does not name (GitLab gives
-    # only an id): look the author up and classify again before deciding.
+    # only an id): look the author up and ``refine`` before deciding.
     author_unknown: bool = False
+    # What the comment says to the bot (``@bot ...``), without the mention; None: no mention.
+    mention: str | None = None
 
     @property
     def from_label(self) -> bool:
@@ -66,6 +76,45 @@ class Intent:
 @dataclass(frozen=True, slots=True)
 class Ignore:
     reason: str
+
+
+INTENT_KEY = "intent"  # where an inbox row's payload keeps the intent beside the event
+
+
+class _Kept(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What an inbox row keeps of an intent: its kind and what was read from the text
+    (the event is the row's; the intent's text follows from these, ``_text``)."""
+
+    kind: IntentKind
+    commands: tuple[Command, ...] = ()
+    mention: str | None = None
+    on_bot_branch: bool = False
+    author_unknown: bool = False
+
+
+def inbox_payload(intent: Intent) -> dict[str, Any]:
+    """What the inbox row of a classified delivery holds: the event, and its intent."""
+    i = intent
+    kept = _Kept(i.kind, i.commands, i.mention, i.on_bot_branch, i.author_unknown)
+    return {**i.event.to_dict(), INTENT_KEY: msgspec.to_builtins(kept)}
+
+
+def stored_intent(payload: Mapping[str, Any], event: ForgeEvent) -> Intent | None:
+    """The intent an inbox row's payload keeps for its ``event`` (None: a row without one,
+    from a version before it kept one). ``ValueError`` when what it keeps is not one."""
+    data = payload.get(INTENT_KEY)
+    if data is None:
+        return None
+    kept = msgspec.convert(data, _Kept)
+    return Intent(
+        kept.kind,
+        event,
+        commands=kept.commands,
+        text=_text(kept.kind, event, kept.mention),
+        on_bot_branch=kept.on_bot_branch,
+        author_unknown=kept.author_unknown,
+        mention=kept.mention,
+    )
 
 
 class ActionKind(StrEnum):
@@ -160,12 +209,51 @@ def owns_change_request(issue: IssueRef, settings: Settings) -> bool | None:
     return any(author in (name, f"{name}[bot]") for name in names)  # an App signs as <slug>[bot]
 
 
+COMMENT_KINDS = frozenset(
+    {EventKind.COMMENT_CREATED, EventKind.REVIEW_COMMENT, EventKind.REVIEW_SUBMITTED}
+)
+
+
 def classify(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
-    """First, I/O-free look at an event."""
+    """First, I/O-free look at an event: its text is read for commands and a mention
+    here, once."""
+    unaddressed = _unaddressed(event, settings)
+    if unaddressed is not None:
+        return unaddressed
+    commands: tuple[Command, ...] = ()
+    mention = None
+    body = event.comment.body if event.comment else ""
+    if event.kind in COMMENT_KINDS and MARKER_PREFIX not in body:
+        commands = tuple(parse_commands(body, prefix=settings.commands.prefix))
+        if not commands:
+            mention = mention_text(body, bot_names=bot_names(settings, event.forge))
+    return _judge(event, settings, commands, mention)
+
+
+def refine(intent: Intent, event: ForgeEvent, settings: Settings) -> Intent | Ignore:
+    """``intent`` for ``event`` as a look-up found it (the change request's author and
+    head branch filled in, GitLab's labels and state as stored): what those facts decide
+    is decided again; the commands and the mention stay as ``classify`` read them (a
+    read-back whose text differs from the payload's is ignored before this)."""
+    unaddressed = _unaddressed(event, settings)
+    if unaddressed is not None:
+        return unaddressed
+    return _judge(event, settings, intent.commands, intent.mention)
+
+
+def _unaddressed(event: ForgeEvent, settings: Settings) -> Ignore | None:
     if event.issue is None or event.repo is None:
         return Ignore(f"{event.name}/{event.action}: not about an issue")
     if is_own_or_bot(event, settings):
         return Ignore(f"sent by a bot ({event.actor.login})")
+    return None
+
+
+def _judge(
+    event: ForgeEvent, settings: Settings, commands: tuple[Command, ...], mention: str | None
+) -> Intent | Ignore:
+    """The intent of an event about an issue, from its text's commands and mention."""
+    assert event.issue is not None
     if not event.issue.is_open:
         return Ignore("the issue is closed")
     trigger = settings.labels.trigger
@@ -177,40 +265,52 @@ def classify(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
         if trigger in event.issue.labels:
             return Intent(IntentKind.START, event)
         return Ignore("opened without the trigger label")
-    if event.kind in (
-        EventKind.COMMENT_CREATED,
-        EventKind.REVIEW_COMMENT,
-        EventKind.REVIEW_SUBMITTED,
-    ):
-        return _classify_comment(event, settings)
+    if event.kind is EventKind.RUN_REQUESTED:
+        return Intent(IntentKind.START, event, text=_text(IntentKind.START, event, None))
+    if event.kind in COMMENT_KINDS:
+        return _judge_comment(event, settings, commands, mention)
     return Ignore(f"{event.kind.value} events do not start or steer tasks")
 
 
-def _classify_comment(event: ForgeEvent, settings: Settings) -> Intent | Ignore:
+def _judge_comment(
+    event: ForgeEvent, settings: Settings, commands: tuple[Command, ...], mention: str | None
+) -> Intent | Ignore:
     assert event.issue is not None
     body = event.comment.body if event.comment else ""
     if MARKER_PREFIX in body:
         return Ignore("one of the bot's own comments")
-    commands = parse_commands(body, prefix=settings.commands.prefix)
     if commands:
-        return Intent(IntentKind.COMMANDS, event, commands=tuple(commands))
+        return Intent(IntentKind.COMMANDS, event, commands=commands)
     own = owns_change_request(event.issue, settings)
     if event.kind in (EventKind.REVIEW_COMMENT, EventKind.REVIEW_SUBMITTED):
         if own is False:
             return Ignore("a review on a change request the bot did not open")
         if not body.strip():
             return Ignore("an empty review")
-    mention = mention_text(body, bot_names=bot_names(settings, event.forge))
     if own is not False and (mention is not None or _asks_for_changes(event)):
-        text = mention or body.strip()
+        kind = IntentKind.REVIEW
+        text = _text(kind, event, mention)
         return Intent(
-            IntentKind.REVIEW, event, text=text, on_bot_branch=True, author_unknown=own is None
+            kind, event, text=text, on_bot_branch=True, author_unknown=own is None, mention=mention
         )
     if mention is not None:
-        return Intent(IntentKind.START, event, text=mention)
+        return Intent(
+            IntentKind.START, event, text=_text(IntentKind.START, event, mention), mention=mention
+        )
     if not body.strip():
         return Ignore("an empty comment")
-    return Intent(IntentKind.COMMENT, event, text=body.strip())
+    return Intent(IntentKind.COMMENT, event, text=_text(IntentKind.COMMENT, event, mention))
+
+
+def _text(kind: IntentKind, event: ForgeEvent, mention: str | None) -> str:
+    """What an intent of ``kind`` asks, in words: the mention's text, or (a review, a
+    comment) the whole comment; nothing for a label start or commands."""
+    if event.kind is EventKind.RUN_REQUESTED:  # a workflow_dispatch: its instructions
+        return str(event.extra.get("instructions") or "")
+    body = event.comment.body.strip() if event.comment else ""
+    if kind in (IntentKind.REVIEW, IntentKind.COMMENT):
+        return mention or body
+    return mention or ""
 
 
 def _asks_for_changes(event: ForgeEvent) -> bool:
@@ -242,7 +342,7 @@ def decide(
     event = intent.event
     assert event.issue is not None
     if intent.author_unknown:
-        raise ValueError("look up the change request's author and classify again first")
+        raise ValueError("look up the change request's author and refine the intent first")
     if intent.from_label and active is not None:
         return []  # GitHub sends "opened" and "labeled" for one new issue: no news twice
     if not may_steer(permission):

@@ -19,8 +19,12 @@ The figures: the modules of ``bot/``; the files in ``bot/agent/``; the modules o
   happens on the way (``PATH_ROOMS``: the app, the webhook parsers, the triggers, the
   worker, the agent, the comments), plus the forge adapter that opens the change request.
 
-``tests/test_structure.py`` uses ``import_graph`` and ``circles`` to keep ``bot/``
-free of circles and its rooms importing one way (docs/architecture.md).
+The rules docs/architecture.md states, checked here and by ``tests/test_structure.py``:
+its room table (``room_table``, read from the doc itself, so the doc and the check cannot
+part) against the imports (``room_violations``); no circle (``circles``); the stage moved
+only by the loop (``stage_moves``); no control value compared with a string literal
+(``control_literals``); forge words at the edge only (``forge_words``); nothing read from
+the environment or connected at import time (``import_time_effects``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import ast
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,7 +154,7 @@ def deepest_chain(graph: Graph) -> list[str]:
 
 PATH_ENTRIES = ("bot.app", "bot.worker.loop")
 PATH_ROOMS = ("bot.app", "bot.webhooks", "bot.triggers", "bot.worker", "bot.agent", "bot.comments")
-PATH_END = "bot.forges.github"  # opens the change request
+PATH_END = "bot.forges.github_git"  # opens the change request (GitHub's POST /pulls)
 # Pure decision modules (or their successors): what they pull in should stay small.
 PURE = ("bot.worker.outcomes", "bot.record.state", "bot.agent.state", "bot.comments.status")
 LONG_MODULE = 300
@@ -343,6 +348,174 @@ def control_literals(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
     return _by_place(found)
 
 
+# --- the rules docs/architecture.md states ------------------------------------------------------
+
+DOC = Path("docs") / "architecture.md"
+_TICKED = re.compile(r"`([^`]+)`")
+EVERYTHING = "everything"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row of the room table: its rooms, and what they may import (None: everything)."""
+
+    rooms: tuple[str, ...]
+    allowed: tuple[str, ...] | None
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.find(f"\n{heading}\n")
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + len(heading) + 2)
+    return text[start : end if end > 0 else len(text)]
+
+
+def room_table(root: Path = ROOT) -> list[Row]:
+    """The rows of the table under ``## Rooms`` in docs/architecture.md, top to bottom:
+    the backticked names of its first column (``app.py``, ``api/``) and of its last (what
+    they may import; the word "everything"; or none)."""
+    doc = root / DOC
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    rows = []
+    for line in _section(text, "## Rooms").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 3 or not _TICKED.search(cells[0]):
+            continue
+        allowed = None if cells[-1] == EVERYTHING else tuple(_TICKED.findall(cells[-1]))
+        rows.append(Row(tuple(_TICKED.findall(cells[0])), allowed))
+    return rows
+
+
+def _target(name: str, package: str = PACKAGE) -> str:
+    """A backticked name as a module name: ``api/`` -> bot.api, ``record/state.py`` ->
+    bot.record.state, ``__init__.py`` -> bot."""
+    parts = [part for part in name.removesuffix(".py").split("/") if part]
+    return ".".join([package, *parts]) if parts != ["__init__"] else package
+
+
+def _names(module: str, name: str, package: str = PACKAGE) -> bool:
+    """Whether the backticked ``name`` (a module, or a folder's package) covers ``module``."""
+    target = _target(name, package)
+    if name.endswith("/"):
+        return module == target or module.startswith(target + ".")
+    return module == target
+
+
+def _row_of(rows: list[Row], module: str) -> int | None:
+    found = [i for i, row in enumerate(rows) if any(_names(module, n) for n in row.rooms)]
+    return found[0] if len(found) == 1 else None
+
+
+def room_violations(root: Path = ROOT, graph: Graph | None = None) -> list[str]:
+    """Where ``bot/`` parts from docs/architecture.md's room table: a name in the table
+    that names nothing, a module in no row (or in two), a row allowed to import a row at
+    or above it, and every import the table does not allow (imports within a row are
+    allowed)."""
+    graph = import_graph(root) if graph is None else graph
+    rows = room_table(root)
+    if not rows:
+        return [f"{DOC}: no room table under '## Rooms'"]
+    problems = []
+    for index, row in enumerate(rows):
+        for name in (*row.rooms, *(row.allowed or ())):
+            covered = [m for m in graph if _names(m, name)]
+            if not covered:
+                problems.append(f"{DOC}: `{name}` names no module of {PACKAGE}/")
+            elif name in (row.allowed or ()):
+                below = {_row_of(rows, m) for m in covered}
+                if any(i is None or i <= index for i in below):
+                    problems.append(
+                        f"{DOC}: `{', '.join(row.rooms)}` may import `{name}`, not below it"
+                    )
+    for module in sorted(graph):
+        index = _row_of(rows, module)
+        if index is None:
+            problems.append(f"{module}: in no row of the room table, or in more than one")
+            continue
+        row = rows[index]
+        for target in sorted(graph[module]):
+            if row.allowed is None or _row_of(rows, target) == index:
+                continue
+            if not any(_names(target, name) for name in row.allowed):
+                problems.append(f"{module} -> {target}: not in what `{row.rooms[0]}` may import")
+    return problems
+
+
+FORGE_WORDS = re.compile(r"pull_?request|merge_?request|installation", re.IGNORECASE)
+FORGE_ROOMS = ("webhooks", "forges")  # the edge, where a forge's own words belong
+FORGE_WORD_EXCEPTIONS = frozenset({("bot/events.py", "INSTALLATION")})
+
+
+def _names_in(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.keyword) and node.arg:
+        return [node.arg]
+    return []
+
+
+def forge_words(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
+    """Names in the code outside the edge rooms that hold a forge's own word for a change
+    request or an App's installation, as ``path:line: name``."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        where = str(path.relative_to(root))
+        if path.relative_to(root / package).parts[0] in FORGE_ROOMS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+        for node in ast.walk(tree):
+            for name in _names_in(node):
+                if FORGE_WORDS.search(name) and (where, name) not in FORGE_WORD_EXCEPTIONS:
+                    found.append(f"{where}:{getattr(node, 'lineno', 0)}: {name}")
+    return _by_place(found)
+
+
+# Reading the environment or opening a connection: never at import time.
+IMPORT_TIME_CALLS = frozenset(
+    {"getenv", "connect", "create_connection", "Client", "AsyncClient", "urlopen"}
+)
+
+
+def _at_import(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """The nodes a module's import runs: everything but function bodies (class bodies run)."""
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            # Only the decorators and default values of a function run at import.
+            todo.extend(node.args.defaults)
+            todo.extend(d for d in node.args.kw_defaults if d is not None)
+            if not isinstance(node, ast.Lambda):
+                todo.extend(node.decorator_list)
+            continue
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def import_time_effects(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
+    """Where a module reads the environment (``environ``, ``getenv``) or opens a
+    connection outside a function, as ``path:line: what``."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        where = str(path.relative_to(root))
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+        for node in _at_import(tree.body):
+            if isinstance(node, ast.Attribute | ast.Name) and _names_in(node) == ["environ"]:
+                found.append(f"{where}:{node.lineno}: environ")
+            if isinstance(node, ast.Call):
+                name = _names_in(node.func)
+                if name and name[0] in IMPORT_TIME_CALLS:
+                    found.append(f"{where}:{node.lineno}: {name[0]}()")
+    return _by_place(found)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", action="store_true", help="print every module's imports")
@@ -378,6 +551,17 @@ def main() -> int:
     literals = control_literals(root)
     print(f"control values compared with a string literal: {len(literals)}")
     for line in literals:
+        print(f"  {line}")
+    for title, lines in (
+        ("forge words outside webhooks/ and forges/", forge_words(root)),
+        ("the environment read or a connection opened at import time", import_time_effects(root)),
+    ):
+        print(f"{title}: {len(lines)}")
+        for line in lines:
+            print(f"  {line}")
+    wrong = room_violations(root, graph)
+    print(f"imports and names that part from docs/architecture.md's room table: {len(wrong)}")
+    for line in wrong:
         print(f"  {line}")
     print(f"circles: {len(found)}")
     for component in found:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -116,6 +117,8 @@ class FakeForge:
         self.edits: list[tuple[int, str]] = []
         self.hangs: set[str] = set()  # methods whose next call never answers
         self.pacer: WritePacer | None = None  # pace writes as the real adapters do
+        # (time.monotonic() when the call went out, after its pacing wait, method, args)
+        self.timeline: list[tuple[float, str, tuple[Any, ...]]] = []
         self._ids = itertools.count(1000)
         self._numbers = itertools.count(100)
         # after the change request: checks and annotations per commit, job logs by id
@@ -273,6 +276,7 @@ class FakeForge:
             if self.pacer is not None and method in WRITES:
                 async with self.pacer.slot(f"{self.kind.value}:fake"):
                     pass
+            self.timeline.append((time.monotonic(), method, args))
 
     def _name(self, repo: RepoRef) -> str:
         """The repository ``repo`` means: GitLab finds a project by its id first."""

@@ -190,7 +190,7 @@ async def test_health_ai_reports_setup_steps_when_down(bot: Harness) -> None:
             setup_steps=("ollama serve",),
         )
 
-    bot.runtime.llm_health = down  # type: ignore[method-assign]
+    bot.runtime.llm.health = down  # type: ignore[method-assign]  # the model's own probe
     response = await bot.client.get("/health/ai")
     assert response.status_code == 503
     assert response.json()["setup_steps"] == ["ollama serve"]

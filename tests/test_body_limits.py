@@ -61,7 +61,7 @@ async def test_a_cancelled_read_gives_its_bytes_back(tmp_path: Path) -> None:
         stalled.cancel()  # the client went away while its body was being read
         with contextlib.suppress(asyncio.CancelledError):
             await stalled
-        assert bot.app.budget.in_flight == 0  # type: ignore[union-attr]
+        assert bot.app.state.receiver.budget.in_flight == 0
         answer = await bot.client.post("/webhooks/github", content=b"{}", headers=headers)
         assert answer.status_code == 401  # read and judged, not refused for want of room
 
@@ -73,7 +73,7 @@ async def test_a_body_that_comes_too_slowly_gets_408_and_gives_its_bytes_back(
         stalled, _ = await start_stalled(bot)
         response = await asyncio.wait_for(stalled, 5)
         assert response.status_code == 408 and response.headers["connection"] == "close"
-        assert bot.app.budget.in_flight == 0  # type: ignore[union-attr]
+        assert bot.app.state.receiver.budget.in_flight == 0
         body, _ = signed_comment()
         assert (await bot.send_github("issue_comment", json.loads(body))).status_code == 202
         assert await bot.store.pending_events() == 1

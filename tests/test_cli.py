@@ -202,3 +202,38 @@ def test_bad_issue_url(tmp_path: Path) -> None:
         parse_issue_url("https://example.com/nothing")
     result = bot("run", "https://example.com/x", env=base_env(tmp_path))
     assert result.returncode == 2 and "not an issue" in result.stderr
+
+
+def test_action_outside_a_runner_names_what_is_missing(tmp_path: Path) -> None:
+    result = bot("action", env=base_env(tmp_path))
+    assert result.returncode == 2
+    assert "not set: GITHUB_REPOSITORY, GITHUB_EVENT_NAME, GITHUB_EVENT_PATH, RUNNER_TEMP" in (
+        result.stderr
+    )
+
+
+def test_action_on_an_event_that_needs_nothing_writes_its_summary_and_outputs(
+    tmp_path: Path,
+) -> None:
+    payload = json.loads((ROOT / "tests/fixtures/github/issue_comment.created.json").read_text())
+    payload["sender"]["type"] = "Bot"
+    (tmp_path / "event.json").write_text(json.dumps(payload))
+    env = base_env(
+        tmp_path,
+        GITHUB_REPOSITORY="Codertocat/Hello-World",
+        GITHUB_EVENT_NAME="issue_comment",
+        GITHUB_EVENT_PATH=str(tmp_path / "event.json"),
+        RUNNER_TEMP=str(tmp_path),
+        GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
+        GITHUB_OUTPUT=str(tmp_path / "output"),
+        GITHUB_TOKEN="ghs_" + "Q" * 36,
+    )
+    result = bot("action", env=env)
+    assert result.returncode == 0, result.stderr
+    assert (
+        (tmp_path / "summary.md")
+        .read_text()
+        .startswith("## Coding agent: skipped\n\nNothing to do: sent by a bot (Codertocat).")
+    )
+    assert "conclusion<<ghadelimiter_" in (tmp_path / "output").read_text()
+    assert "ghs_QQQQ" not in result.stderr

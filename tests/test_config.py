@@ -39,7 +39,13 @@ def test_repository_config_holds_the_planning_keys_of_the_specification() -> Non
         "decomposition_level",
         "auto_adjust_level",
     } <= set(raw)
-    assert set(raw["reflection"]) == {"enabled", "trigger_on_error", "trigger_interval", "depth"}
+    assert set(raw["reflection"]) == {
+        "enabled",
+        "trigger_on_error",
+        "trigger_interval",
+        "depth",
+        "unjudged",  # ours: what to do with a result nobody could judge (10.3.1)
+    }
     assert set(raw["revision"]) == {"max_revisions", "require_human_approval", "approval_timeout"}
     assert set(raw["cache"]) == {"enabled", "ttl"}
     assert set(raw["complexity_threshold"]) == {"simple", "moderate", "complex"}

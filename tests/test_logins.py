@@ -194,8 +194,11 @@ def test_a_real_server_behind_a_proxy_on_loopback(tmp_path: Path) -> None:
 
 
 async def test_the_throttle_is_only_touched_on_the_event_loop(tmp_path: Path) -> None:
-    """It is not thread-safe: the API's check must not run in FastAPI's thread pool."""
-    from bot.api import create_api
+    """It is not thread-safe: the API's check must not run in a thread pool."""
+    from starlette.routing import Router
+
+    from bot.api.operations import Guard
+    from bot.api.routes import TaskApi, api_routes
 
     threads: set[int] = set()
 
@@ -210,8 +213,14 @@ async def test_the_throttle_is_only_touched_on_the_event_loop(tmp_path: Path) ->
 
     async with Harness(tmp_path, overrides=with_token()) as harness:
         throttle = Recording(limit=5, window=60, clock=time.monotonic)
-        api = create_api(harness.runtime, TOKEN, throttle=throttle)
-        transport = httpx.ASGITransport(app=api)
+        runtime = harness.runtime
+        api = TaskApi(
+            runtime.store,
+            settings=runtime.current_settings,
+            forges=runtime.forge,
+            user_config=runtime.user_config,
+        )
+        transport = httpx.ASGITransport(app=Router(api_routes(api, Guard(TOKEN, throttle))))
         async with httpx.AsyncClient(transport=transport, base_url="http://bot.test") as client:
             for _ in range(3):
                 await client.get("/tasks", headers={"Authorization": "Bearer nope"})

@@ -51,6 +51,19 @@ async def test_dry_run_plans_with_the_repositorys_planning_settings(tmp_path: Pa
         assert "Method: decompose top-down" in request.messages[-1].content
 
 
+async def test_dry_run_without_planning_prints_the_open_plan_without_a_model_call(
+    tmp_path: Path,
+) -> None:
+    async with Harness(tmp_path, overrides={"planning": {"enabled": False}}) as bot:
+        repo = bot.github.add_repo(REPO, {"README.md": README})
+        issue = bot.github.add_issue(repo, 5, title="Add installation steps to the README")
+        plan = await plan_once(bot.runtime, TaskRequest(issue=issue, requested_by="cli"))
+        assert bot.llm.requests == []
+        assert plan["goal_understanding"]["main_objective"] == issue.title
+        assert plan["action_plan"]["actions"] == []
+        assert "one open tool loop" in plan["task_decomposition"]["reasoning"]
+
+
 async def test_run_now_does_the_task_and_records_it(tmp_path: Path) -> None:
     script = [docs.readme_plan(), docs.write_readme(), docs.completion()]
     async with Harness(tmp_path, script=script) as bot:

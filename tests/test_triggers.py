@@ -1,3 +1,5 @@
+import dataclasses
+
 import msgspec.structs
 import pytest
 
@@ -23,8 +25,11 @@ from bot.triggers import (
     IntentKind,
     classify,
     decide,
+    inbox_payload,
     needs_permission,
     owns_change_request,
+    refine,
+    stored_intent,
 )
 
 SETTINGS = Settings()
@@ -396,3 +401,86 @@ def test_an_unknown_author_must_be_looked_up_before_deciding() -> None:
     assert isinstance(
         classify(event(EventKind.REVIEW_COMMENT, body="x", issue=fork), SETTINGS), Ignore
     )
+
+
+# --- classified once: the intent kept with the inbox row, refined after a look-up ---------------
+
+CLASSIFIED = [
+    event(EventKind.ISSUE_LABELED, label="coding agent"),
+    event(EventKind.COMMENT_CREATED, body="/agent run fast\n/agent status"),
+    event(EventKind.COMMENT_CREATED, body="@coding-agent use tabs", issue=BOT_PR),
+    event(
+        EventKind.REVIEW_COMMENT, body="rename it", issue=msgspec.structs.replace(BOT_PR, author="")
+    ),
+    event(EventKind.COMMENT_CREATED, body="thanks"),
+    event(EventKind.COMMENT_CREATED, body="@coding-agent add a test"),
+    event(
+        EventKind.REVIEW_SUBMITTED, body="@coding-agent nit", issue=BOT_PR, review_state="approved"
+    ),
+    event(
+        EventKind.REVIEW_SUBMITTED,
+        body=" Please add tests. ",
+        issue=BOT_PR,
+        review_state="commented",
+    ),
+]
+
+
+@pytest.mark.parametrize("sent", CLASSIFIED, ids=lambda e: e.comment.body if e.comment else "label")
+def test_the_intent_kept_with_the_inbox_row_reads_back_whole(sent: ForgeEvent) -> None:
+    intent = intent_of(sent)
+    payload = inbox_payload(intent)
+    assert ForgeEvent.from_dict(payload) == sent  # the event reads as before, beside it
+    assert stored_intent(payload, sent) == intent
+    assert stored_intent(sent.to_dict(), sent) is None  # a row from before: no intent kept
+    with pytest.raises(ValueError):
+        stored_intent({**payload, "intent": {**payload["intent"], "kind": "launch"}}, sent)
+
+
+LOOKED_UP = [
+    ("bot's", "coding-agent[bot]", "agent/7-fix-the-readme", "octo/hello"),
+    ("a person's", "mallory", "agent/7-fix-the-readme", "octo/hello"),
+    ("a fork's", "coding-agent[bot]", "agent/7-fix-the-readme", "mallory/hello"),
+    ("a feature branch's", "alice", "feature/x", "octo/hello"),
+]
+UNKNOWN = msgspec.structs.replace(BOT_PR, author="", head_branch=None, head_repo=None)
+
+
+@pytest.mark.parametrize(("whose", "author", "head", "head_repo"), LOOKED_UP)
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        (EventKind.REVIEW_COMMENT, "rename it"),
+        (EventKind.REVIEW_SUBMITTED, "@coding-agent nit"),
+        (EventKind.COMMENT_CREATED, "@coding-agent use tabs"),
+        (EventKind.COMMENT_CREATED, "/agent stop"),
+        (EventKind.COMMENT_CREATED, "thanks"),
+    ],
+)
+def test_refining_after_a_look_up_decides_as_classifying_the_whole_event_would(
+    whose: str, author: str, head: str, head_repo: str, kind: EventKind, body: str
+) -> None:
+    """What the dispatcher's look-up of a change request (author, head branch) changes is
+    decided again from the intent's commands and mention: the same verdict as a
+    classification of the event with those facts in it, without reading the text again."""
+    sent = event(kind, body=body, issue=UNKNOWN, review_state="commented")
+    first = classify(sent, SETTINGS)
+    if isinstance(first, Ignore):
+        return
+    found = msgspec.structs.replace(UNKNOWN, author=author, head_branch=head, head_repo=head_repo)
+    looked_up = msgspec.structs.replace(sent, issue=found)
+    assert refine(first, looked_up, SETTINGS) == classify(looked_up, SETTINGS), whose
+
+
+def test_refining_after_gitlabs_read_back_sees_the_labels_and_state_as_stored() -> None:
+    labeled = intent_of(event(EventKind.ISSUE_LABELED, label="coding agent"))
+    removed = msgspec.structs.replace(labeled.event, labels_added=(), label_added=None)
+    assert refine(labeled, removed, SETTINGS) == Ignore("a label other than the trigger label")
+    closed = msgspec.structs.replace(
+        labeled.event, issue=msgspec.structs.replace(ISSUE, state="closed")
+    )
+    assert refine(labeled, closed, SETTINGS) == Ignore("the issue is closed")
+    located = msgspec.structs.replace(
+        labeled.event, issue=msgspec.structs.replace(ISSUE, web_url="https://x/octo/hello/7")
+    )
+    assert refine(labeled, located, SETTINGS) == dataclasses.replace(labeled, event=located)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bot.config.overrides import Layer
 from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
 from bot.forges.base import AccessDenied, ForgeError
 from bot.run_events import Outcome, PauseReason
@@ -14,7 +13,6 @@ from bot.worker.outcomes import (
     event_retry_delay,
     forge_failure,
     may_have_missed_reply,
-    planning_disabled,
     refused,
     stored_pause,
     task_retry_delay,
@@ -71,10 +69,3 @@ def test_why_a_stored_task_is_paused_is_read_from_its_error_text_in_one_place() 
     assert stored_pause(timed_out) is PauseReason.APPROVAL_TIMEOUT and not waits_for_llm(timed_out)
     assert stored_pause(_task(TaskState.PAUSED, "paused by alice")) is None
     assert stored_pause(_task(TaskState.QUEUED, LLM_UNAVAILABLE)) is None
-
-
-def test_planning_switched_off_says_who_switched_it_off() -> None:
-    assert "its administrator" in planning_disabled().reason
-    assert ".agent.yaml" in planning_disabled(Layer.REPOSITORY).reason
-    assert "personal settings" in planning_disabled(Layer.USER).reason
-    assert planning_disabled(Layer.USER).state is TaskState.FAILED

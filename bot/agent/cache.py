@@ -24,7 +24,8 @@ from bot import offload
 from bot.config import PlanningSettings
 from bot.similarity import most_similar
 from bot.similarity import similarity as similarity  # the tests' and callers' name
-from bot.storage.base import Store
+from bot.storage.base import CachedPlans
+from bot.storage.retry import persist
 from bot.untrusted import clean_untrusted
 
 SIMILARITY = 0.9
@@ -72,7 +73,7 @@ class CacheHit:
 class PlanCache:
     def __init__(
         self,
-        store: Store,
+        store: CachedPlans,
         planning: PlanningSettings,
         *,
         clock: Callable[[], float] = time.time,
@@ -111,14 +112,18 @@ class PlanCache:
         key = cache_key(text, repo_key, names, self._config)
         value = self._front.get(key)
         if value is None:
-            value = await self._store.cache_get(key, self._clock())
+            now = self._clock()
+            value = await persist(lambda: self._store.cache_get(key, now), what="the plan cache")
         if value is not None and self._matches(value, repo_key, tools):
             self._front[key] = value
             return CacheHit(plan=value["plan"], key=key, exact=True, score=1.0)
         return await self._similar(normalise(text), repo_key, tools)
 
     async def _similar(self, text: str, repo_key: str, tools: str) -> CacheHit | None:
-        rows = await self._store.cache_candidates(repo_key, self._clock())
+        now = self._clock()
+        rows = await persist(
+            lambda: self._store.cache_candidates(repo_key, now), what="the plan cache"
+        )
         rows = [row for row in rows if self._matches(row[2], repo_key, tools)]
         if not rows:
             return None
@@ -138,12 +143,12 @@ class PlanCache:
         names = list(tool_names)
         key = cache_key(text, repo_key, names, self._config)
         value = self._value(plan, repo_key, tools_signature(names))
-        await self._store.cache_put(
-            key,
-            repo_key=repo_key,
-            text=normalise(text),
-            value=value,
-            expires_at=self._clock() + self._ttl,
+        expires_at = self._clock() + self._ttl
+        await persist(
+            lambda: self._store.cache_put(
+                key, repo_key=repo_key, text=normalise(text), value=value, expires_at=expires_at
+            ),
+            what="the plan cache",
         )
         self._front[key] = value
         return key

@@ -42,7 +42,7 @@ from bot.record.texts import (
     push_failure,
     push_text,
 )
-from bot.run_events import LinksShown, WaitKind
+from bot.run_events import ErrorCategory, LinksShown, WaitKind
 from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
 from bot.tools.quality import (
@@ -134,14 +134,11 @@ class GateRounds:
         report = await run_quality_gate(
             built.workspace.path, built.sandbox, commands, timeout=self.gate_timeout
         )
-        self.session.record(
-            HistoryKind.QUALITY,
-            run=run,
-            passed=report.passed,
-            result=report.result.value,
-            feedback=report.feedback,
-            duration=round(time.monotonic() - started, 3),
-        )
+        took = round(time.monotonic() - started, 3)
+        self.session.record(HistoryKind.QUALITY, run=run, passed=report.passed, duration=took,
+                            result=report.result.value, feedback=report.feedback)  # fmt: skip
+        if report.result is GateResult.FAILED:
+            self.session.runlog.error(ErrorCategory.QUALITY_GATE, f"run {run}: {report.feedback}")
         return report
 
 
@@ -293,12 +290,12 @@ class Delivery:
             if not (await self._workspace_changes(built) or await built.workspace.unpublished()):
                 return False
             if await unapproved_paths(built, self.state.approved_paths):
-                self.runlog.error("delivery", "unfinished work not pushed: unapproved CI paths")
+                self.runlog.error(ErrorCategory.FORGE, "work not pushed: CI paths nobody approved")
                 return False
             await self.artifacts.keep_changes()
             await built.workspace.commit_and_push("Unfinished: " + self._commit_message())
         except (WorkspaceError, ForgeError) as exc:
-            self.runlog.error("delivery", f"unfinished work not pushed: {exc}")
+            self.runlog.error(ErrorCategory.FORGE, f"unfinished work not pushed: {exc}")
             return False
         return True
 
@@ -325,7 +322,7 @@ class Delivery:
         except WorkspaceError as exc:
             runlog = self.runlog
             error = runlog.redact(str(exc))
-            runlog.error("delivery", f"push of {built.branch} failed: {error}")
+            runlog.error(ErrorCategory.FORGE, f"push of {built.branch} failed: {error}")
             self.session.record(
                 HistoryKind.COMPLETION, status=CompletionStatus.PUSH_FAILED, reason=error
             )
@@ -371,7 +368,7 @@ class Delivery:
                 self.issue.repo, number, body=self._body(quality)
             )
         except ForgeError as exc:
-            self.runlog.error("delivery", f"the change request was not updated: {exc}")
+            self.runlog.error(ErrorCategory.FORGE, f"the change request was not updated: {exc}")
 
     async def _open(
         self, built: BuiltTools, quality: dict[str, Any] | None, *, unfinished: bool = False
@@ -395,6 +392,6 @@ class Delivery:
                 status=CompletionStatus.CHANGE_REQUEST_FAILED,
                 reason=str(exc),
             )
-            self.runlog.error("delivery", f"the change request was not opened: {exc}")
+            self.runlog.error(ErrorCategory.FORGE, f"the change request was not opened: {exc}")
             return None
         return change

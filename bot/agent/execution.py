@@ -29,27 +29,32 @@ from typing import Any
 import jsonschema
 
 from bot import tracing
-from bot.agent.briefing import as_data, repo_instructions_block
+from bot.agent.briefing import Briefing, as_data, build_context, repo_instructions_block
 from bot.agent.session import Session
 from bot.config import ExecutionSettings
 from bot.llm.base import LLMError
-from bot.llm.budget import BudgetExceeded
-from bot.llm.offers import native_offer
+from bot.llm.budget import BudgetExceeded, BudgetKind
+from bot.llm.offers import Offered, native_offer
 from bot.llm.tokens import count_tokens
-from bot.record.evidence import compact_results
+from bot.record.evidence import compact_results, unresolved_failures
 from bot.record.history import HistoryKind
-from bot.record.plan import PlannedAction
+from bot.record.judgement import unmet_precondition
+from bot.record.open_loop import FINISH_TOOL, OPEN_TASK, max_steps, next_step, with_step
+from bot.record.plan import PlanDocument, PlannedAction
+from bot.record.plan_rules import next_batch
 from bot.record.state import ActionRecord, ActionStatus, ToolCall
-from bot.run_events import ActionProgress
+from bot.record.texts import SetupFailed, setup_failed
+from bot.run_events import ActionProgress, CourseChanged, ErrorCategory, PlanMade
+from bot.tools.inspect import PathWatch, exists
 from bot.tools.registry import ApprovalRequired, Tool
-from bot.tools.setup import SetupResult, SetupStatus
+from bot.tools.setup import SetupStatus
 
 MAX_OUTPUT_CHARS = 20_000
 MAX_LOGGED_CHARS = 2_000  # of a failed action's output, in errors.log
 SUMMARY_OVER_CHARS = 6_000
 SUMMARY_TOKENS = 300
 READY_OUTPUT = "ready: nothing more to change in this step"
-DATA_KEYS = ("web_url", "number", "sha", "paths", "path", "branch")
+DATA_KEYS = ("web_url", "number", "sha", "paths", "path", "branch", "exit_code", "timed_out")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,12 @@ class CallFailed:
 ActionOutcome = ActionRecord | PendingApproval | CallFailed
 
 
+def _tool_view(tool: Offered) -> dict[str, str]:
+    """A tool as the execution prompts list it: name, purpose, arguments' schema."""
+    return {"name": tool.name, "purpose": tool.purpose,
+            "schema": json.dumps(tool.schema, separators=(",", ":"))}  # fmt: skip
+
+
 def complete_arguments(tool: Tool, arguments: dict[str, Any] | None) -> bool:
     if arguments is None:
         return False
@@ -82,29 +93,6 @@ def complete_arguments(tool: Tool, arguments: dict[str, Any] | None) -> bool:
 
 def _data_subset(data: dict[str, Any]) -> dict[str, Any]:
     return {k: data[k] for k in DATA_KEYS if k in data and isinstance(data[k], str | int | list)}
-
-
-@dataclass(frozen=True, slots=True)
-class SetupFailed:
-    """Set-up failed: why, what to check, and the failing command for the comment."""
-
-    reason: str
-    hints: list[str]
-    details: dict[str, Any]
-
-
-def setup_failed(result: SetupResult) -> SetupFailed:
-    step = result.failure
-    assert step is not None
-    how = "timed out" if step.timed_out else f"exit code {step.exit_code}"
-    reason = f"the set-up command `{step.command}` failed ({how}, {step.duration:.0f} s)"
-    hints = [
-        "Check that the project installs in a fresh clone, or name the set-up commands in "
-        "`.agent.yaml` (`setup:`; `setup: []` turns set-up off)",
-    ]
-    failed = {"command": step.command, "exit_code": step.exit_code,
-              "timed_out": step.timed_out, "tail": step.tail}  # fmt: skip
-    return SetupFailed(reason, hints, {"setup": failed})
 
 
 class ActionRunner:
@@ -120,6 +108,7 @@ class ActionRunner:
         built = ctx.built
         self.repo_instructions = repo_instructions_block(built.instructions if built else "")
         self._ready = False
+        self._briefing: Briefing | None = None  # the open loop's (read on its first step)
 
     async def prepare(self) -> SetupFailed | None:
         """Prepare the workspace once per run (set-up before work)."""
@@ -146,21 +135,94 @@ class ActionRunner:
         step = result.failure
         assert step is not None
         how = "timed out" if step.timed_out else f"exit code {step.exit_code}"
-        self.runlog.error("setup", f"{step.command}: {how}\n{step.tail}")
+        self.runlog.error(ErrorCategory.TOOL, f"set-up: {step.command}: {how}\n{step.tail}")
         return failed
 
+    async def next_actions(self) -> list[PlannedAction]:
+        """The next batch: the plan's next ready actions; in the open tool loop
+        (``planning.enabled: false``), the model's next call ([] once it finished)."""
+        plan, state = self.session.plan, self.state
+        assert plan is not None
+        batch = next_batch(plan, state.finished_keys(), max_parallel=self.settings.max_parallel)
+        if batch or not state.open_loop:
+            return batch
+        return await self._open_step(plan)
+
+    async def _open_step(self, plan: PlanDocument) -> list[PlannedAction]:
+        """Ask the model for the open loop's next call among every usable tool (or
+        ``finish``); the call becomes a step of the plan, shown in its checklist."""
+        session, state, ctx = self.session, self.state, self.session.ctx
+        limit = max_steps(ctx.settings.planning.max_subtasks)
+        if len(plan.actions) >= limit:
+            raise BudgetExceeded(BudgetKind.STEPS, f"the open tool loop made {limit} calls")
+        if self._briefing is None:  # read once a run: the issue and the repository's facts
+            self._briefing = await build_context(
+                ctx.forge, ctx.issue, ctx.settings, ctx.tools.usable(),
+                instructions=ctx.task.request.instructions,
+                repo_instructions=ctx.built.instructions if ctx.built is not None else "",
+            )  # fmt: skip
+        offered: list[Offered] = [*self.tools.usable(), FINISH_TOOL]
+        briefing = {**self._briefing.prompt_vars(), "tools": [_tool_view(t) for t in offered]}
+        answer = await self.caller.ask_offering(
+            "open_loop", "execution", native_offer(OPEN_TASK, offered),
+            results=self.results_text(), notes=list(state.open_notes),
+            steps=len(plan.actions), max_steps=limit, **briefing,
+        )  # fmt: skip
+        state.open_notes = []
+        step = next_step(answer.data, answer.error, len(plan.actions) + 1)
+        if step.action is None:  # finished: deliver
+            await session.checkpoint()
+            return []
+        session.set_plan(with_step(plan, step.action))
+        await session.emit(PlanMade(plan=state.plan or {}, statuses=session.statuses()))
+        if step.error:  # an unusable answer is a failed step
+            key = step.action.key
+            await self._finish(ActionRecord(key, key, ""), ok=False, output=step.error)
+        await session.checkpoint()
+        return [step.action]
+
     async def run_batch(self, batch: list[PlannedAction]) -> list[ActionOutcome]:
-        """Run ``batch`` (concurrently, at most ``max_parallel`` at a time)."""
+        """Run ``batch`` (concurrently, at most ``max_parallel`` at a time). Once an
+        earlier action failed, an action whose preconditions no longer hold is not run."""
         limit = asyncio.Semaphore(self.settings.max_parallel)
+        writers = sum(1 for a in batch if (t := self.tools.get(a.tool)) and t.writes)
 
         async def guarded(action: PlannedAction) -> ActionOutcome:
             async with limit:
                 try:
-                    return await self.run_one(action)
+                    blocked = self._unmet(action)
+                    if blocked:
+                        return await self._not_run(action, blocked)
+                    return await self.run_one(action, watch=writers <= 1)
                 except (LLMError, BudgetExceeded) as exc:
                     return CallFailed(exc)
 
         return list(await asyncio.gather(*(guarded(a) for a in batch)))
+
+    def _unmet(self, action: PlannedAction) -> str:
+        """Why ``action`` should not run (docs/planning.md#unexpected-results), checked
+        only once an earlier action failed and nothing made up for it."""
+        plan, records = self.session.plan, list(self.state.records.values())
+        if plan is None or action.key in self.state.records:
+            return ""
+        if not unresolved_failures(records, plan):
+            return ""
+        built = self.session.ctx.built
+        ws = built.workspace if built is not None else None
+        return unmet_precondition(
+            action, plan, records, lambda p: exists(ws, p) if ws is not None else None
+        )
+
+    async def _not_run(self, action: PlannedAction, why: str) -> ActionRecord:
+        """An action not run because its preconditions no longer hold: a failed action
+        (reflection and revision follow), and a change of course people are told of."""
+        text = f"{action.key} was not run: {why}"
+        self.state.course.append(text)
+        await self.session.emit(CourseChanged(reason=text, key=action.key))
+        arguments = dict(action.arguments or {})
+        record = ActionRecord(action.key, action.task_id, action.tool, arguments=arguments,
+                              revision=self._rev())  # fmt: skip
+        return await self._finish(record, ok=False, output=f"not run: {why}")
 
     def results_text(self, feedback_tokens: int = 0) -> str:
         records = list(self.state.records.values())
@@ -188,14 +250,7 @@ class ActionRunner:
             native_offer(action.task_id, offered),
             goal=plan.goal if plan else None,
             action=action,
-            tools=[
-                {
-                    "name": t.name,
-                    "purpose": t.purpose,
-                    "schema": json.dumps(t.schema, separators=(",", ":")),
-                }
-                for t in offered
-            ],
+            tools=[_tool_view(t) for t in offered],
             known_arguments=json.dumps(action.arguments) if action.arguments else "",
             results=self.results_text(count_tokens(feedback)),
             feedback=feedback,
@@ -217,9 +272,12 @@ class ActionRunner:
         feedback: str = "",
         choices: list[Tool] | None = None,
         ready_tool: str = "",
+        watch: bool = True,
     ) -> ActionRecord | PendingApproval:
         """Run ``action``. ``ready_tool``: a tool among ``choices`` the model names to say
-        it has nothing more to do here (a quality fix round): recorded, never called."""
+        it has nothing more to do here (a quality fix round): recorded, never called.
+        ``watch``: compare the paths a file tool changed with those it meant to change
+        (no other write runs meanwhile)."""
         state, session = self.state, self.session
         existing = state.records.get(action.key)
         if existing is not None and existing.finished:
@@ -255,6 +313,10 @@ class ActionRunner:
                            purpose=action.purpose, status=ActionStatus.RUNNING.value)
         )  # fmt: skip
         approved = action.key in state.approved_calls
+        built = session.ctx.built
+        paths = None
+        if watch and built is not None:  # what a file tool changes, against what it meant to
+            paths = await PathWatch.start(built.workspace, tool, arguments)
         try:
             result = await self.tools.call(
                 name, arguments, timeout=self.settings.action_timeout, approved=approved
@@ -269,6 +331,9 @@ class ActionRunner:
         record.changed = result.changed
         record.duration = result.duration
         record.data = _data_subset(result.data)
+        compared = await paths.compare() if paths is not None and result.ok else None
+        if compared is not None:
+            record.unchanged_paths, record.unexpected_paths = compared
         await self._finish(record, ok=result.ok, output=result.output)
         await self._summarise(record)
         return record
@@ -285,7 +350,7 @@ class ActionRunner:
         await session.checkpoint()
         if not ok:
             shown = self.runlog.redact(output)[:MAX_LOGGED_CHARS]  # redact, then cut
-            self.runlog.error("action", f"{record.key} ({record.tool}) failed: {shown}")
+            self.runlog.error(ErrorCategory.TOOL, f"{record.key} ({record.tool}) failed: {shown}")
         session.record(
             HistoryKind.ACTION,
             key=record.key,

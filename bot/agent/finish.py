@@ -240,7 +240,8 @@ class Finish:
             **links,
             "workspace_changed": self.state.delivery.get("workspace_changed", True),
         }
-        verdict = judge(records, plan, delivered, quality, cited=_citations(model))
+        verdict = judge(records, plan, delivered, quality, cited=_citations(model),
+                        open_loop=self.state.open_loop)  # fmt: skip
         summary: dict[str, Any] = {"key_outcomes": [], "lessons_learned": []}
         if model:
             summary.update(model)

@@ -9,7 +9,7 @@ is an ``Exit`` carrying the run's ``Outcome``, raised here and caught here, once
 
     PLAN     plan (or re-plan after answers)
     WAIT     a person rejected what the task waited for: revise, or reflect on the call
-    EXECUTE  feedback; a plan not approved waits for approval; set-up; the next batch
+    EXECUTE  feedback; an unapproved plan waits; set-up; the next batch (or open-loop call)
     REFLECT  the batch a stopped worker ran and did not reflect on
     REVISE   a revision that was cut short: the current plan goes on
     DELIVER  quality gate, push, change request, completion summary
@@ -18,6 +18,7 @@ is an ``Exit`` carrying the run's ``Outcome``, raised here and caught here, once
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,11 +30,11 @@ from bot.agent import finish as ends
 from bot.agent import people as heard
 from bot.agent.cache import PlanCache
 from bot.agent.delivery import Delivered, Delivery, NeedsApproval
-from bot.agent.execution import ActionRunner, CallFailed, PendingApproval, SetupFailed
+from bot.agent.execution import ActionRunner, CallFailed, PendingApproval
 from bot.agent.finish import Ending, Finish
 from bot.agent.people import People, Rejection
 from bot.agent.planning import NoPlan, Planning, PlanningFailed
-from bot.agent.review import Continue, GiveUp, Review, ReviewResult
+from bot.agent.review import AskAuthor, Continue, GiveUp, Review, ReviewResult
 from bot.agent.revision import Revise, Reviser, RevisionSuggestion
 from bot.agent.session import Session, TaskContext
 from bot.forges.base import ForgeError
@@ -42,10 +43,11 @@ from bot.llm.budget import BudgetExceeded
 from bot.llm.prompts import PromptLibrary
 from bot.record.evidence import Verdict
 from bot.record.plan import PlanDocument
-from bot.record.plan_rules import next_batch
 from bot.record.runlog import Artifacts
 from bot.record.state import ActionRecord, AgentState, Phase, Stage, Waiting, can_move
+from bot.record.texts import SetupFailed
 from bot.run_events import Outcome, Paused, PauseReason
+from bot.storage import retry
 from bot.storage.base import TaskState
 
 log = logging.getLogger("bot.agent")
@@ -179,6 +181,8 @@ async def act_on(run: Run, result: ReviewResult) -> None:
     match result:
         case GiveUp(reason=reason):
             await needs_person(run, reason)
+        case AskAuthor(request=request):  # nobody could judge a result: its author may
+            await ask(run, request)
         case Revise():
             await revise(run, result)
         case Continue(stage=stage, show=show):
@@ -249,10 +253,7 @@ async def execute(run: Run) -> None:
     elif state.batch:
         move(run, Stage.REFLECT)
     else:
-        plan = run.session.plan
-        assert plan is not None
-        limit = run.session.ctx.settings.planning.execution.max_parallel
-        batch = next_batch(plan, state.finished_keys(), max_parallel=limit)
+        batch = await run.runner.next_actions()  # the open loop: the model's next call
         if not batch:
             move(run, Stage.DELIVER)
             return
@@ -339,8 +340,7 @@ async def save_work_after_crash(run: Run) -> None:
     try:
         await run.delivery.save_work()
     except Exception:  # the crash is what the worker reports; this is the best effort
-        task = run.session.ctx.task.id
-        log.exception("task %s: the work could not be pushed after a crash", task)
+        log.exception("task %s: the work was not pushed after a crash", run.session.ctx.task.id)
 
 
 class AgentLoop:
@@ -383,14 +383,14 @@ class AgentLoop:
 
     async def plan_only(self, ctx: TaskContext) -> PlanDocument:
         """Plan the task and return the plan; writes nothing (``bot run --dry-run``).
-
         Raises ``PlanningFailed`` when no acceptable plan comes out (the goal is unclear,
         the task cannot be decomposed, or the plan is rejected twice)."""
         planning = (await self._start(ctx, persist=False)).planning
         return await planning.plan_for(await planning.context(), planning.engine())
 
     async def _start(self, ctx: TaskContext, *, persist: bool) -> Run:
-        data = await ctx.store.load_checkpoint(ctx.task.id) if persist else None
+        load = functools.partial(ctx.store.load_checkpoint, ctx.task.id)
+        data = await retry.persist(load, what="the checkpoint") if persist else None
         state = AgentState.from_dict(data) if data else AgentState()
         prompts = self._prompts or PromptLibrary()
         session = Session(

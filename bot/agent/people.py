@@ -45,6 +45,7 @@ from bot.record.texts import (
 )
 from bot.run_events import ApprovalAsked, Notice, Outcome, Paused, PauseReason, WaitKind
 from bot.storage.base import TaskState
+from bot.storage.retry import persist
 from bot.untrusted import MAX_PERSON_CHARS, clean_off_loop, fence_off_loop
 
 WAITING_FOR_ANSWERS = "waiting for answers to questions"
@@ -126,8 +127,10 @@ class People:
         """What people said since the last look, and what it means for the run."""
         session, state = self.session, self.state
         task_id = session.ctx.task.id
-        messages = await session.ctx.store.messages_after(task_id, state.message_seq)
-        read_before = state.message_seq
+        store, read_before = session.ctx.store, state.message_seq
+        messages = await persist(
+            lambda: store.messages_after(task_id, read_before), what="the task's messages"
+        )
         inbox = read_inbox(messages, read_before, decisions_after=self._decisions_after())
         state.message_seq = inbox.last_seq
         for command in inbox.commands:
@@ -183,7 +186,7 @@ class People:
         state = self.state
         state.waiting = None
         state.planning_attempts = 0
-        state.replan_reason = ""
+        state.replan_reason = state.coarser = ""
         self.session.set_plan(None)
 
     async def _still_waiting(self, waiting: Waiting) -> Heard:

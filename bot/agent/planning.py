@@ -7,9 +7,11 @@ in tokens (``complexity_threshold``) shape what the prompt asks for.
 
 A rejected plan is re-planned once with the reasons in the prompt; a second rejection,
 or a ``decomposition_failed`` answer (#error-handling), is tried once more at the
-coarsest level, with what failed and the partial plan in the prompt. ``Planning.run``
-returns what came of it: a plan, an unclear goal (the loop posts the questions with
-``clarify`` and waits), or no plan (the loop asks a person, with the partial plan).
+coarsest level, with what failed and the partial plan in the prompt (the decision is
+kept in the checkpoint). ``Planning.run`` returns what came of it: a plan, an unclear
+goal (the loop posts the questions with ``clarify`` and waits), or no plan (the loop
+asks a person, with the partial plan). With ``planning.enabled: false`` there is no
+planning call: the plan is the open tool loop's, empty until the model's first call.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bot.events import TaskMode
 from bot.llm.calls import PhaseCaller
 from bot.llm.tokens import count_tokens
 from bot.record.history import HistoryKind, previous_attempt
+from bot.record.open_loop import PLAN_ONLY_REFUSED, open_plan
 from bot.record.plan import (
     Complexity,
     PlanDocument,
@@ -244,16 +247,17 @@ class Planning:
         return plan
 
     async def _ask(self, context: Briefing, engine: PlanningEngine) -> PlanDocument:
-        coarser = ""  # why the finer decomposition failed, once it has
+        state = self.state  # ``coarser``: why the finer decomposition failed, once it has
         while True:
             try:
-                return await self._attempt(context, engine, coarser)
+                return await self._attempt(context, engine, state.coarser)
             except PlanningFailed as failed:
-                if failed.kind is not PlanningError.DECOMPOSITION_FAILED or coarser:
+                if failed.kind is not PlanningError.DECOMPOSITION_FAILED or state.coarser:
                     raise
-                coarser = coarser_reason(failed)
-                # one attempt at the coarser level: a rejection ends it
-                self.state.planning_attempts = PLANNING_ATTEMPTS - 1
+                # one attempt at the coarser level (kept in the checkpoint: a restarted
+                # worker makes it, too): a rejection ends it
+                state.coarser = coarser_reason(failed)
+                state.planning_attempts = PLANNING_ATTEMPTS - 1
                 self.session.record(
                     HistoryKind.PLAN_REJECTED, coarser=True, problems=[failed.message]
                 )
@@ -324,18 +328,24 @@ class Planning:
         return await self._ask(context, engine)
 
     async def run(self) -> PlanningResult:
-        """Plan the task: the plan (kept and announced), an unclear goal, or no plan."""
+        """Plan the task: the plan (kept and announced), an unclear goal, or no plan.
+        With planning off, the open tool loop's plan, which grows call by call."""
         session, state = self.session, self.state
-        context = await self.context()
-        try:
-            plan = await self.plan_for(context, self.engine())
-        except PlanningFailed as failed:
-            if failed.kind is PlanningError.UNCLEAR_GOAL:
-                return failed
-            reason = f"the task could not be decomposed: {failed.message}"
-            return NoPlan(reason, failed.partial_plan)
+        if not self.settings.enabled:  # docs/planning.md#without-planning
+            if self.plan_only():
+                return NoPlan(PLAN_ONLY_REFUSED)
+            state.open_loop = True
+            plan = open_plan(self.ctx.issue.title, self.ctx.issue.body)
+        else:
+            try:
+                plan = await self.plan_for(await self.context(), self.engine())
+            except PlanningFailed as failed:
+                if failed.kind is PlanningError.UNCLEAR_GOAL:
+                    return failed
+                reason = f"the task could not be decomposed: {failed.message}"
+                return NoPlan(reason, failed.partial_plan)
         session.set_plan(plan)
-        state.replan_reason = ""
+        state.replan_reason = state.coarser = ""
         document = plan.to_document()
         session.record(HistoryKind.PLAN, plan=document, cached=state.cached_plan)
         complexity = state.complexity.value if state.complexity is not None else ""

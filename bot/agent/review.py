@@ -6,17 +6,21 @@ many failures in a row, ends the task for a person), reflects on the record that
 a trigger (failures first, ``should_reflect``), and says what comes next: revise the
 plan, go on executing, or, when the reflection saw the success criteria met, deliver.
 ``feedback`` reflects on what people said. When the model cannot give a usable
-evaluation (an invalid answer twice) the judgement is conservative
-(#conservative-judgement): the action failed and the plan needs revision. Every method
-returns what to do (``ReviewResult``); the loop does it.
+evaluation (an invalid answer twice) of a failed action, the judgement is conservative
+(#conservative-judgement): the plan needs revision. Of an action whose record says it
+succeeded, the bot first gathers its own evidence (the file read back, the diff, the
+exit status) and asks once more at the shallowest depth; when that cannot be judged
+either, the task goes on when the evidence bears the result out, and otherwise asks the
+author (``AskAuthor``) or revises, as ``planning.reflection.unjudged`` says: a weak
+model's prose costs no revision. Every method returns what to do (``ReviewResult``);
+the loop does it. In the open tool loop (``planning.enabled: false``) nothing is
+reflected on: the model sees each result in its next step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
 
 from bot import tracing
 from bot.agent.briefing import as_data, tool_lines
@@ -27,48 +31,27 @@ from bot.config import PlanningSettings, ReflectionSettings
 from bot.llm.calls import PhaseCaller
 from bot.record.evidence import done_text, remaining_text
 from bot.record.history import HistoryKind, ReflectionStatus
-from bot.record.plan import Complexity, Goal, PlannedAction
-from bot.record.state import ActionRecord, Feedback, Phase, Stage
-from bot.run_events import Reflected
+from bot.record.judgement import (
+    Evaluation,
+    Trigger,
+    Unjudged,
+    conservative,
+    evaluation_from,
+    failure_signature,
+    periodic_interval,
+    should_reflect,
+    unexpected_result,
+)
+from bot.record.plan import Goal, PlannedAction
+from bot.record.state import ActionRecord, Feedback, Phase, Stage, Waiting
+from bot.record.texts import judgement_text
+from bot.run_events import CourseChanged, Reflected, WaitKind
 from bot.text import clip
+from bot.tools.inspect import read_back
 from bot.untrusted import MAX_PERSON_CHARS, fence_off_loop
 
 REFLECTION_OUTPUT_CHARS = 600
-
-
-class Trigger(StrEnum):
-    """Why a result is reflected on (the reflection prompt's ``trigger``)."""
-
-    ERROR = "error"
-    UNEXPECTED = "unexpected"
-    PERIODIC = "periodic"
-
-
-@dataclass(frozen=True, slots=True)
-class Evaluation:
-    action: str
-    status: ReflectionStatus
-    evaluation: str = ""
-    issues: tuple[str, ...] = ()
-    plan_revision_needed: bool = False
-    plan_revision: dict[str, Any] | None = None
-    success_criteria_met: bool = False
-    conservative: bool = False
-
-    @property
-    def failed(self) -> bool:
-        return self.status is not ReflectionStatus.SUCCESS
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "status": self.status.value,
-            "evaluation": self.evaluation,
-            "issues": list(self.issues),
-            "plan_revision_needed": self.plan_revision_needed,
-            "success_criteria_met": self.success_criteria_met,
-            "conservative": self.conservative,
-        }
+SHALLOWEST = "shallow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,69 +69,15 @@ class GiveUp:
     reason: str
 
 
-ReviewResult = Continue | Revise | GiveUp
+@dataclass(frozen=True, slots=True)
+class AskAuthor:
+    """Nobody could judge a result and the bot's own evidence does not bear it out: ask
+    the author (the loop posts ``request`` and waits)."""
+
+    request: Waiting
 
 
-def differs_from_expected(action: PlannedAction | None, record: ActionRecord, writes: bool) -> bool:
-    """A successful result that cannot be what the plan expected: a write that changed
-    nothing, or an empty answer where an outcome was expected."""
-    if not record.ok or action is None:
-        return False
-    if writes and not record.changed:
-        return True
-    return bool(action.expected_outcome) and not record.output.strip()
-
-
-def should_reflect(
-    settings: ReflectionSettings,
-    record: ActionRecord,
-    *,
-    differs: bool,
-    since_last: int,
-    periodic: bool = True,
-) -> Trigger | None:
-    """Why to reflect on ``record`` now, or None."""
-    if not settings.enabled:
-        return None
-    if not record.ok:
-        return Trigger.ERROR if settings.trigger_on_error else None
-    if differs:
-        return Trigger.UNEXPECTED
-    interval = settings.trigger_interval
-    if periodic and interval > 0 and since_last >= interval:
-        return Trigger.PERIODIC
-    return None
-
-
-def _status(value: object) -> ReflectionStatus:
-    try:
-        return ReflectionStatus(str(value))
-    except ValueError:  # the schema allows no other status; never a crash
-        return ReflectionStatus.FAILURE
-
-
-def _evaluation_from(data: Mapping[str, Any] | None, action: str) -> Evaluation:
-    if data is None:
-        return Evaluation(
-            action=action,
-            status=ReflectionStatus.FAILURE,
-            evaluation="the result could not be evaluated (no valid reflection); "
-            "treated as a failure",
-            issues=("evaluation impossible",),
-            plan_revision_needed=True,
-            conservative=True,
-        )
-    reflection = data.get("reflection") or {}
-    revision = data.get("plan_revision")
-    return Evaluation(
-        action=action,
-        status=_status(reflection.get("status", ReflectionStatus.FAILURE)),
-        evaluation=str(reflection.get("evaluation") or reflection.get("root_cause_analysis", "")),
-        issues=tuple(str(i) for i in reflection.get("issues_identified") or ()),
-        plan_revision_needed=bool(reflection.get("plan_revision_needed", False)),
-        plan_revision=dict(revision) if isinstance(revision, Mapping) else None,
-        success_criteria_met=reflection.get("success_criteria_met") is True,
-    )
+ReviewResult = Continue | Revise | GiveUp | AskAuthor
 
 
 @dataclass
@@ -160,14 +89,26 @@ class ReflectionEngine:
     extra_issues: list[str] = field(default_factory=list)
 
     async def evaluate_action(
-        self, action: PlannedAction | None, record: ActionRecord, *, trigger: Trigger
+        self,
+        action: PlannedAction | None,
+        record: ActionRecord,
+        *,
+        trigger: Trigger,
+        unexpected: str = "",
+        evidence: str = "",
+        depth: str = "",
     ) -> Evaluation:
+        """The model's evaluation of ``record``; ``unexpected``: why the result is not
+        what the plan meant; ``evidence``: what the bot checked itself (a second look,
+        at ``depth``)."""
         output = clip(record.summary or record.output, REFLECTION_OUTPUT_CHARS, note=" [...]")
         answer = await self.caller.ask(
             "reflection",
             "reflection",
-            depth=self.settings.depth,
+            depth=depth or self.settings.depth,
             trigger=trigger.value,
+            unexpected=unexpected,
+            evidence=as_data(evidence),
             goal=self.goal,
             key=record.key,
             tool=record.tool,
@@ -178,7 +119,7 @@ class ReflectionEngine:
             output=as_data(output),
             remaining=self.remaining,
         )
-        return _evaluation_from(answer.data, record.key)
+        return evaluation_from(answer.data, record.key)
 
     def identify_issues(self, evaluation: Evaluation) -> list[str]:
         issues = list(evaluation.issues)
@@ -227,13 +168,7 @@ class ReflectionEngine:
                 plan_revision_needed=True,
                 conservative=True,
             )
-        return _evaluation_from(answer.data, "human feedback")
-
-
-def failure_signature(record: ActionRecord) -> str:
-    """The tool and the first line of its error: "the same failure"."""
-    first = (record.output.strip().splitlines() or [""])[0].strip().lower()
-    return f"{record.tool}|{first[:200]}"
+        return evaluation_from(answer.data, "human feedback")
 
 
 class Review:
@@ -256,6 +191,12 @@ class Review:
         """Reflect on people's feedback; revise the plan when the reflection asks to."""
         session, state = self.session, self.state
         feedback, state.pending_feedback = state.pending_feedback, []
+        if state.open_loop:  # no plan to revise: the open loop's next step reads it
+            state.open_notes += [
+                await fence_off_loop(f.body, f"feedback by {f.author}", limit=MAX_PERSON_CHARS)
+                for f in feedback
+            ]
+            return Continue()
         await session.show(Phase.REFLECTION)
         engine = self.engine()
         with tracing.span("reflect", {"bot.reflection.trigger": "human_feedback"}) as span:
@@ -294,24 +235,25 @@ class Review:
             return f"{state.consecutive_failures} actions failed in a row"
         return None
 
-    def _to_reflect(self, records: list[ActionRecord]) -> tuple[ActionRecord, Trigger] | None:
-        plan = self.session.plan
-        settings = self.settings.reflection
-        simple = self.state.complexity is Complexity.SIMPLE
-        periodic = not (self.settings.auto_adjust_level and simple)
+    def _to_reflect(self, records: list[ActionRecord]) -> tuple[ActionRecord, Trigger, str] | None:
+        """The record to reflect on, why, and what makes it unexpected ("" if nothing)."""
+        plan, state = self.session.plan, self.state
+        if state.open_loop:  # no plan to revise: the model sees the result in its next step
+            return None
+        interval = periodic_interval(self.settings, state.complexity)
         # failures first, then the latest result (a periodic look covers the whole batch)
         for record in sorted(reversed(records), key=lambda r: r.ok):
             action = plan.action(record.key) if plan else None
-            differs = differs_from_expected(action, record, record.writes)
+            unexpected = unexpected_result(action, record)
             trigger = should_reflect(
-                settings,
+                self.settings.reflection,
                 record,
-                differs=differs,
-                since_last=self.state.actions_since_reflection,
-                periodic=periodic,
+                differs=bool(unexpected),
+                since_last=state.actions_since_reflection,
+                interval=interval,
             )
             if trigger is not None:
-                return record, trigger
+                return record, trigger, unexpected
         return None
 
     def resume(self) -> list[ActionRecord]:
@@ -330,17 +272,89 @@ class Review:
         chosen = self._to_reflect(records)
         if chosen is None:
             return Continue(Stage.EXECUTE, show=False)
-        record, trigger = chosen
+        record, trigger, unexpected = chosen
         await session.show(Phase.REFLECTION)
         engine = self.engine()
         plan = session.plan
+        action = plan.action(record.key) if plan else None
         with tracing.span("reflect", {"bot.reflection.trigger": trigger.value}) as span:
             evaluation = await engine.evaluate_action(
-                plan.action(record.key) if plan else None, record, trigger=trigger
+                action, record, trigger=trigger, unexpected=unexpected
             )
             span.update({"bot.tool": record.tool, "bot.reflection.status": evaluation.status.value})
+        if evaluation.conservative and record.ok:
+            return await self._unjudged(engine, action, record, trigger, unexpected)
         self.state.actions_since_reflection = 0
-        return await self._act_on(engine, evaluation)
+        result = await self._act_on(engine, evaluation)
+        if unexpected and isinstance(result, Revise):
+            await self._changed_course(f"revising the plan after {record.key}: {unexpected}")
+        return result
+
+    async def _unjudged(
+        self,
+        engine: ReflectionEngine,
+        action: PlannedAction | None,
+        record: ActionRecord,
+        trigger: Trigger,
+        unexpected: str,
+    ) -> ReviewResult:
+        """The model gave no readable evaluation of a result its record says succeeded
+        (docs/planning.md#when-a-result-cannot-be-judged): gather the bot's own evidence,
+        ask once more at the shallowest depth, then go on, ask the author, or revise."""
+        self.state.actions_since_reflection = 0
+        facts, holds = await self._own_evidence(record)
+        again = await engine.evaluate_action(
+            action, record, trigger=trigger, unexpected=unexpected,
+            evidence="\n".join(facts), depth=SHALLOWEST,
+        )  # fmt: skip
+        if not again.conservative:
+            return await self._act_on(engine, again)
+        doubt = unexpected or ("" if holds else "the bot's own check does not bear it out")
+        if not doubt:
+            evaluation = Evaluation(
+                record.key, ReflectionStatus.UNJUDGED, issues=tuple(facts),
+                evaluation="the model could not judge the result; the record and the bot's "
+                "own evidence show it succeeded: going on (the completion is still checked "
+                "against the record)",
+            )  # fmt: skip
+            self.session.record(
+                HistoryKind.REFLECTION, action=record.key, evaluation=evaluation.to_dict()
+            )
+            return Continue(Stage.EXECUTE)
+        if Unjudged(self.settings.reflection.unjudged) is Unjudged.ASK:
+            self.session.record(HistoryKind.REFLECTION, action=record.key, evaluation={
+                "status": ReflectionStatus.UNJUDGED.value, "issues": [doubt, *facts],
+                "evaluation": "nobody could judge the result: asking the author"})  # fmt: skip
+            what = f"the result of {record.key} ({record.tool})"
+            text = judgement_text(record, doubt, facts)
+            return AskAuthor(Waiting(WaitKind.JUDGEMENT, what=what, text=text))
+        return await self._act_on(engine, conservative(record.key))
+
+    async def _own_evidence(self, record: ActionRecord) -> tuple[list[str], bool]:
+        """What the bot can read itself of a successful result, and whether it bears the
+        result out: the file read back and the diff, the exit status, the forge's commit."""
+        facts: list[str] = []
+        holds = True
+        code = record.data.get("exit_code")
+        if code is not None:
+            facts.append(f"the command's exit status: {code}")
+            holds = code == 0 and not record.data.get("timed_out")
+        if record.data.get("sha"):
+            facts.append(f"the forge reported commit {str(record.data['sha'])[:12]}")
+        built = self.session.ctx.built
+        if built is not None and record.writes and (built.workspace.path / ".git").is_dir():
+            found, written = await read_back(built.workspace, record.tool, record.arguments)
+            facts += found
+            holds = holds and written
+        if record.unchanged_paths or record.unexpected_paths:
+            holds = False
+        if not facts:
+            facts.append(f"the tool reported success with {len(record.output)} characters")
+        return facts, holds
+
+    async def _changed_course(self, text: str) -> None:
+        self.state.course.append(text)
+        await self.session.emit(CourseChanged(reason=text))
 
     async def _act_on(self, engine: ReflectionEngine, evaluation: Evaluation) -> ReviewResult:
         session = self.session

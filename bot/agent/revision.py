@@ -181,11 +181,32 @@ class Reviser:
             engine, plan, request, number=number, done=done, remaining=remaining
         )
 
+    async def _tell_open_loop(self, revise: Revise, number: int) -> None:
+        """The open tool loop has no plan to revise: its next step is told why, and the
+        revision counts like any other (docs/planning.md#without-planning)."""
+        session, state = self.session, self.state
+        reason = revise.suggestion.reason
+        issues = "".join(f"\n- {issue}" for issue in revise.issues)
+        state.open_notes.append(f"The work is not done yet: {reason}{issues}")
+        state.revisions += 1 if revise.counts else 0
+        state.plan_number = number
+        state.consecutive_failures = 0
+        state.tried.append(f"revision {number}: {reason}")
+        session.record(HistoryKind.REVISION, number=number, counted=revise.counts,
+                       reason=reason, changes=[], plan=state.plan)  # fmt: skip
+        await session.emit(
+            Revised(seq=number, number=state.revisions, limit=self.settings.max_revisions,
+                    reason=reason, requested_by_people=not revise.counts)
+        )  # fmt: skip
+
     async def revise(self, revise: Revise) -> str | None:
         """Make, keep and announce the revised plan (the loop has moved the task to
         REVISE); why it could not be revised, or None."""
         session, state = self.session, self.state
         number = state.plan_number + 1
+        if state.open_loop:
+            await self._tell_open_loop(revise, number)
+            return None
         with tracing.span("revise", {"bot.revision.number": number}) as span:
             result = await self._new_plan(revise, number)
             span.set("bot.revision.made", result.plan is not None)

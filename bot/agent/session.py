@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bot import tracing
 from bot.config import Settings, secret_values
@@ -37,12 +37,25 @@ from bot.record.plan import PlanDocument
 from bot.record.runlog import RunLog
 from bot.record.snapshot import plan_of, subtask_statuses
 from bot.record.state import AgentState, Phase
-from bot.run_events import Emit, PhaseChanged, ProgressEvent, ProgressKind, UsageReport
-from bot.storage.base import Store, Task
+from bot.run_events import (
+    Emit,
+    ErrorCategory,
+    PhaseChanged,
+    ProgressEvent,
+    ProgressKind,
+    UsageReport,
+)
+from bot.storage.base import CachedPlans, Checkpoints, Messages, Task
+from bot.storage.retry import PersistenceFailed, persist
 from bot.tools.factory import BuiltTools
 from bot.tools.registry import ToolRegistry
 
 MAX_TRACES = 50  # runs whose trace a checkpoint remembers
+
+
+class RunStore(Checkpoints, Messages, CachedPlans, Protocol):
+    """What a run keeps in the store: its checkpoint, the messages it reads, the plan
+    cache."""
 
 
 @dataclass
@@ -50,7 +63,7 @@ class TaskContext:
     task: Task
     issue: IssueRef
     settings: Settings
-    store: Store
+    store: RunStore
     forge: Forge
     llm: LLM
     tools: ToolRegistry
@@ -149,7 +162,12 @@ class Session:
         async with self._lock:
             self.state.elapsed = self.elapsed()
             self.state.usage = self.budget.ledger.to_dict()
-            await self.ctx.store.save_checkpoint(self.ctx.task.id, self.state.to_dict())
+            data, store, task = self.state.to_dict(), self.ctx.store, self.ctx.task.id
+            try:  # retried with backoff; a store that keeps failing stops the run
+                await persist(lambda: store.save_checkpoint(task, data), what="the checkpoint")
+            except PersistenceFailed as exc:
+                self.runlog.error(ErrorCategory.PERSISTENCE, str(exc))
+                raise
 
     async def emit(self, event: ProgressEvent) -> None:
         if self.persist:

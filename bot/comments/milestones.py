@@ -206,4 +206,6 @@ def pause_reason(event: Paused, language: str, *, prefix: str) -> str:
         return render("paused_llm", language, endpoint=event.endpoint)
     if reason is PauseReason.APPROVAL_TIMEOUT:
         return render("paused_approval", language, prefix=prefix)
+    if reason is PauseReason.STORE:
+        return render("paused_store", language)
     return render("paused_user", language, prefix=prefix, by=event.by)

@@ -6,9 +6,9 @@ import datetime as dt
 
 from bot.comments.language import choose_language
 from bot.comments.render import Marker, excerpt, finish, quote, render
-from bot.config import secret_values
+from bot.config import CurrentSettings, secret_values
 from bot.events import CommandName, ForgeKind, IssueRef
-from bot.runtime import Runtime
+from bot.forges.base import ForgeLookup
 from bot.storage.base import Task
 from bot.triggers import Action, Reply, ReplyKind, SendMessage, ShowStatus
 from bot.webhooks.commands import help_text
@@ -24,12 +24,13 @@ def _when(epoch: float) -> str:
 
 
 class Replier:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, settings: CurrentSettings, forges: ForgeLookup) -> None:
+        self.settings = settings
+        self.forges = forges
 
     def text_for(self, issue: IssueRef, action: Action, task: Task | None) -> str | None:
         """The reply for an action, or None when the action needs none. Pure."""
-        settings = self.runtime.settings
+        settings = self.settings()
         lang = choose_language(settings, f"{issue.title}\n{issue.body}")
         prefix = settings.commands.prefix
         match action:
@@ -85,10 +86,10 @@ class Replier:
         text = self.text_for(issue, action, task)
         if text is None:
             return
-        forge = self.runtime.forge(issue.repo.forge)
+        forge = self.forges(issue.repo.forge)
         if forge is None:
             return
-        settings = self.runtime.settings
+        settings = self.settings()
         marker = Marker(task.id if task else "none", reply_kind(action), seq)
         body = finish(
             text,

@@ -42,8 +42,7 @@ from bot.run_events import (
     ProgressEvent,
     ProgressKind,
 )
-from bot.runtime import Runtime
-from bot.storage.base import Task, TaskState
+from bot.storage.base import CommentIds, StoreError, Task, TaskState
 from bot.storage.runs import RunDirectory
 
 log = logging.getLogger("bot.comments")
@@ -55,9 +54,11 @@ _ENDINGS: dict[TaskState, ProgressKind | None] = {
     TaskState.NEEDS_HUMAN: ProgressKind.HUMAN_INTERVENTION,
     TaskState.PAUSED: ProgressKind.PAUSED,
 }
-# Repositories whose labels exist, per forge object (weakly: a forge that is gone, or a
-# new one at the same address, starts afresh).
-_ensured_labels: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+# Labels known to exist, as (repository, label), per forge object (weakly: a forge that
+# is gone, or a new one at the same address, starts afresh).
+_ensured_labels: weakref.WeakKeyDictionary[object, set[tuple[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _nothing_new(event: ProgressEvent) -> bool:
@@ -95,9 +96,14 @@ def run_report_url(settings: Settings, task_id: str) -> str:
 
 
 class IssueReporter:
-    def __init__(self, runtime: Runtime, task: Task, forge: Forge) -> None:
-        self.runtime = runtime
-        self.settings = runtime.settings
+    """``settings`` are the task's run's; ``comment_ids`` keeps the ids of the comments
+    it posted, by marker."""
+
+    def __init__(
+        self, task: Task, forge: Forge, *, settings: Settings, comment_ids: CommentIds
+    ) -> None:
+        self.settings = settings
+        self.comment_ids = comment_ids
         self.task = task
         self.forge = forge
         self.issue = task.request.issue
@@ -110,7 +116,8 @@ class IssueReporter:
         self._counts: dict[str, int] = {}
         self._last_edit = 0.0
         self._flush: asyncio.Task[None] | None = None
-        self._secrets = secret_values(runtime.settings)
+        self._secrets = secret_values(settings)
+        self._ids: dict[str, int] = {}  # marker key -> comment id, as the store keeps them
         # resumed after an outage pause: leave the issue as it is until something changes
         self._quiet = task.error == PauseReason.LLM_UNAVAILABLE.value
 
@@ -119,16 +126,17 @@ class IssueReporter:
         return self.settings.commands.prefix
 
     async def begin(self, snapshot: dict[str, Any] | None = None) -> None:
-        """Labels to processing, recover comment ids and the status view, post or refresh
-        the status comment."""
+        """Recover comment ids and the status view, post or refresh the status comment,
+        then the labels to processing."""
         await self.recover(snapshot)
         if not self._quiet:
             await self._show_running()
 
     async def _show_running(self) -> None:
-        await self._ensure_labels()
-        await self._set_labels(TaskState.RUNNING)
+        # The status comment first: it is the issue's first answer, and each forge write
+        # waits its turn (a second apart); a label is created when it is first needed.
         await self._write_status()
+        await self._set_labels(TaskState.RUNNING)
 
     async def recover(self, snapshot: dict[str, Any] | None = None) -> None:
         """Find this task's comments on the issue; take over its last status view."""
@@ -157,10 +165,9 @@ class IssueReporter:
         """Final status edit, the closing comment if the coordinator did not post one, labels.
         A quiet run that ends paused by the same outage changes nothing on the issue."""
         await self.aclose()
-        if self._quiet:
-            if outcome.state is TaskState.PAUSED and outcome.pause is PauseReason.LLM_UNAVAILABLE:
-                return
-            await self._ensure_labels()
+        same_outage = outcome.pause is PauseReason.LLM_UNAVAILABLE
+        if self._quiet and outcome.state is TaskState.PAUSED and same_outage:
+            return
         self.view.state = outcome.state
         if outcome.state in (TaskState.DONE, TaskState.QUEUED, TaskState.RUNNING):
             self.view.waiting = {}
@@ -214,7 +221,6 @@ class IssueReporter:
         return value
 
     async def _recover_markers(self) -> None:
-        store = self.runtime.store
         details = await self.forge.get_issue(
             self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
         )
@@ -228,8 +234,8 @@ class IssueReporter:
             for marker in find_markers(comment.body):
                 if marker.task_id != self.task.id:
                     continue
-                if await store.get_comment_id(self.task.id, marker.key) is None:
-                    await store.put_comment_id(self.task.id, marker.key, comment.id)
+                if await self._comment_id(marker.key) is None:
+                    await self._keep_id(marker.key, comment.id)
                 count = self._counts.get(marker.kind, 0)
                 self._counts[marker.kind] = max(count, marker.seq + 1)
 
@@ -250,8 +256,7 @@ class IssueReporter:
         )
         large = len(clean) >= offload.LARGE_TEXT
         text = await offload.compute(finished) if large else finished()
-        store = self.runtime.store
-        existing = await store.get_comment_id(self.task.id, marker.key)
+        existing = await self._comment_id(marker.key)
         if existing is not None:
             try:
                 await self.forge.edit_comment(self.issue, existing, text)
@@ -259,7 +264,27 @@ class IssueReporter:
             except ForgeError as exc:
                 log.warning("could not edit comment %s (%s); posting anew", existing, exc)
         comment = await self.forge.create_comment(self.issue, text)
-        await store.put_comment_id(self.task.id, marker.key, comment.id)
+        await self._keep_id(marker.key, comment.id)
+
+    async def _comment_id(self, key: str) -> int | None:
+        """The id of the comment posted for ``key``: remembered, else from the store. A
+        store that fails (the emergency stop's message must still go out) is no answer."""
+        if key not in self._ids:
+            try:
+                found = await self.comment_ids.get_comment_id(self.task.id, key)
+            except StoreError as exc:
+                log.warning("comment %s: the store cannot say its id (%s)", key, exc)
+                return None
+            if found is not None:
+                self._ids[key] = found
+        return self._ids.get(key)
+
+    async def _keep_id(self, key: str, comment_id: int) -> None:
+        self._ids[key] = comment_id
+        try:
+            await self.comment_ids.put_comment_id(self.task.id, key, comment_id)
+        except StoreError as exc:
+            log.warning("comment %s: its id is not kept in the store (%s)", key, exc)
 
     async def _write_status(self) -> None:
         self._last_edit = time.monotonic()
@@ -284,18 +309,21 @@ class IssueReporter:
         except ForgeError as exc:
             log.warning("status comment update failed: %s", exc)
 
-    async def _ensure_labels(self) -> None:
+    async def _ensure_labels(self, names: list[str]) -> None:
+        """Create those of ``names`` the repository may lack (once per forge object and
+        repository): a label is created when it is first needed, not all seven up front."""
         try:
             ensured = _ensured_labels.setdefault(self.forge, set())
         except TypeError:  # a forge object that cannot be weakly referenced: no memory
             ensured = set()
-        if self.issue.repo.key in ensured:
-            return
+        repo = self.issue.repo.key
         for name, color, description in managed(self.settings.labels):
+            if name not in names or (repo, name) in ensured:
+                continue
             await self.forge.ensure_label(
                 self.issue.repo, name, color=color, description=description
             )
-        ensured.add(self.issue.repo.key)
+            ensured.add((repo, name))
 
     async def _set_labels(self, state: TaskState) -> None:
         details = await self.forge.get_issue(  # the labels as they are now, not the comments
@@ -308,4 +336,5 @@ class IssueReporter:
         for label in remove:
             await self.forge.remove_label(self.issue, label)
         if add:
+            await self._ensure_labels(add)
             await self.forge.add_labels(self.issue, add)

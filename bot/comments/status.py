@@ -14,6 +14,7 @@ from bot.run_events import (
     ActionProgress,
     ApprovalAsked,
     ClarificationAsked,
+    CourseChanged,
     LinksShown,
     PhaseChanged,
     PlanMade,
@@ -28,6 +29,7 @@ WAITING_STATES = frozenset(
 )
 # What the status comment links to. Never a path on the bot's host.
 LINK_KEYS = frozenset({"branch", "change_request_url", "report_url"})
+COURSE_SHOWN = 5  # the latest changes of course the status comment lists
 ICONS: dict[str, str] = {
     SubtaskStatus.PENDING: "⬜",
     SubtaskStatus.RUNNING: "🔄",
@@ -50,6 +52,7 @@ class StatusView:
     waiting: dict[str, Any] = field(default_factory=dict)  # subject, what, tool, number
     links: dict[str, str] = field(default_factory=dict)
     gate: dict[str, Any] = field(default_factory=dict)  # result, steps (LINKS ``gate``)
+    course: list[str] = field(default_factory=list)  # where the bot changed course (COURSE)
 
     def apply(self, event: ProgressEvent) -> None:
         match event:
@@ -68,6 +71,8 @@ class StatusView:
                 self.tokens = event.total_tokens
                 self.cached_tokens = event.cached_tokens
                 self.cost = event.cost
+            case CourseChanged():
+                self.course = [*self.course, event.reason][-COURSE_SHOWN:]
             case LinksShown():
                 if event.gate is not None:
                     self.gate = dict(event.gate)
@@ -100,6 +105,9 @@ class StatusView:
         self.links.update({k: str(v) for k, v in links.items() if k in LINK_KEYS})
         if isinstance(snapshot.get("gate"), dict):
             self.gate = dict(snapshot["gate"])
+        course = snapshot.get("course")
+        if isinstance(course, list):
+            self.course = [str(item) for item in course][-COURSE_SHOWN:]
 
     def subtasks(self) -> list[dict[str, Any]]:
         decomposition = self.plan.get("task_decomposition") or {}
@@ -133,6 +141,7 @@ class StatusView:
             checklist=checklist,
             links=render_links(self.links, language),
             gate=gate_text(self.gate, language),
+            course=self.course,
             plan_json=json.dumps(self.plan, ensure_ascii=False, indent=2) if self.plan else "",
         )
 

@@ -1,7 +1,7 @@
 """Words the agent hands over as data, said in the comment's language. Pure.
 
 The coordinator names what a task waits for (``subject``: plan, revision, tool,
-clarification), its phase and a reflection's verdict as plain identifiers; these
+clarification, judgement), its phase and a reflection's verdict as plain identifiers; these
 helpers turn them into the template language's words, and fall back to the text
 given when a name has no template (so nothing is ever lost).
 """
@@ -13,7 +13,7 @@ from typing import Any
 from bot.comments.render import render, template_keys
 from bot.run_events import ApprovalAsked, WaitKind
 
-SUBJECTS = (WaitKind.PLAN, WaitKind.REVISION, WaitKind.TOOL, WaitKind.ANSWERS)
+SUBJECTS = (WaitKind.PLAN, WaitKind.REVISION, WaitKind.TOOL, WaitKind.ANSWERS, WaitKind.JUDGEMENT)
 
 
 def _known(key: str, language: str) -> bool:
@@ -36,7 +36,8 @@ def waiting_label(waiting: dict[str, Any], language: str) -> str:
 def approval_subject(event: ApprovalAsked, language: str) -> str:
     """The first line of an approval request: what is to be approved."""
     subject = event.subject
-    if subject in (WaitKind.PLAN, WaitKind.REVISION) or (subject is WaitKind.TOOL and event.tool):
+    plain = (WaitKind.PLAN, WaitKind.REVISION, WaitKind.JUDGEMENT)
+    if subject in plain or (subject is WaitKind.TOOL and event.tool):
         return render(f"approve_{subject}", language, tool=event.tool, number=event.number)
     what = event.what
     return what[:1].upper() + what[1:]

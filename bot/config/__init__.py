@@ -52,7 +52,14 @@ from bot.config.sections import (
     WorkerSettings,
     WorkspaceSettings,
 )
-from bot.config.views import bot_names, disabled_forges, masked, secret_values
+from bot.config.views import (
+    CurrentSettings,
+    bot_names,
+    disabled_forges,
+    masked,
+    secret_values,
+    settings_digest,
+)
 from bot.config.web import WebFetchSettings, WebSearchSettings, WebSettings
 
 __all__ = [
@@ -64,6 +71,7 @@ __all__ = [
     "CommentSettings",
     "ComplexityThreshold",
     "ConfigError",
+    "CurrentSettings",
     "EarlyTermination",
     "ExecutionSettings",
     "GitHubSettings",
@@ -95,4 +103,5 @@ __all__ = [
     "load_settings",
     "masked",
     "secret_values",
+    "settings_digest",
 ]

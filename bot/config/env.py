@@ -48,6 +48,9 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "LLM_BASE_URL": (("llm",), "base_url"),
     "LLM_MODEL": (("llm",), "model"),
     "LLM_STRUCTURED_OUTPUT": (("llm",), "structured_output"),
+    "BOT_TRIGGER_LABEL": (("labels",), "trigger"),
+    "BOT_COMMAND_PREFIX": (("commands",), "prefix"),
+    "BOT_MAX_COST": (("planning", "budget"), "max_cost"),
     "BOT_TRACES_ENABLED": (("observability", "traces"), "enabled"),
 }
 

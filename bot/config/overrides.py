@@ -54,6 +54,7 @@ RULES: Mapping[str, Bound] = {
     "reflection.trigger_on_error": Bound.FREE,
     "reflection.trigger_interval": Bound.FREE,
     "reflection.depth": Bound.FREE,
+    "reflection.unjudged": Bound.FREE,
     "revision.max_revisions": Bound.AT_MOST,
     "revision.require_human_approval": Bound.ONLY_TRUE,
     "revision.approval_timeout": Bound.AT_MOST,

@@ -39,6 +39,9 @@ class ReflectionSettings(_Section):
     trigger_on_error: bool = True
     trigger_interval: int = Field(3, ge=0, le=1000)
     depth: Literal["deep", "moderate", "shallow"] = "moderate"
+    # A result nobody could judge (the model's reflection unreadable twice, the bot's own
+    # check not bearing it out): ask the author, or judge it failed and revise the plan.
+    unjudged: Literal["ask", "revise"] = "ask"
 
 
 class RevisionSettings(_Section):

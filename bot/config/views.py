@@ -2,12 +2,15 @@
 
 Pure functions of a ``Settings``: what ``doctor`` / ``serve`` tell the operator
 about disabled forges, the one list of secret values that logs, comments, prompts
-and tool output redact, and the effective configuration with every secret shown
-as ``***`` (credentials written into a URL included).
+and tool output redact, the effective configuration with every secret shown
+as ``***`` (credentials written into a URL included), and its digest (task.json).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -24,6 +27,10 @@ _URL_KEYS = (
     ("server", "public_url"),
 )
 MIN_REDACTED_CHARS = 8
+
+# The settings now (a reload replaces them): what a long-lived part is handed instead of
+# the whole runtime.
+CurrentSettings = Callable[[], Settings]
 
 
 def disabled_forges(settings: Settings) -> list[str]:
@@ -125,6 +132,13 @@ def masked(settings: Settings) -> dict[str, Any]:
     api = data["planning"]["user_config_api"]
     api["url"] = masked_url(api["url"])
     return data
+
+
+def settings_digest(settings: Settings) -> str:
+    """A short digest of the effective settings (secrets masked first, so it tells
+    nothing of them): two tasks with the same digest ran with the same settings."""
+    text = json.dumps(masked(settings), sort_keys=True, default=str, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def bot_names(settings: Settings, forge: ForgeKind) -> tuple[str, ...]:

@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jinja2
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.api import detail, summary
+from bot.api.models import detail, summary
+from bot.api.routes import ApiStore
+from bot.config import CurrentSettings
 from bot.dashboard import session
 from bot.dashboard.stats import ENDED, rates
-from bot.runtime import Runtime
+from bot.llm.base import HealthReport
 from bot.storage.base import TaskState
 from bot.throttle import FailureThrottle
 from bot.tools.quality import gate_steps, stored_result
@@ -44,44 +48,75 @@ _templates = jinja2.Environment(
 )
 
 
-def dashboard_routes(
-    runtime: Runtime, token: str, *, slots: int, throttle: FailureThrottle
-) -> list[BaseRoute]:
-    """The dashboard's routes; ``slots`` is this process's worker slots (0 for a web
-    replica); ``throttle`` counts each client's wrong tokens at the login form."""
+class Dashboard:
+    """The dashboard's pages, with what they use: the store, the settings now, the LLM's
+    health, the API token, this process's worker ``slots`` (0 for a web replica) and the
+    ``throttle`` that counts each client's wrong tokens at the login form."""
 
-    def logged_in(request: Request) -> bool:
-        return session.valid(token, request.cookies.get(session.COOKIE), time.time())
+    def __init__(
+        self,
+        store: ApiStore,
+        *,
+        settings: CurrentSettings,
+        llm_health: Callable[[], Awaitable[HealthReport]],
+        token: str,
+        slots: int,
+        throttle: FailureThrottle,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.llm_health = llm_health
+        self.token = token
+        self.slots = slots
+        self.throttle = throttle
 
-    def page(name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
+    def routes(self, middleware: Sequence[Middleware] = ()) -> list[BaseRoute]:
+        """The pages' routes, each behind ``middleware``."""
+        pages = [
+            ("/dashboard", self.overview, ["GET"]),
+            ("/dashboard/login", self.login, ["GET", "POST"]),
+            ("/dashboard/logout", self.logout, ["POST"]),
+            ("/dashboard/tasks/{task_id}", self.task_page, ["GET"]),
+            ("/dashboard/pause-all", self.switch, ["POST"]),
+            ("/dashboard/resume-all", self.switch, ["POST"]),
+        ]
+        return [
+            Route(path, endpoint, methods=methods, middleware=middleware)
+            for path, endpoint, methods in pages
+        ]
+
+    def _logged_in(self, request: Request) -> bool:
+        return session.valid(self.token, request.cookies.get(session.COOKIE), time.time())
+
+    def _page(self, name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
         html = _templates.get_template(name).render(
-            root="", logged_in=logged_in(request), refresh=values.pop("refresh", 0), **values
+            root="",
+            logged_in=self._logged_in(request),
+            refresh=values.pop("refresh", 0),
+            **values,
         )
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
 
-    def to_login() -> RedirectResponse:
-        return RedirectResponse("/dashboard/login", status_code=303)
-
-    async def login(request: Request) -> Response:
+    async def login(self, request: Request) -> Response:
         if request.method == "GET":
-            return page("login.html", request, title="Log in", error="")
+            return self._page("login.html", request, title="Log in", error="")
         client = request.client.host if request.client is not None else None
-        wait = throttle.retry_after(client)
+        wait = self.throttle.retry_after(client)
         if wait is not None:
-            refused = page(
+            refused = self._page(
                 "login.html", request, 429, title="Log in",
                 error=f"Too many wrong tokens from this address: try again in {wait} s.",
             )  # fmt: skip
             refused.headers["Retry-After"] = str(wait)
             return refused
         form = await _form(request)
-        if form is None or not session.token_matches(token, form.get("token", "")):
-            throttle.failed(client)
-            return page("login.html", request, 401, title="Log in", error="Wrong token.")
+        if form is None or not session.token_matches(self.token, form.get("token", "")):
+            self.throttle.failed(client)
+            return self._page("login.html", request, 401, title="Log in", error="Wrong token.")
         response = RedirectResponse("/dashboard", status_code=303)
         response.set_cookie(
             session.COOKIE,
-            session.issue(token, time.time()),
+            session.issue(self.token, time.time()),
             max_age=session.LIFETIME,
             httponly=True,
             samesite="strict",
@@ -90,21 +125,21 @@ def dashboard_routes(
         )
         return response
 
-    async def logout(request: Request) -> Response:
-        response = to_login()
+    async def logout(self, request: Request) -> Response:
+        response = _to_login()
         response.delete_cookie(session.COOKIE, path="/dashboard")
         return response
 
-    async def overview(request: Request) -> Response:
-        if not logged_in(request):
-            return to_login()
-        store = runtime.store
+    async def overview(self, request: Request) -> Response:
+        if not self._logged_in(request):
+            return _to_login()
+        store = self.store
         now = time.time()
         tasks = await store.list_tasks(limit=SHOWN_TASKS)
         ended = await store.list_tasks(states=ENDED, limit=MAX_RATED)
         switch = await operator.read_switch(store)
-        health = (await runtime.llm_health()).to_dict()
-        return page(
+        health = (await self.llm_health()).to_dict()
+        return self._page(
             "overview.html",
             request,
             title="Overview",
@@ -113,8 +148,8 @@ def dashboard_routes(
             since=_when(switch.since),
             queued=await store.count_tasks(states=frozenset({TaskState.QUEUED})),
             running=await store.count_tasks(states=frozenset({TaskState.RUNNING})),
-            slots=slots or runtime.settings.worker.max_workers,
-            has_worker=slots > 0,
+            slots=self.slots or self.settings().worker.max_workers,
+            has_worker=self.slots > 0,
             rates=[rates(ended, now, "24 h", 86_400), rates(ended, now, "7 days", 7 * 86_400)],
             llm={k: health.get(k) for k in ("reachable", "provider", "model", "error", "dialect")},
             tasks=[
@@ -123,19 +158,20 @@ def dashboard_routes(
             ],
         )
 
-    async def task_page(request: Request) -> Response:
-        if not logged_in(request):
-            return to_login()
+    async def task_page(self, request: Request) -> Response:
+        if not self._logged_in(request):
+            return _to_login()
         try:
-            task = await operator.find_task(runtime.store, request.path_params["task_id"])
+            task = await operator.find_task(self.store, request.path_params["task_id"])
         except operator.OperatorError as exc:
-            return page("login.html", request, 404, title="Not found", error=str(exc))
-        data_dir = runtime.settings.data_dir
-        checkpoint = await runtime.store.load_checkpoint(task.id)
-        shown = detail(task, checkpoint, data_dir, runtime.settings.observability)
+            return self._page("login.html", request, 404, title="Not found", error=str(exc))
+        settings = self.settings()
+        data_dir = settings.data_dir
+        checkpoint = await self.store.load_checkpoint(task.id)
+        shown = detail(task, checkpoint, data_dir, settings.observability)
         run_dir = data_dir / "runs" / task.id
         gate_result, gate = _gate_view(_quality(run_dir / "quality.json"))
-        return page(
+        return self._page(
             "task.html",
             request,
             title=f"Task {task.id[:8]}",
@@ -149,24 +185,19 @@ def dashboard_routes(
             report=_read(run_dir / "report.md", REPORT_CHARS),
         )
 
-    async def switch(request: Request) -> Response:
-        if not logged_in(request) or not _same_origin(request):
+    async def switch(self, request: Request) -> Response:
+        if not self._logged_in(request) or not _same_origin(request):
             return Response("refused", status_code=403)
-        by = f"{runtime.settings.server.api_token_name} (dashboard)"
+        by = f"{self.settings().server.api_token_name} (dashboard)"
         if request.url.path.endswith("/pause-all"):
-            await operator.pause_all(runtime.store, by=by)
+            await operator.pause_all(self.store, by=by)
         else:
-            await operator.resume_all(runtime.store, by=by)
+            await operator.resume_all(self.store, by=by)
         return RedirectResponse("/dashboard", status_code=303)
 
-    return [
-        Route("/dashboard", overview),
-        Route("/dashboard/login", login, methods=["GET", "POST"]),
-        Route("/dashboard/logout", logout, methods=["POST"]),
-        Route("/dashboard/tasks/{task_id}", task_page),
-        Route("/dashboard/pause-all", switch, methods=["POST"]),
-        Route("/dashboard/resume-all", switch, methods=["POST"]),
-    ]
+
+def _to_login() -> RedirectResponse:
+    return RedirectResponse("/dashboard/login", status_code=303)
 
 
 async def _form(request: Request) -> dict[str, str] | None:

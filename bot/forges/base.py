@@ -7,6 +7,7 @@ so callers never see an HTTP library's exception.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Protocol, runtime_checkable
@@ -292,6 +293,11 @@ class Forge(RepoContent, ChangeRequestFollowUp, Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+# The configured forge of a kind (None: that forge is off): what a part that talks to
+# forges is handed instead of the whole runtime.
+ForgeLookup = Callable[[ForgeKind], Forge | None]
 
 
 @runtime_checkable

@@ -198,6 +198,7 @@ class GitHubSession:
         self._pacer = pacer
         self._clock = clock
         self._tokens: dict[str, tuple[str, float]] = {}
+        self._minted: list[str] = []  # every installation token this session made
         self._installations: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -312,6 +313,26 @@ class GitHubSession:
         self._tokens.clear()
         self._installations.clear()
 
+    async def revoke_tokens(self) -> int:
+        """Revoke every installation token this session made (``DELETE
+        /installation/token``, each as itself) and forget them: a short-lived process
+        (``bot action``) leaves no usable token behind. Returns how many were revoked;
+        one GitHub refuses is logged by the caller's error, the others are still tried."""
+        minted, self._minted = self._minted, []
+        self.forget()
+        revoked, failed = 0, []
+        for token in minted:
+            try:
+                await self._send("DELETE", "/installation/token", None, None,
+                                 {"oauth_token": token}, "revoking an installation token",
+                                 ACCEPT)  # fmt: skip
+                revoked += 1
+            except ForgeError as exc:
+                failed.append(str(exc))
+        if failed:
+            raise ForgeError(f"{len(failed)} installation token(s) not revoked: {failed[0]}")
+        return revoked
+
     async def _send(
         self,
         method: str,
@@ -366,6 +387,7 @@ class GitHubSession:
             if not isinstance(token, str) or not token:
                 raise ForgeError(f"GitHub sent no token for installation {installation}")
             self._tokens[installation] = (token, _expiry(data.get("expires_at")))
+            self._minted.append(token)
             return token
 
 

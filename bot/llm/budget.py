@@ -25,6 +25,7 @@ class BudgetKind(StrEnum):
     TOKENS = "tokens"
     CALL_TOKENS = "call_tokens"
     TIME = "time"
+    STEPS = "steps"  # the open tool loop's calls (planning.enabled: false)
 
 
 _SETTINGS = {
@@ -32,6 +33,7 @@ _SETTINGS = {
     BudgetKind.TOKENS: "llm.max_tokens_per_task",
     BudgetKind.CALL_TOKENS: "llm.max_tokens_per_call",
     BudgetKind.TIME: "planning.execution.total_timeout",
+    BudgetKind.STEPS: "planning.max_subtasks",
 }
 
 

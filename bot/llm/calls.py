@@ -25,6 +25,7 @@ from bot.llm.prices import FREE, Price
 from bot.llm.prompts import PromptLibrary
 from bot.llm.tokens import count_messages
 from bot.progress import step
+from bot.run_events import ErrorCategory
 from bot.text import clip
 
 UsageHook = Callable[[str, Usage, int], Awaitable[None]]
@@ -39,7 +40,7 @@ class Journal(Protocol):
 
     def conversation(self, entry: dict[str, Any]) -> None: ...
 
-    def error(self, category: str, message: str) -> None: ...
+    def error(self, category: ErrorCategory, message: str) -> None: ...
 
 
 async def _no_hook(template: str, usage: Usage, calls: int) -> None:
@@ -139,8 +140,8 @@ class _Recorder:
             error = f"{type(exc).__name__}: {exc}"
             entry = exchange(self.template, request, took, error=error, clean=self.journal.redact)
             self.journal.conversation(entry)
-            category = "llm_unavailable" if isinstance(exc, LLMUnavailable) else "llm"
-            self.journal.error(category, f"{self.template}: the model call failed: {error}")
+            what = "unreachable" if isinstance(exc, LLMUnavailable) else "the call failed"
+            self.journal.error(ErrorCategory.MODEL, f"{self.template}: {what}: {error}")
             raise
         took = self.monotonic() - started
         metrics.LLM_LATENCY.labels(self.template).observe(took)
@@ -178,10 +179,10 @@ class PhaseCaller:
         if self.journal is None:
             return
         if answer.data is None:
-            self.journal.error("llm_answer", f"{template}: {answer.error}")
+            self.journal.error(ErrorCategory.MODEL, f"{template}: {answer.error}")
         elif answer.calls > 1:
             self.journal.error(
-                "llm_answer",
+                ErrorCategory.MODEL,
                 f"{template}: the first answer was not a valid {answer.phase} document; "
                 "the second one was",
             )

@@ -22,6 +22,7 @@ from bot.llm.base import Message
 PHASES = (
     "planning",
     "execution",
+    "open_loop",
     "reflection",
     "revision",
     "completion",

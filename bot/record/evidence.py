@@ -137,11 +137,15 @@ class Verdict:
 
 
 def _resolved(
-    record: ActionRecord, later: Sequence[ActionRecord], plan: PlanDocument | None
+    record: ActionRecord,
+    later: Sequence[ActionRecord],
+    plan: PlanDocument | None,
+    open_loop: bool = False,
 ) -> bool:
     for other in later:
         if other.ok and (
-            other.task_id == record.task_id
+            open_loop  # the model saw the failure and went on: a later success answers it
+            or other.task_id == record.task_id
             or (other.tool == record.tool and other.arguments == record.arguments)
         ):
             return True
@@ -151,14 +155,15 @@ def _resolved(
 
 
 def unresolved_failures(
-    records: Sequence[ActionRecord], plan: PlanDocument | None
+    records: Sequence[ActionRecord], plan: PlanDocument | None, *, open_loop: bool = False
 ) -> list[ActionRecord]:
-    """Failed actions no later success or revision made up for (gate fixes excluded)."""
+    """Failed actions no later success or revision made up for (gate fixes excluded); in
+    the open tool loop, any later successful call makes up for a failed one."""
     out = []
     for index, record in enumerate(records):
         if record.ok or not record.finished or record.task_id == GATE_TASK:
             continue
-        if not _resolved(record, records[index + 1 :], plan):
+        if not _resolved(record, records[index + 1 :], plan, open_loop):
             out.append(record)
     return out
 
@@ -228,13 +233,16 @@ def judge(
     delivery: Mapping[str, Any],
     quality: Mapping[str, Any] | None,
     cited: Mapping[str, str] | None = None,
+    *,
+    open_loop: bool = False,
 ) -> Verdict:
     """The record's verdict on the task. ``delivery``: the delivered links (a ``branch``
     when something was pushed); ``quality``: the gate's stored report (None: not run);
-    ``cited``: success criterion -> the action key or ``gate.<step>`` the model cited."""
+    ``cited``: success criterion -> the action key or ``gate.<step>`` the model cited;
+    ``open_loop``: the steps of the open tool loop (``planning.enabled: false``)."""
     problems = [
         f"[{r.key}] {r.tool} failed: {_first_line(r.output)}"
-        for r in unresolved_failures(records, plan)
+        for r in unresolved_failures(records, plan, open_loop=open_loop)
     ]
     if not any(r.ok for r in records if r.task_id != GATE_TASK):
         problems.append("no action of the plan succeeded")

@@ -63,6 +63,9 @@ class ReflectionStatus(StrEnum):
     SUCCESS = "success"
     PARTIAL = "partial"
     FAILURE = "failure"
+    # Not the model's: nobody could judge the result, and the bot's own evidence showed no
+    # problem, so the task went on without counting the result as confirmed.
+    UNJUDGED = "unjudged"
 
 
 class CompletionStatus(StrEnum):

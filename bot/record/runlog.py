@@ -10,8 +10,9 @@ persist (a dry run) writes nothing.
 
 ``Artifacts.keep_changes`` copies the workspace's uncommitted changes to the run
 directory's artifacts, so what a person should look at outlives the workspace the
-worker removes; ``write_report`` writes task.json and report.md (quality.json is
-written by the delivery, earlier).
+worker removes; ``write_report`` adds the outcome's facts to task.json (which the worker
+writes when the task starts and at each state change) and writes report.md (quality.json
+is written by the delivery, earlier).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bot.events import IssueRef
 from bot.llm.prices import dollars
 from bot.record.state import ActionRecord, AgentState
 from bot.redact import redact
+from bot.run_events import ErrorCategory
 from bot.storage.base import Task
 from bot.storage.runs import RunDirectory, copy_artifacts, render_report
 from bot.tools.factory import BuiltTools
@@ -96,7 +98,7 @@ class RunLog:
         except OSError as exc:
             log.warning("task %s: conversation.jsonl not written: %s", self.task_id, exc)
 
-    def error(self, category: str, message: str) -> None:
+    def error(self, category: ErrorCategory, message: str) -> None:
         directory = self.directory
         if directory is None:
             return
@@ -127,7 +129,7 @@ class RunLog:
                 copy_artifacts, self.data_dir, self.task_id, root, list(files), self.max_bytes
             )
         except OSError as exc:
-            self.error("artifacts", f"changed files not copied: {exc}")
+            self.error(ErrorCategory.PERSISTENCE, f"changed files not copied: {exc}")
 
 
 def changed_paths(records: Iterable[ActionRecord]) -> list[str]:
@@ -179,7 +181,7 @@ class Artifacts:
         try:
             changed = await built.workspace.changed_files()
         except WorkspaceError as exc:
-            self.runlog.error("artifacts", f"the changed files could not be listed: {exc}")
+            self.runlog.error(ErrorCategory.TOOL, f"the changed files could not be listed: {exc}")
             return
         if changed:
             await self.runlog.keep_files(built.workspace.path, changed)
@@ -210,7 +212,7 @@ class Artifacts:
         changes = changed_paths(self.state.records.values())
         if run_dir is not None:
             planning = self.planning
-            run_dir.write_task(
+            run_dir.update_task(  # the worker's fields (state, model, digest) are kept
                 task if planning is None else {**task, "planning": planning.as_data()}
             )
             run_dir.write_report(

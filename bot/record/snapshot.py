@@ -88,6 +88,8 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         snapshot["cost"] = float(usage["cost"])
     if isinstance(delivery.get("gate"), dict):
         snapshot["gate"] = dict(delivery["gate"])
+    if state.course:
+        snapshot["course"] = list(state.course)
     if state.traces:  # the last run's trace (bot.tracing), when traces were on
         snapshot["trace_id"] = trace_id_of(state.traces[-1])
     return snapshot

@@ -163,6 +163,10 @@ class ActionRecord:
     duration: float = 0.0
     revision: int = 0
     data: dict[str, Any] = field(default_factory=dict)
+    # What a workspace write did to the paths (docs/planning.md#unexpected-results): the
+    # paths it meant to change that are unchanged, and paths it changed without meaning to.
+    unchanged_paths: list[str] = field(default_factory=list)
+    unexpected_paths: list[str] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -186,6 +190,8 @@ class ActionRecord:
             "duration": self.duration,
             "revision": self.revision,
             "data": self.data,
+            "unchanged_paths": list(self.unchanged_paths),
+            "unexpected_paths": list(self.unexpected_paths),
         }
 
     @classmethod
@@ -224,6 +230,9 @@ class AgentState:
     tried: list[str] = field(default_factory=list)
     planning_attempts: int = 0
     replan_reason: str = ""
+    # Why a finer decomposition failed, once it has: the next planning call (in this run
+    # or, after a restart, the next) asks at the coarsest level with it (docs/planning.md).
+    coarser: str = ""
     approved_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     approved_plan: str = ""  # the digest of the plan a person approved (plan_rules.py)
     # Guarded paths (CI definitions) -> the content a person approved (content_digest).
@@ -234,6 +243,12 @@ class AgentState:
     milestones: dict[str, int] = field(default_factory=dict)
     delivery: dict[str, Any] = field(default_factory=dict)
     setup: dict[str, Any] = field(default_factory=dict)  # bot/tools/setup.py SetupResult
+    # Where the bot changed course after an unexpected result, in words (the status comment).
+    course: list[str] = field(default_factory=list)
+    # planning.enabled: false: one open tool loop instead of a plan (docs/planning.md), and
+    # what its next step is told (people's feedback, what the record holds against a claim).
+    open_loop: bool = False
+    open_notes: list[str] = field(default_factory=list)
     outcome: dict[str, Any] | None = None
     # The traceparent of each traced run, oldest first (bot.tracing): a resumed run links
     # to the one before it; the API and the report show the last one's trace id.
@@ -337,6 +352,7 @@ _WAITING_PHASE = {
     WaitKind.REVISION: Phase.REVISION,
     WaitKind.TOOL: Phase.EXECUTION,
     WaitKind.PUSH: Phase.EXECUTION,
+    WaitKind.JUDGEMENT: Phase.REFLECTION,
 }
 _V1_FLAGS = ("phase", "early_done", "plan_approved", "unreflected", "llm_pause_notified")
 

@@ -17,7 +17,8 @@ is the gate as the LINKS event carries it to the status comment.
 
 ``DeliveryFailed`` carries the human-intervention reason of a refused push (git's own
 words, cut and already redacted) and the recommendations; ``push_failure`` builds it
-from the error of ``Workspace.commit_and_push``.
+from the error of ``Workspace.commit_and_push``. ``SetupFailed`` (``setup_failed``) is
+the same for a failing set-up command.
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ from typing import Any
 from bot.events import IssueRef
 from bot.record.plan import PlanDocument
 from bot.record.plan_rules import named_plan, plan_id
+from bot.record.state import ActionRecord
 from bot.run_events import SubtaskStatus
 from bot.text import clip
 from bot.tools.quality import GateResult, gate_steps, stored_result
+from bot.tools.setup import SetupResult
 
 MAX_SHOWN_CHARS = 4000
+JUDGED_CHARS = 1200  # of the arguments and of the result shown for a person's judgement
 _HIDING = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})
 _BACKTICKS = re.compile(r"`+")
 
@@ -100,6 +104,31 @@ def tool_call_text(
             f"first {MAX_SHOWN_CHARS:,} are shown. The full arguments are{where}; read them "
             "before you approve.",
         ]
+    return "\n".join(lines).strip()
+
+
+def judgement_text(record: ActionRecord, doubt: str, facts: list[str]) -> str:
+    """The details of a request for a person's judgement of a result (Markdown): the call,
+    why it looks doubtful, what the bot checked itself, and the start of the result."""
+    lines = [
+        f"The model could not judge whether `{plain(record.key)}` ({plain(record.tool)}) did "
+        f"what it should, and my own check leaves a doubt: {plain(doubt)}.",
+        "",
+        f"<details><summary>Arguments of {plain(record.tool)}</summary>",
+        "",
+        code_fence(clip(arguments_json(record.arguments), JUDGED_CHARS, note="\n…"), "json"),
+        "",
+        "</details>",
+        "",
+        "What I checked myself:",
+        *(f"- {plain(line.splitlines()[0])}" for line in facts if line.strip()),
+        "",
+        "The result:",
+        code_fence(clip(record.output, JUDGED_CHARS, note="\n…")),
+        "",
+        "Approve if the result is right (I go on with the plan); reject with a reason if "
+        "not (I revise the plan with it).",
+    ]
     return "\n".join(lines).strip()
 
 
@@ -261,3 +290,30 @@ def push_failure(error: str, *, branch: str, kept_in: str = "") -> DeliveryFaile
     if kept_in:
         hints.append(f"The changed files are kept in {kept_in}")
     return DeliveryFailed(f"the work could not be pushed to {branch}: {detail}", hints)
+
+
+# --- set-up -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SetupFailed:
+    """Set-up failed: why, what to check, and the failing command for the comment."""
+
+    reason: str
+    hints: list[str]
+    details: dict[str, Any]
+
+
+def setup_failed(result: SetupResult) -> SetupFailed:
+    step = result.failure
+    assert step is not None
+    how = "timed out" if step.timed_out else f"exit code {step.exit_code}"
+    reason = f"the set-up command `{step.command}` failed ({how}, {step.duration:.0f} s)"
+    hints = [
+        *result.hints,  # why set-up failed where it ran (the base branch's checkout, or offline)
+        "Check that the project installs in a fresh clone, or name the set-up commands in "
+        "`.agent.yaml` (`setup:`; `setup: []` turns set-up off)",
+    ]
+    failed = {"command": step.command, "exit_code": step.exit_code,
+              "timed_out": step.timed_out, "tail": step.tail}  # fmt: skip
+    return SetupFailed(reason, hints, {"setup": failed})

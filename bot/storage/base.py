@@ -9,6 +9,11 @@ delivery key makes a redelivery a no-op). A worker's dispatcher leases
 inbox events, decides, and calls ``create_task`` or ``add_message`` with the
 event id, which completes the event in the same transaction as the task or
 message it produced. Worker slots lease tasks.
+
+The protocol comes in parts (``Inbox``, ``Marks``, ``Tasks``, ``Checkpoints``,
+``Messages``, ``CommentIds``, ``CachedPlans``, ``Dialects``, ``Lifecycle``); ``Store`` is
+all of them. A module is handed the parts it uses, so its signature says what it may
+touch.
 """
 
 from __future__ import annotations
@@ -75,8 +80,8 @@ class TaskMessage:
     created_at: float = 0.0
 
 
-class Store(Protocol):
-    """Durable state. All methods are coroutines; each is one transaction."""
+class Lifecycle(Protocol):
+    """Opening, closing and probing the store."""
 
     async def open(self) -> None:
         """Create the schema when missing. Idempotent."""
@@ -88,7 +93,9 @@ class Store(Protocol):
         """Raise ``StoreError`` unless the store accepts a write now (for /readyz)."""
         ...
 
-    # --- deliveries and the inbox -------------------------------------------------------------
+
+class Inbox(Protocol):
+    """Webhook deliveries and the inbox of events the dispatcher leases."""
 
     async def record_delivery(
         self, delivery_key: str, forge: str, payload: dict[str, Any] | None
@@ -122,7 +129,9 @@ class Store(Protocol):
         and leased events are kept."""
         ...
 
-    # --- marks: things done once ------------------------------------------------------------
+
+class Marks(Protocol):
+    """Marks: things done once (a comment handled, a denial said, a redelivery asked)."""
 
     async def claim(self, key: str, *, owner: str, window: float | None = None) -> bool:
         """Take the mark ``key`` for ``owner``. True when it was free, is ``owner``'s
@@ -138,7 +147,9 @@ class Store(Protocol):
         """Set the mark ``key`` to ``owner``, dated now."""
         ...
 
-    # --- the LLM endpoint's structured-output dialect -------------------------------------------
+
+class Dialects(Protocol):
+    """The LLM endpoint's structured-output dialect (``bot.llm.dialect.DialectStore``)."""
 
     async def get_llm_dialect(self, endpoint: str, model: str) -> tuple[str, str, float] | None:
         """(dialect, server kind, found at) kept for ``endpoint`` and ``model``, if any."""
@@ -150,7 +161,9 @@ class Store(Protocol):
         """Keep the dialect that works at ``endpoint`` for ``model`` (replacing any)."""
         ...
 
-    # --- tasks ---------------------------------------------------------------------------------
+
+class Tasks(Protocol):
+    """Tasks: the queue, leases and states."""
 
     async def create_task(
         self, request: TaskRequest, *, event_id: int | None = None
@@ -212,11 +225,17 @@ class Store(Protocol):
         """Waiting or paused tasks whose ``wake_at`` is at or before ``now``."""
         ...
 
-    # --- checkpoints, messages, comment ids --------------------------------------------
+
+class Checkpoints(Protocol):
+    """A task's checkpoint: the run's state after its last action."""
 
     async def save_checkpoint(self, task_id: str, data: dict[str, Any]) -> None: ...
 
     async def load_checkpoint(self, task_id: str) -> dict[str, Any] | None: ...
+
+
+class Messages(Protocol):
+    """What people and operators said to a task (feedback, commands), in order."""
 
     async def add_message(
         self,
@@ -236,11 +255,17 @@ class Store(Protocol):
 
     async def messages_after(self, task_id: str, seq: int) -> list[TaskMessage]: ...
 
+
+class CommentIds(Protocol):
+    """The ids of the comments a task posted, by marker (edited in place, never twice)."""
+
     async def get_comment_id(self, task_id: str, marker: str) -> int | None: ...
 
     async def put_comment_id(self, task_id: str, marker: str, comment_id: int) -> None: ...
 
-    # --- plan cache ---------------------------------------------------------------------
+
+class CachedPlans(Protocol):
+    """The plan cache's entries (``bot.agent.cache``)."""
 
     async def cache_get(self, key: str, now: float) -> dict[str, Any] | None: ...
 
@@ -259,3 +284,14 @@ class Store(Protocol):
     ) -> list[tuple[str, str, dict[str, Any]]]:
         """Unexpired entries of one repository: (key, normalised text, value)."""
         ...
+
+
+class Store(
+    Lifecycle, Inbox, Marks, Dialects, Tasks, Checkpoints, Messages, CommentIds, CachedPlans,
+    Protocol,
+):  # fmt: skip
+    """Durable state. All methods are coroutines; each is one transaction.
+
+    The parts above are what its users need: each module names the parts it uses (the
+    dispatcher the inbox, tasks, messages and marks; the reporter the comment ids; ...),
+    and the SQLite and PostgreSQL stores have them all."""

@@ -1,7 +1,7 @@
 """The run directory of one task: what happened, kept as plain files for people.
 
     <data_dir>/runs/<task_id>/
-        task.json           the task as the coordinator saw it
+        task.json           the task: written when it starts, updated at each state change
         conversation.jsonl  every LLM request and answer, one JSON object a line
         quality.json        the last quality gate report
         approval-<key>.json the full arguments of a tool call waiting for approval
@@ -34,10 +34,12 @@ from typing import Any
 from urllib.parse import quote
 
 from bot.paths import PathRefused, resolve_inside
+from bot.run_events import ErrorCategory
 
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _LONG_KEYS = ("description", "body", "instruction", "instructions")
+PERSISTENCE = ErrorCategory.PERSISTENCE.value
 
 
 def _json(data: Any) -> str:
@@ -76,6 +78,29 @@ class RunDirectory:
     def write_task(self, data: dict[str, Any]) -> None:
         self._replace("task.json", _json(data) + "\n")
 
+    def read_task(self) -> dict[str, Any]:
+        """task.json as written so far ({} when there is none or it cannot be read)."""
+        try:
+            data = json.loads((self.path / "task.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def update_task(self, fields: dict[str, Any], *, state: str = "", reason: str = "") -> None:
+        """Merge ``fields`` into task.json; a ``state`` other than the last one is added
+        to its ``states`` (each with its time and reason), so the file follows the task
+        from its start (specification 003, 5)."""
+        data = {**self.read_task(), **fields}
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        states = [s for s in data.get("states") or [] if isinstance(s, dict)]
+        if state and (not states or states[-1].get("state") != state or reason):
+            change = {"state": state, "at": stamp, **({"reason": reason} if reason else {})}
+            states.append(change)
+        if state:
+            data["state"] = state
+        data.update(states=states, updated_at=stamp)
+        self.write_task(data)
+
     def append_conversation(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, ensure_ascii=False, default=str, sort_keys=True)
         self._append("conversation.jsonl", line + "\n")
@@ -109,7 +134,7 @@ class RunDirectory:
             try:
                 source = resolve_inside(root, rel)
             except PathRefused as exc:
-                self.log_error(f"artifact not copied: {exc}")
+                self.log_error(f"artifact not copied: {exc}", category=PERSISTENCE)
                 continue
             if not source.is_file():
                 continue
@@ -126,7 +151,7 @@ class RunDirectory:
             self.log_error(
                 f"{left_out} changed files not copied to artifacts/: the run directory "
                 f"would pass storage.run_dir_mb",
-                category="artifacts",
+                category=PERSISTENCE,
             )
 
     def artifact_names(self) -> list[str]:

@@ -27,7 +27,13 @@ from typing import Any
 from bot import tracing
 from bot.text import clip
 from bot.tools.bwrap import DEFAULT_PATH
-from bot.tools.quality_feedback import problems, summary_counts, tail_lines
+from bot.tools.quality_feedback import (
+    coverage_percent,
+    problems,
+    summary_counts,
+    tail_lines,
+    warning_count,
+)
 from bot.tools.sandbox import CommandRefused, Sandbox, SandboxUnavailable, WorkspaceFull
 
 RUFF = ("ruff", "check", "--output-format", "concise", ".")
@@ -170,9 +176,16 @@ class QualityReport:
         return self.result is GateResult.PASSED
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as ``quality.json`` keeps it: each step, and the warnings of the
+        steps that told them and the tests' coverage, when the tools reported them."""
         data = asdict(self)
         data["result"] = self.result.value
         data["passed"] = self.passed
+        told = [s["warnings"] for s in (self.lint, self.test) if s.get("warnings") is not None]
+        if told:
+            data["warnings"] = sum(told)
+        if self.test.get("coverage") is not None:
+            data["coverage"] = self.test["coverage"]
         return data
 
 
@@ -220,12 +233,17 @@ async def _step(
         if result.exit_code == 0
         else StepStatus.FAILED
     )
+    counts = summary_counts(kind, output)
+    told: dict[str, Any] = {"warnings": warning_count(counts)}
+    if kind == "test":
+        told["coverage"] = coverage_percent(output)
     return {
         **step,
         "status": status.value,
         "exit_code": result.exit_code,
         "duration": round(result.duration, 3),
-        "counts": summary_counts(kind, output),
+        "counts": counts,
+        **{key: value for key, value in told.items() if value is not None},
         "problems": problems(kind, output) if status is not StepStatus.PASSED else [],
         "output": clip(output, _STORED_OUTPUT_CHARS, keep="tail", note=""),
     }

@@ -4,7 +4,9 @@
 ``--> file:line:col`` under its message, pytest's ``FAILED test_id - reason``, jest's
 ``FAIL`` / ``●`` lines); ``summary_counts`` reads the totals tools print at the end
 (pytest, jest and vitest, mocha, ``node --test``; ruff's ``Found N errors`` and
-``All checks passed!``).
+``All checks passed!``, eslint's ``N problems (E errors, W warnings)``);
+``warning_count`` the warnings among them, and ``coverage_percent`` the total coverage a
+test tool reports (pytest-cov and coverage.py, jest and vitest, ``node --test``, go).
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ _MOCHA = re.compile(r"^\s*(\d+) (passing|failing|pending)\b", re.MULTILINE)
 _MOCHA_WORDS = {"passing": "passed", "failing": "failed", "pending": "skipped"}
 _NODE_TEST = re.compile(r"^(?:ℹ|#)\s*(pass|fail|skipped|todo|cancelled)\s+(\d+)\s*$", re.MULTILINE)
 _NODE_WORDS = {"pass": "passed", "fail": "failed", "skipped": "skipped", "todo": "skipped"}
+_ESLINT = re.compile(r"(\d+) problems? \((\d+) errors?, (\d+) warnings?\)")
+_NUMBER = r"(\d+(?:\.\d+)?)"
+_COVERAGE = (  # the total, most specific first; one group: the percentage (of lines)
+    re.compile(rf"Total coverage: {_NUMBER}%"),  # pytest-cov's --cov-fail-under line
+    re.compile(rf"^TOTAL\s.*?{_NUMBER}%\s*$", re.MULTILINE),  # coverage.py, pytest-cov
+    # jest / vitest: All files | % Stmts | % Branch | % Funcs | % Lines
+    re.compile(rf"^\s*All files\s*\|(?:\s*[\d.]+\s*\|){{3}}\s*{_NUMBER}\s*\|", re.MULTILINE),
+    re.compile(rf"^(?:ℹ|#)\s*all files\s*\|\s*{_NUMBER}\s*\|", re.MULTILINE),  # node --test
+    re.compile(rf"coverage: {_NUMBER}% of statements"),  # go test -cover
+)
 
 
 def _clean(output: str) -> list[str]:
@@ -72,11 +84,32 @@ def summary_counts(kind: str, output: str) -> dict[str, int]:
     ``ℹ pass 2`` / ``ℹ fail 1``; ruff's ``Found 3 errors`` or ``All checks passed!``."""
     text = "\n".join(_clean(output))
     if kind == "lint":
+        eslint = _ESLINT.findall(text)
+        if eslint:
+            _problems, errors, warnings = eslint[-1]
+            return {"errors": int(errors), "warning": int(warnings)}
         found = _FOUND.findall(text)
         if found:
             return {"errors": int(found[-1])}
         return {"errors": 0} if _RUFF_CLEAN.search(text) else {}
     return _node_counts(text) or _mocha_counts(text) or _pytest_counts(text)
+
+
+def warning_count(counts: dict[str, int]) -> int | None:
+    """The warnings a step's summary told (0 when it told its totals without warnings;
+    None when it told nothing)."""
+    return counts.get("warning", 0) if counts else None
+
+
+def coverage_percent(output: str) -> float | None:
+    """The total coverage a test tool printed, in percent (of lines where it tells
+    several kinds); None when it printed none."""
+    text = "\n".join(_clean(output))
+    for pattern in _COVERAGE:
+        found = pattern.findall(text)
+        if found:
+            return float(found[-1])
+    return None
 
 
 def _pytest_counts(text: str) -> dict[str, int]:

@@ -15,7 +15,9 @@ link the clone holds, and a path the cache would write that the clone already ha
 tracked file, folder or link) refuses the restore, so set-up runs instead. What names
 the old workspace's path is re-pointed as it is copied: a virtualenv's scripts,
 ``pyvenv.cfg``, ``.pth`` files and editable installs (a venv is not relocatable).
-Storing reads the workspace the same way (links copied as links, never followed).
+``copy_environment`` is that copy, for a set-up made elsewhere too (in the checkout of
+the base branch, on a follow-up: ``setup_base``). Storing reads the workspace the same
+way (links copied as links, never followed).
 Each repository keeps its ``KEEP`` most recently used environments.
 """
 
@@ -81,19 +83,11 @@ class SetupCache:
             if not isinstance(exc, FileNotFoundError):
                 log.warning("set-up cache %s unusable: %s", entry, exc)
             return None
-        done: list[str] = []
-        rewrite = functools.partial(_replaced, old=old, new=str(root))
         try:
-            for rel in paths:
-                venvs = _venvs(entry / "files", rel)
-                rewrites = functools.partial(_names_its_place, venvs=venvs)
-                copy_path(entry / "files", rel, root, rewrites=rewrites, rewrite=rewrite)
-                done.append(rel)
+            copy_environment(entry / "files", old, paths, root)
         except (OSError, TreeRefused) as exc:
             why = "the clone holds that path" if isinstance(exc, TreeRefused) else "unusable"
             log.warning("set-up cache %s not restored (%s): %s", entry, why, exc)
-            for rel in done:  # half a restore must not stay behind
-                remove_path(root, rel)
             return None
         os.utime(entry)  # most recently used
         return paths
@@ -129,6 +123,24 @@ class SetupCache:
         entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
         for old in entries[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def copy_environment(files: Path, old: str, paths: Iterable[str], root: Path) -> None:
+    """Copy ``paths`` of ``files`` (made by set-up in the workspace ``old``) into the
+    workspace ``root`` with ``safe_tree``, re-pointing what names ``old``; raises
+    ``TreeRefused`` or ``OSError`` with nothing of the copy left behind."""
+    root = root.resolve()
+    done: list[str] = []
+    rewrite = functools.partial(_replaced, old=old, new=str(root))
+    try:
+        for rel in paths:
+            rewrites = functools.partial(_names_its_place, venvs=_venvs(files, rel))
+            copy_path(files, rel, root, rewrites=rewrites, rewrite=rewrite)
+            done.append(rel)
+    except BaseException:
+        for rel in done:  # half a copy must not stay behind
+            remove_path(root, rel)
+        raise
 
 
 def _venvs(files: Path, rel: str) -> list[PurePosixPath]:

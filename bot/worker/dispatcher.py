@@ -1,11 +1,13 @@
 """The dispatcher: inbox event -> permission look-up -> decision -> store + replies.
 
-Runs in the worker role. For each leased inbox event it re-classifies the event
-(pure; a change request's author is looked up when only that decides), looks up
-the issue's tasks and, when needed, the actor's permission (cached briefly), then
-carries out the decision: an eyes reaction first (a label start's once its task
-exists), then the store change (which finishes the event in the same transaction),
-then replies.
+Runs in the worker role. For each leased inbox event it reads the intent the web app
+classified and kept with the row (a row without one, from an older version, is
+classified here), looks up what the payload leaves out when only that decides (a change
+request's author or head branch; GitLab's note and labels as stored) and refines the
+intent with what it found (``triggers.refine``), looks up the issue's tasks and, when
+needed, the actor's permission (cached briefly), then carries out the decision: an eyes
+reaction first (a label start's once its task exists), then the store change (which
+finishes the event in the same transaction), then replies.
 A forge failure gives the event back to be retried later; nothing is lost.
 """
 
@@ -13,16 +15,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from typing import Protocol
 
 import msgspec.structs
 from cachetools import TTLCache
 
 from bot import metrics, tracing
 from bot.comments.replies import Replier
+from bot.config import CurrentSettings
 from bot.events import EventKind, ForgeEvent
-from bot.forges.base import Forge, ForgeError, Permission
-from bot.runtime import Runtime
-from bot.storage.base import InboxEvent, Store, Task
+from bot.forges.base import Forge, ForgeError, ForgeLookup, Permission
+from bot.storage.base import Inbox, InboxEvent, Marks, Messages, Task, Tasks
 from bot.triggers import (
     Action,
     CreateTask,
@@ -37,6 +40,8 @@ from bot.triggers import (
     classify,
     decide,
     needs_permission,
+    refine,
+    stored_intent,
 )
 from bot.worker.outcomes import event_retry_delay
 from bot.worker.readback import read_back
@@ -75,7 +80,7 @@ def denial_key(event: ForgeEvent) -> str:
     return f"denied:{event.issue.key}:{event.actor.login.lower()}"
 
 
-async def give_back(store: Store, item: InboxEvent, exc: Exception) -> None:
+async def give_back(store: Inbox, item: InboxEvent, exc: Exception) -> None:
     """The one retry of an inbox event whose handling failed: a forge error (waited out as
     the forge asks) or a crash of the handling itself, later, up to
     ``MAX_EVENT_ATTEMPTS``; then it is finished with the error kept."""
@@ -112,15 +117,29 @@ class PermissionCache:
         return permission
 
 
+class DispatchStore(Inbox, Tasks, Messages, Marks, Protocol):
+    """What the dispatcher uses of the store: the inbox, the tasks and their messages
+    (which finish an event in their own transaction), the marks of handled comments."""
+
+
 class Dispatcher:
-    def __init__(self, runtime: Runtime, replier: Replier) -> None:
-        self.runtime = runtime
+    def __init__(
+        self,
+        store: DispatchStore,
+        *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
+        replier: Replier,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.forges = forges
         self.replier = replier
         self.permissions = PermissionCache()
 
     async def handle(self, item: InboxEvent) -> None:
         """Handle one leased inbox event; never raises for forge trouble."""
-        store = self.runtime.store
+        store = self.store
         try:
             event = ForgeEvent.from_dict(item.payload)
         except (KeyError, TypeError, ValueError) as exc:
@@ -133,11 +152,21 @@ class Dispatcher:
             except ForgeError as exc:
                 await give_back(store, item, exc)
 
-    async def _verdict(self, event: ForgeEvent, forge: Forge | None) -> Intent | Ignore:
-        """``classify``, with the change request looked up when what the payload leaves
-        out decides: its author (GitLab names it by id), or its head branch (a comment in
-        a GitHub pull request's conversation carries none) when the bot is mentioned."""
-        verdict = classify(event, self.runtime.settings)
+    def _classified(self, item: InboxEvent, event: ForgeEvent) -> Intent | Ignore:
+        """The intent the web app kept with the row; a row without one (queued by a
+        version before it kept one), or with one that does not read, is classified here."""
+        try:
+            kept = stored_intent(item.payload, event)
+        except ValueError as exc:
+            log.warning("event %s: its stored intent does not read (%s)", item.id, exc)
+            kept = None
+        return kept if kept is not None else classify(event, self.settings())
+
+    async def _looked_up(self, verdict: Intent | Ignore, forge: Forge | None) -> Intent | Ignore:
+        """``verdict``, refined with the change request looked up when what the payload
+        leaves out decides: its author (GitLab names it by id), or its head branch (a
+        comment in a GitHub pull request's conversation carries none) when the bot is
+        mentioned."""
         if isinstance(verdict, Ignore):
             return verdict
         if forge is None:
@@ -156,20 +185,21 @@ class Dispatcher:
             head_branch=issue.head_branch or details.head_branch,
             head_repo=issue.head_repo or details.head_repo,
         )
-        return classify(msgspec.structs.replace(event, issue=issue), self.runtime.settings)
+        found = msgspec.structs.replace(verdict.event, issue=issue)
+        return refine(verdict, found, self.settings())
 
     async def _as_stored(self, verdict: Intent, forge: Forge) -> Intent | Ignore:
         """The verdict on what the forge stores now (``readback``: GitLab's notes and
-        labels), classified again when that differs from the payload."""
+        labels), refined when that differs from the payload."""
         stored = await read_back(forge, verdict.event)
         if isinstance(stored, Ignore) or stored == verdict.event:
             return stored if isinstance(stored, Ignore) else verdict
-        return await self._verdict(stored, forge)
+        return await self._looked_up(refine(verdict, stored, self.settings()), forge)
 
     async def _handle(self, item: InboxEvent, event: ForgeEvent) -> None:
-        store = self.runtime.store
-        forge = self.runtime.forge(event.forge)
-        verdict = await self._verdict(event, forge)
+        store = self.store
+        forge = self.forges(event.forge)
+        verdict = await self._looked_up(self._classified(item, event), forge)
         if isinstance(verdict, Ignore) or forge is None:
             reason = verdict.reason if isinstance(verdict, Ignore) else "forge not configured"
             await store.finish_event(item.id, error=f"ignored: {reason}")
@@ -200,7 +230,7 @@ class Dispatcher:
             permission=permission,
             active=active,
             latest=latest,
-            settings=self.runtime.settings,
+            settings=self.settings(),
         )
         await self._carry_out(item, verdict, actions, forge)
         metrics.EVENTS.labels("handled").inc()
@@ -210,7 +240,7 @@ class Dispatcher:
     ) -> None:
         event = intent.event
         assert event.issue is not None
-        store = self.runtime.store
+        store = self.store
         event_id: int | None = item.id
         # A label start reacts once its task exists: GitHub sends "opened" and "labeled"
         # for one new issue, and the second finds the task the first just created.

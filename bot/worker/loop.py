@@ -22,22 +22,24 @@ import time
 import uuid
 from collections.abc import Callable
 
-from bot import offload
+from bot import metrics, offload
 from bot.comments.replies import Replier
 from bot.config import Settings
 from bot.progress import RunProgress, awaited_by, describe_stall, watch
-from bot.run_events import Outcome
+from bot.run_events import Outcome, PauseReason
 from bot.runtime import Runtime
 from bot.storage.base import StoreError, Task, TaskState
+from bot.storage.retry import PersistenceFailed
 from bot.worker.dispatcher import Dispatcher, give_back
 from bot.worker.maintenance import Maintenance
-from bot.worker.operator import read_switch
+from bot.worker.operator import pause_all, read_switch
 from bot.worker.outcomes import stalled
 from bot.worker.run import Coordinator, TaskRunner, default_coordinator
 
 log = logging.getLogger("bot.worker")
 
 EVENT_LEASE_SECONDS = 600.0  # longer than any forge wait an event's handling may sit out
+STORE_HALT = "the bot (its store failed every retry)"  # who set that emergency stop
 
 
 class Worker:
@@ -48,23 +50,40 @@ class Worker:
         coordinator_factory: Callable[[], Coordinator] = default_coordinator,
         owner: str | None = None,
     ) -> None:
+        # The worker's one look at the whole runtime: each part below gets what it uses.
         self.runtime = runtime
-        self.store = runtime.store
+        self.store = store = runtime.store
+        settings, forges = runtime.current_settings, runtime.forge
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.replier = Replier(runtime)
-        self.dispatcher = Dispatcher(runtime, self.replier)
+        self.replier = Replier(settings, forges)
+        self.dispatcher = Dispatcher(store, settings=settings, forges=forges, replier=self.replier)
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._running: dict[str, RunProgress] = {}
         self._runner = TaskRunner(
-            runtime,
+            store,
+            settings=settings,
+            forges=forges,
+            llm=lambda: runtime.llm,  # the model in place when a run starts
+            user_config=runtime.user_config,
             owner=self.owner,
             coordinator_factory=coordinator_factory,
             clock=self._now,
             wake=self.poke,
         )
-        self._maintenance = Maintenance(runtime, clock=self._now, wake=self.poke)
+        self._maintenance = Maintenance(
+            store,
+            settings=settings,
+            forges=forges,
+            llm_health=runtime.llm_health,
+            clock=self._now,
+            wake=self.poke,
+        )
+        # The store failed every retry: no task is leased until the emergency stop is set
+        # in the store (``halt``), with the tasks this worker paused for it.
+        self._halted: str | None = None
+        self._halted_tasks: list[str] = []
 
     @property
     def settings(self) -> Settings:
@@ -144,8 +163,9 @@ class Worker:
 
     async def lease_next(self) -> Task | None:
         """The next queued task, leased to this worker; none while the emergency stop
-        (``bot pause-all``) is set: queued tasks wait, events are still received."""
-        if (await read_switch(self.store)).paused:
+        (``bot pause-all``, or this worker's own after its store kept failing) is set:
+        queued tasks wait, events are still received."""
+        if self._halted is not None or (await read_switch(self.store)).paused:
             return None
         return await self.store.lease_task(self.owner, self.settings.worker.lease_seconds)
 
@@ -163,8 +183,35 @@ class Worker:
         return True
 
     async def maintain(self) -> None:
-        """Re-queue expired leases and waiting tasks whose time has come; prune old records."""
+        """Re-queue expired leases and waiting tasks whose time has come; prune old records.
+        After the store kept failing, first set the emergency stop in it once it answers."""
+        if self._halted is not None:
+            await self._keep_halt()
         await self._maintenance.run()
+
+    def halt(self, reason: str, task_id: str) -> None:
+        """The store failed every retry (specification 003, 6: retried, then the emergency
+        stop): this worker leases no more tasks, and sets the stop in the store when it
+        answers again, so every worker stops until ``bot resume-all``."""
+        if self._halted is None:
+            log.error(
+                "emergency stop: %s; no task runs until the store works again and an "
+                "operator runs `bot resume-all` (check the database with `bot doctor`)",
+                reason,
+            )
+        self._halted = reason
+        self._halted_tasks.append(task_id)
+        metrics.PAUSED_ALL.set(1)
+
+    async def _keep_halt(self) -> None:
+        try:
+            switch = await pause_all(self.store, by=STORE_HALT, paused_already=self._halted_tasks)
+        except StoreError as exc:
+            log.warning("emergency stop: the store still fails: %s", exc)
+            return
+        log.error("emergency stop set in the store (%d tasks paused)", len(switch.tasks))
+        self._halted = None
+        self._halted_tasks = []
 
     async def run_task(self, task: Task) -> Outcome:
         """Run one leased task to its next resting state.
@@ -199,7 +246,13 @@ class Worker:
                 helper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await helper
-        await self._runner.settle(task.id, outcome)
+        try:
+            await self._runner.settle(task.id, outcome)
+        except PersistenceFailed as exc:  # the outcome cannot be kept either
+            self.halt(str(exc), task.id)
+            return outcome
+        if outcome.pause is PauseReason.STORE:
+            self.halt(f"task {task.id}: the store failed every retry", task.id)
         if stalled_run and outcome.state is TaskState.FAILED:  # the run could not say so
             await self._runner.report_late(task, outcome)
         return outcome

@@ -8,11 +8,14 @@ ended more than ``storage.runs_retention_days`` ago."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from bot import offload
-from bot.runtime import Runtime
-from bot.storage.base import ACTIVE_STATES, Task, TaskState
+from bot.config import CurrentSettings
+from bot.forges.base import ForgeLookup
+from bot.llm.base import HealthReport
+from bot.storage.base import ACTIVE_STATES, Inbox, Marks, Task, Tasks, TaskState
 from bot.storage.runs import old_runs, remove_runs
 from bot.worker.outcomes import LLM_UNAVAILABLE, waits_for_llm
 from bot.worker.redelivery import Redeliveries
@@ -23,27 +26,37 @@ RETENTION_SECONDS = 14 * 86400  # handled webhook events and the dedup window
 PRUNE_INTERVAL_SECONDS = 3600.0
 
 
+class MaintenanceStore(Tasks, Inbox, Marks, Protocol):
+    """The tasks it wakes and re-queues, the inbox it prunes (and asks about missed
+    deliveries), the marks of redeliveries."""
+
+
 class Maintenance:
-    """One worker's maintenance pass; ``wake`` tells its slots there is work."""
+    """One worker's maintenance pass; ``wake`` tells its slots there is work;
+    ``llm_health`` is the LLM endpoint's (cached) health."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        store: MaintenanceStore,
         *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
+        llm_health: Callable[[], Awaitable[HealthReport]],
         clock: Callable[[], float],
         wake: Callable[[], None],
     ) -> None:
-        self.runtime = runtime
-        self.store = runtime.store
+        self.store = store
+        self.settings = settings
+        self.llm_health = llm_health
         self._clock = clock
         self._wake = wake
         self._next_prune = 0.0
-        self.redeliveries = Redeliveries(runtime, clock=clock)
+        self.redeliveries = Redeliveries(store, settings=settings, forges=forges, clock=clock)
 
     async def say_llm_health(self) -> None:
         """Say once at start-up whether the LLM endpoint answers, with setup steps if not."""
         try:
-            report = await self.runtime.llm_health()
+            report = await self.llm_health()
         except Exception as exc:  # a probe must never take the bot down
             log.warning("LLM health probe failed: %s", exc)
             return
@@ -77,7 +90,7 @@ class Maintenance:
         for task in due:
             if waits_for_llm(task):
                 if llm_ok is None:
-                    llm_ok = (await self.runtime.llm_health()).ready
+                    llm_ok = (await self.llm_health()).ready
                 if not llm_ok:
                     await self._pause_again(task)
                     continue
@@ -89,7 +102,7 @@ class Maintenance:
 
     async def _pause_again(self, task: Task) -> None:
         """The LLM is still down: look at the task again after the next health interval."""
-        retry = self._clock() + self.runtime.settings.llm.health_interval
+        retry = self._clock() + self.settings().llm.health_interval
         await self.store.set_state(
             task.id,
             TaskState.PAUSED,
@@ -108,7 +121,7 @@ class Maintenance:
         """Delete the run directories untouched for ``storage.runs_retention_days`` whose
         task has ended (or is unknown to the store); the ids deleted. The folders are
         read and deleted in a worker process (``runs/`` may hold thousands)."""
-        storage = self.runtime.settings.storage
+        storage = self.settings().storage
         if storage.runs_retention_days <= 0:
             return []
         before = self._clock() - storage.runs_retention_days * 86400

@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from bot.events import CommandName, MessageKind, TaskMode, TaskRequest
-from bot.storage.base import ACTIVE_STATES, Store, Task, TaskState
+from bot.storage.base import ACTIVE_STATES, Marks, Messages, Task, Tasks, TaskState
 from bot.triggers import WAITING_STATES
 
 SWITCH_KEY = "operator:pause-all"
+
+
+class OperatorStore(Tasks, Messages, Marks, Protocol):
+    """What the operator's actions use of the store: tasks, their messages, the switch."""
 
 
 class OperatorError(Exception):
@@ -71,11 +77,11 @@ class Switch:
             return cls(paused=True, by="(unreadable switch)", since=since)
 
 
-async def read_switch(store: Store) -> Switch:
+async def read_switch(store: Marks) -> Switch:
     return Switch.from_mark(await store.get_mark(SWITCH_KEY))
 
 
-async def find_task(store: Store, task_id: str) -> Task:
+async def find_task(store: Tasks, task_id: str) -> Task:
     """The task with this id, or the only one whose id starts with it."""
     task = await store.get_task(task_id)
     if task is not None:
@@ -89,7 +95,7 @@ async def find_task(store: Store, task_id: str) -> Task:
     raise UnknownTask(f"no task {task_id!r}")
 
 
-async def command(store: Store, task_id: str, name: TaskCommand, *, by: str) -> Task:
+async def command(store: OperatorStore, task_id: str, name: TaskCommand, *, by: str) -> Task:
     """``/agent stop|pause|resume|approve|reject`` for one task, from the operator ``by``."""
     task = await find_task(store, task_id)
     if not task.active:
@@ -100,7 +106,7 @@ async def command(store: Store, task_id: str, name: TaskCommand, *, by: str) -> 
     return task
 
 
-async def retry(store: Store, task_id: str, *, by: str) -> Task:
+async def retry(store: Tasks, task_id: str, *, by: str) -> Task:
     """A new task for an ended task's issue, as ``/agent retry`` starts one."""
     task = await find_task(store, task_id)
     active = await store.active_task_for(task.issue_key)
@@ -117,20 +123,22 @@ async def retry(store: Store, task_id: str, *, by: str) -> Task:
     return created
 
 
-async def pause_all(store: Store, *, by: str) -> Switch:
-    """Set the emergency stop and ask every running task to pause at its next safe point."""
+async def pause_all(store: OperatorStore, *, by: str, paused_already: Iterable[str] = ()) -> Switch:
+    """Set the emergency stop and ask every running task to pause at its next safe point;
+    ``paused_already``: tasks the caller paused itself (resume-all resumes them too)."""
     current = await read_switch(store)
     running = await store.list_tasks(states=frozenset({TaskState.RUNNING}), limit=100_000)
     payload: dict[str, object] = {"name": CommandName.PAUSE.value, "args": "", "author": by}
     for task in running:
         await store.add_message(task.id, MessageKind.COMMAND, payload)
-    paused = tuple(dict.fromkeys([*current.tasks, *(t.id for t in running)]))
+    ids = [*current.tasks, *paused_already, *(t.id for t in running)]
+    paused = tuple(dict.fromkeys(ids))
     switch = Switch(paused=True, by=by, since=time.time(), tasks=paused)
     await store.put_mark(SWITCH_KEY, switch.to_json())
     return await read_switch(store)
 
 
-async def resume_all(store: Store, *, by: str) -> list[str]:
+async def resume_all(store: OperatorStore, *, by: str) -> list[str]:
     """Clear the emergency stop; resume the tasks it paused that are still paused (or
     still running, when the pause had not reached them yet). Returns their ids."""
     current = await read_switch(store)

@@ -3,7 +3,6 @@ way a task run can stop maps to. No I/O, no clock: callers pass ``now`` in."""
 
 from __future__ import annotations
 
-from bot.config.overrides import Layer
 from bot.forges.base import ForgeError
 from bot.run_events import Outcome, PauseReason
 from bot.storage.base import Task, TaskState
@@ -62,26 +61,16 @@ def stalled(awaiting: list[str], *, attempts: int, now: float) -> Outcome:
     )
 
 
+def store_failing() -> Outcome:
+    """The store failed every retry during the run: the task pauses (its state as the
+    store last kept it) and the worker sets the emergency stop; ``bot resume-all`` goes on
+    once the store works again."""
+    return Outcome(TaskState.PAUSED, reason=PauseReason.STORE.value, pause=PauseReason.STORE)
+
+
 def crashed(exc: BaseException) -> Outcome:
     """An unexpected error in the run: fail it without leaking the error's text."""
     return Outcome(TaskState.FAILED, reason=f"internal error: {type(exc).__name__}")
-
-
-def planning_disabled(by: Layer = Layer.SERVER) -> Outcome:
-    """Planning is off: on the server, or for this task by ``by`` (``planning.enabled:
-    false`` in the repository's .agent.yaml or the requester's personal settings)."""
-    if by is Layer.SERVER:
-        reason = (
-            "planning is switched off on this bot (planning.enabled: false, or "
-            "PLANNING_ENABLED=false); its administrator has to switch it on"
-        )
-    elif by is Layer.REPOSITORY:
-        reason = (
-            "planning is switched off by the repository's .agent.yaml (planning.enabled: false)"
-        )
-    else:
-        reason = "planning is switched off by the requester's personal settings (user_config_api)"
-    return Outcome(TaskState.FAILED, reason=reason)
 
 
 def invalid_repo_config(exc: Exception) -> Outcome:

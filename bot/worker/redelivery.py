@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
+from bot.config import CurrentSettings
 from bot.events import ForgeKind
-from bot.forges.base import ForgeError
+from bot.forges.base import ForgeError, ForgeLookup
 from bot.forges.deliveries import Delivery, DeliveryLog, HasDeliveryLog
-from bot.runtime import Runtime
+from bot.storage.base import Inbox, Marks
 from bot.webhooks import github as github_hooks
 
 log = logging.getLogger("bot.worker")
@@ -42,26 +44,34 @@ def missed(deliveries: list[Delivery]) -> list[Delivery]:
     return chosen
 
 
+class RedeliveryStore(Inbox, Marks, Protocol):
+    """The inbox (was a delivery received?) and the marks (asked for, last look)."""
+
+
 class Redeliveries:
     def __init__(
         self,
-        runtime: Runtime,
+        store: RedeliveryStore,
         *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
         clock: Callable[[], float],
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self.runtime = runtime
+        self.store = store
+        self.settings = settings
+        self.forges = forges
         self._clock = clock
         self.sleep = sleep
         self._next = 0.0
 
     async def run_if_due(self) -> int:
         """One pass when its time has come; how many deliveries were asked for."""
-        hours = self.runtime.settings.worker.redeliver_hours
+        hours = self.settings().worker.redeliver_hours
         if hours <= 0 or self._clock() < self._next:
             return 0
         self._next = self._clock() + INTERVAL_SECONDS
-        forge = self.runtime.forge(ForgeKind.GITHUB)
+        forge = self.forges(ForgeKind.GITHUB)
         delivery_log = forge.delivery_log() if isinstance(forge, HasDeliveryLog) else None
         if delivery_log is None:
             return 0
@@ -72,7 +82,7 @@ class Redeliveries:
             return 0
 
     async def _pass(self, delivery_log: DeliveryLog, kind: ForgeKind, window: float) -> int:
-        store = self.runtime.store
+        store = self.store
         now = self._clock()
         checked = f"deliveries-checked:{kind.value}"
         last = await store.get_mark(checked)
@@ -95,6 +105,6 @@ class Redeliveries:
         return asked
 
     async def _received(self, delivery: Delivery) -> bool:
-        app_id = self.runtime.settings.github.app_id
+        app_id = self.settings().github.app_id
         key = github_hooks.delivery_key(delivery.guid, app_id, b"")
-        return await self.runtime.store.delivery_known(key)
+        return await self.store.delivery_known(key)

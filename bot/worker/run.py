@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
 from collections.abc import Callable
@@ -17,18 +18,20 @@ from typing import Any, Protocol
 
 from bot import metrics, tracing
 from bot.agent.loop import AgentLoop
-from bot.agent.session import TaskContext
+from bot.agent.session import RunStore, TaskContext
 from bot.comments.render import agent_comment
 from bot.comments.reporter import IssueReporter
-from bot.config import Settings, secret_values
-from bot.config.overrides import EffectivePlanning, Layer
+from bot.config import CurrentSettings, Settings, secret_values, settings_digest
+from bot.config.overrides import EffectivePlanning
+from bot.config.user_service import UserConfigService
 from bot.events import TaskMode
-from bot.forges.base import AccessDenied, Forge, ForgeError, NotFound
+from bot.forges.base import AccessDenied, Forge, ForgeError, ForgeLookup, NotFound
+from bot.llm.base import LLM
 from bot.record.snapshot import run_traces, status_snapshot
 from bot.record.state import consumed_message_seq
 from bot.run_events import Outcome, SettingsRefused
-from bot.runtime import Runtime
-from bot.storage.base import ACTIVE_STATES, Task, TaskState
+from bot.storage.base import ACTIVE_STATES, CommentIds, StoreError, Task, Tasks, TaskState
+from bot.storage.retry import PersistenceFailed, persist
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import RepoConfigError, load_repo_config
@@ -38,14 +41,31 @@ from bot.worker.outcomes import (
     invalid_repo_config,
     may_have_missed_reply,
     may_retry_task,
-    planning_disabled,
     refused,
+    store_failing,
 )
 from bot.worker.task_settings import task_planning
 
 log = logging.getLogger("bot.worker")  # the worker's log, whichever of its modules writes
 
 LATE_REPORT_SECONDS = 60.0
+
+
+def task_fields(task: Task, settings: Settings) -> dict[str, Any]:
+    """What task.json says of a task when its run starts: the issue, who asked, the
+    model and a digest of the settings the run uses."""
+    issue = task.request.issue
+    return {
+        "id": task.id,
+        "issue": issue.web_url or issue.key,
+        "title": issue.title,
+        "repository": issue.repo.full_name,
+        "requested_by": task.request.requested_by,
+        "mode": task.request.mode.value,
+        "model": {"provider": settings.llm.provider, "model": settings.llm.model},
+        "settings_digest": settings_digest(settings),
+        "attempt": task.attempts,
+    }
 
 
 class Coordinator(Protocol):
@@ -56,20 +76,32 @@ def default_coordinator() -> Coordinator:
     return AgentLoop()
 
 
+class RunnerStore(Tasks, RunStore, CommentIds, Protocol):
+    """What a task's run uses of the store: the task's state, its record (checkpoint,
+    messages, plan cache) and its comments' ids."""
+
+
 class TaskRunner:
     """Runs leased tasks for one worker (``owner``) and stores their outcomes."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        store: RunnerStore,
         *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
+        llm: Callable[[], LLM],
+        user_config: UserConfigService,
         owner: str,
         coordinator_factory: Callable[[], Coordinator],
         clock: Callable[[], float],
         wake: Callable[[], None],
     ) -> None:
-        self.runtime = runtime
-        self.store = runtime.store
+        self.store = store
+        self._settings = settings
+        self.forges = forges
+        self.llm = llm
+        self.user_config = user_config
         self.owner = owner
         self.coordinator_factory = coordinator_factory
         self._clock = clock
@@ -77,32 +109,46 @@ class TaskRunner:
 
     @property
     def settings(self) -> Settings:
-        return self.runtime.settings
+        return self._settings()
 
     async def run(self, task: Task) -> Outcome:
         """Run the task to its next resting state; store nothing."""
         issue = task.request.issue
-        forge = self.runtime.forge(issue.repo.forge)
+        forge = self.forges(issue.repo.forge)
         if forge is None:
             return Outcome(TaskState.FAILED, reason=f"{issue.repo.forge.value} is not configured")
-        checkpoint = await self.store.load_checkpoint(task.id)
-        reporter = IssueReporter(self.runtime, task, forge)
-        with tracing.task_run(task.id, issue, task.request, earlier=run_traces(checkpoint)) as span:
+        reporter = self._reporter(task, forge)
+        earlier = await self._earlier_traces(task)
+        with tracing.task_run(task.id, issue, task.request, earlier=earlier) as span:
             try:
-                outcome = await self._run_reported(task, forge, reporter, checkpoint)
+                outcome = await self._run_reported(task, forge, reporter)
             finally:  # also on cancellation: no coalesced status edit may land afterwards
                 await reporter.aclose()
             failed = outcome.state is TaskState.FAILED
             tracing.ended(span, outcome.state.value, outcome.reason, failed=failed)
             return outcome
 
+    async def _earlier_traces(self, task: Task) -> list[str]:
+        """The trace of each earlier run of the task (read only while traces are on; a
+        store that cannot answer now only costs the link to the run before)."""
+        if not tracing.enabled():
+            return []
+        try:
+            return run_traces(await self.store.load_checkpoint(task.id))
+        except StoreError as exc:
+            log.warning("task %s: its earlier runs' traces could not be read: %s", task.id, exc)
+            return []
+
+    def _reporter(self, task: Task, forge: Forge) -> IssueReporter:
+        return IssueReporter(task, forge, settings=self.settings, comment_ids=self.store)
+
     async def report_late(self, task: Task, outcome: Outcome) -> None:
         """Say an outcome reached without the run (the watchdog's): the closing comment,
         status and labels, within a bound, since the forge may be what stalled."""
-        forge = self.runtime.forge(task.request.issue.repo.forge)
+        forge = self.forges(task.request.issue.repo.forge)
         if forge is None:
             return
-        reporter = IssueReporter(self.runtime, task, forge)
+        reporter = self._reporter(task, forge)
         try:
             async with asyncio.timeout(LATE_REPORT_SECONDS):
                 await reporter.recover(await self._snapshot(task))
@@ -114,20 +160,35 @@ class TaskRunner:
 
     async def _snapshot(self, task: Task) -> dict[str, Any] | None:
         """What the status comment showed of the task, from its checkpoint."""
-        return status_snapshot(await self.store.load_checkpoint(task.id))
+        load = functools.partial(self.store.load_checkpoint, task.id)
+        return status_snapshot(await persist(load, what="the checkpoint"))
+
+    def _record(self, task_id: str, state: TaskState, *, reason: str = "", **fields: Any) -> None:
+        """task.json follows the task: written when a run starts, updated with each
+        outcome (docs/planning.md#run-directory); a run directory that cannot be
+        written is logged, never a reason for the task to fail."""
+        try:
+            run_dir = RunDirectory(self.settings.data_dir, task_id)
+            run_dir.update_task(fields, state=state.value, reason=reason)
+        except (ValueError, OSError) as exc:
+            log.warning("task %s: task.json not written: %s", task_id, exc)
 
     async def settle(self, task_id: str, outcome: Outcome) -> None:
         """Store the outcome, unless another worker has taken the task meanwhile."""
-        stored = await self.store.set_state(
-            task_id,
-            outcome.state,
-            error=outcome.reason or None,
-            wake_at=outcome.wake_at,
-            expect_owner=self.owner,
+        stored = await persist(
+            lambda: self.store.set_state(
+                task_id,
+                outcome.state,
+                error=outcome.reason or None,
+                wake_at=outcome.wake_at,
+                expect_owner=self.owner,
+            ),
+            what="the task's outcome",
         )
         if not stored:
             log.error("task %s: lease lost before its outcome could be stored", task_id)
         else:
+            self._record(task_id, outcome.state, reason=outcome.reason)
             await self._requeue_if_answered(task_id, outcome)
         if outcome.state not in ACTIVE_STATES:
             metrics.TASKS.labels(outcome.state.value).inc()
@@ -151,13 +212,12 @@ class TaskRunner:
         )
         if requeued:
             log.info("task %s: a reply came in while it ran; re-queued", task_id)
+            self._record(task_id, TaskState.QUEUED, reason="a reply came in while it ran")
             self._wake()
 
-    async def _run_reported(
-        self, task: Task, forge: Forge, reporter: IssueReporter, checkpoint: dict[str, Any] | None
-    ) -> Outcome:
+    async def _run_reported(self, task: Task, forge: Forge, reporter: IssueReporter) -> Outcome:
         try:
-            await reporter.begin(status_snapshot(checkpoint))
+            await reporter.begin(await self._snapshot(task))
             async with contextlib.AsyncExitStack() as stack:
                 ctx = await self._context(task, forge, reporter, stack)
                 if isinstance(ctx, Outcome):
@@ -167,6 +227,9 @@ class TaskRunner:
         except (NotFound, AccessDenied) as exc:
             log.warning("task %s: the forge refuses: %s", task.id, exc)
             return refused(exc)
+        except PersistenceFailed as exc:  # not this task's fault: pause it, stop the work
+            log.error("task %s: %s; pausing it and setting the emergency stop", task.id, exc)
+            outcome = store_failing()
         except ForgeError as exc:
             if may_retry_task(task.attempts):
                 log.warning("task %s: forge error, will retry: %s", task.id, exc)
@@ -189,24 +252,21 @@ class TaskRunner:
     ) -> TaskContext | Outcome:
         """The task's context with its tools, or the Outcome that stops it before it starts."""
         issue = task.request.issue
-        if not self.settings.planning.enabled:
-            return planning_disabled()
         info = await forge.get_repo_info(issue.repo)
         try:
             repo_config = await load_repo_config(forge, issue.repo, info.default_branch)
         except RepoConfigError as exc:
             return invalid_repo_config(exc)
         planning = await task_planning(
-            self.runtime,
+            self.user_config,
             self.settings,
             forge=issue.repo.forge,
             user=task.request.requested_by,
             repo_config=repo_config,
         )
         await self._say_refused(task, planning, reporter)
-        settings = planning.apply_to(self.settings)
-        if not settings.planning.enabled:
-            return planning_disabled(planning.origin.get("enabled", Layer.SERVER))
+        settings = planning.apply_to(self.settings)  # planning.enabled false: the open loop
+        self._record(task.id, TaskState.RUNNING, **task_fields(task, settings))
         branch = None
         if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
             branch = issue.head_branch
@@ -230,7 +290,7 @@ class TaskRunner:
             settings=settings,
             store=self.store,
             forge=forge,
-            llm=self.runtime.llm,
+            llm=self.llm(),
             tools=built.registry,
             emit=reporter.handle,
             data_dir=self.settings.data_dir,

@@ -13,16 +13,16 @@ import logging
 
 from bot.config import Settings
 from bot.config.overrides import EffectivePlanning, Layer, OverrideLayer, merge_planning
+from bot.config.user_service import UserConfigService
 from bot.events import ForgeKind, RepoRef
 from bot.forges.base import Forge
-from bot.runtime import Runtime
 from bot.tools.repo_config import RepoConfig, RepoConfigError, load_repo_config
 
 log = logging.getLogger("bot.worker")
 
 
 async def task_planning(
-    runtime: Runtime,
+    user_config: UserConfigService,
     settings: Settings,
     *,
     forge: ForgeKind,
@@ -30,7 +30,7 @@ async def task_planning(
     repo_config: RepoConfig | None,
 ) -> EffectivePlanning:
     """``settings.planning`` with the repository's and then ``user``'s overrides."""
-    personal = await runtime.user_config.planning_for(
+    personal = await user_config.planning_for(
         settings.planning.user_config_api, forge=forge.value, user=user
     )
     layers = [
@@ -50,20 +50,25 @@ async def repo_config_of(forge: Forge, repo: RepoRef) -> RepoConfig | None:
 
 
 async def settings_for(
-    runtime: Runtime, *, forge: ForgeKind, repo: str | None, user: str | None
+    settings: Settings,
+    client: Forge | None,
+    user_config: UserConfigService,
+    *,
+    forge: ForgeKind,
+    repo: str | None,
+    user: str | None,
 ) -> tuple[EffectivePlanning, str | None]:
     """What a task in ``repo`` (its ``.agent.yaml`` on the default branch) requested by
     ``user`` would get, and the reason its ``.agent.yaml`` would stop it (None: valid or
-    none). Forge errors (no such repository, no access) propagate."""
-    settings = runtime.settings
+    none); ``client`` is the forge of kind ``forge`` (None: it is off). Forge errors (no
+    such repository, no access) propagate."""
     repo_config, problem = None, None
-    client = runtime.forge(forge)
     if repo and client is not None:
         try:
             repo_config = await repo_config_of(client, RepoRef(forge=forge, full_name=repo))
         except RepoConfigError as exc:
             problem = str(exc)
     planning = await task_planning(
-        runtime, settings, forge=forge, user=user or "", repo_config=repo_config
+        user_config, settings, forge=forge, user=user or "", repo_config=repo_config
     )
     return planning, problem

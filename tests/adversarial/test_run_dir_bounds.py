@@ -77,7 +77,7 @@ async def test_artifacts_stop_at_the_run_directory_bound(tmp_path: Path) -> None
     assert folder_bytes(directory.path) <= 5 << 20
     assert len(directory.artifact_names()) == 4  # 1 MB each, and the record takes room
     errors = (directory.path / "errors.log").read_text()
-    assert "16 changed files not copied to artifacts/" in errors
+    assert "[persistence] 16 changed files not copied to artifacts/" in errors
 
 
 def age(folder: Path, days: float) -> None:

@@ -2,8 +2,9 @@
 
 - A cached environment restored into a clone whose tracked symbolic links point out of
   the workspace must not write through them (issue 18, item 1).
-- A set-up script the bot's own branch changed must run without network and stay out
-  of the cache, whatever file set-up executes (item 2).
+- A set-up script the bot's own branch changed never runs with network nor reaches the
+  cache, whatever file set-up executes: the base branch's version runs with network, in
+  a clean checkout of the base, and only that is cached (item 2).
 - Set-up's network (and the agent's, when a repository allows it) reaches neither the
   host's loopback nor the link-local range (item 3).
 - Two repositories never share a cache folder (item 4).
@@ -25,7 +26,8 @@ from bot.config import SandboxSettings
 from bot.tools.sandbox import Sandbox
 from bot.tools.setup import SetupStatus
 from bot.tools.setup_cache import SetupCache
-from bot.tools.setup_plan import cache_key, plan_setup
+from bot.tools.setup_key import cache_key
+from bot.tools.setup_plan import plan_setup
 from tests.loopback import serving
 from tests.tools.conftest import git
 from tests.tools.test_setup import _preparer, _which_all, _workspace, _write, needs_index
@@ -80,6 +82,30 @@ async def test_a_restore_does_not_write_through_links_a_later_commit_tracks(
     assert list(folder.iterdir()) == []  # nothing planted in the host's folder
     assert database.read_bytes() == b"SQLite format 3\x00 the bot's tasks"
     assert (second.path / "payload").is_symlink() and (second.path / "payload.bin").is_symlink()
+
+
+async def test_the_copy_from_the_base_checkout_does_not_write_through_links_the_branch_tracks(
+    tmp_path: Path, host: tuple[Path, Path]
+) -> None:
+    """A follow-up whose branch tracks links where set-up writes (``payload`` -> a host
+    folder, ``payload.bin`` -> the bot's database): set-up runs in the base checkout, and
+    copying its environment into the working tree refuses the links."""
+    folder, database = host
+    ws = _workspace(tmp_path, "task", {"README.md": b"hi\n"})
+    seed = tmp_path / "seed"
+    git("clone", "--quiet", f"file://{tmp_path / 'origin' / 'remote.git'}", str(seed), cwd=tmp_path)
+    git("checkout", "--quiet", "-b", "agent/1-test", cwd=seed)
+    (seed / "payload").symlink_to(folder)
+    (seed / "payload.bin").symlink_to(database)
+    git("add", "--all", cwd=seed)
+    git("commit", "--quiet", "-m", "the agent's links", cwd=seed)
+    git("push", "--quiet", "origin", "agent/1-test", cwd=seed)
+    result = await _preparer(ws, tmp_path / "cache", (BUILD,)).prepare()
+    assert result.steps and result.steps[0].base and result.steps[0].network
+    assert list(folder.iterdir()) == []  # nothing planted in the host's folder
+    assert database.read_bytes() == b"SQLite format 3\x00 the bot's tasks"
+    assert (ws.path / "payload").is_symlink() and (ws.path / "payload.bin").is_symlink()
+    assert any("could not be copied in" in note for note in result.notes), result.notes
 
 
 def test_a_restore_under_the_same_key_refuses_links_and_leaves_nothing(
@@ -175,18 +201,23 @@ def _call_home(port: int) -> str:
 
 BASE_FILES = {
     "README.md": b"hi\n",
-    "setup.sh": b"#!/bin/sh\nsh scripts/helper.sh\n. ./env.sh\nmake -s deps\n",
+    "setup.sh": b"#!/bin/sh\nsh scripts/helper.sh\n. ./env.sh\nmake -s deps\n"
+    b"mkdir -p env && echo base > env/made-by\n",
     "scripts/helper.sh": b"echo helper\n",
     "env.sh": b"echo env\n",
     "Makefile": b"include rules.mk\n",
     "rules.mk": b"deps:\n\t@echo deps\n",
 }
+IN_THE_KEY = ("setup.sh", "rules.mk")  # the file the command names; the Makefile's include
 
 
 @pytest.mark.parametrize("edited", ["setup.sh", "scripts/helper.sh", "env.sh", "rules.mk"])
-async def test_a_set_up_file_the_bots_branch_edited_runs_offline_and_is_not_cached(
+async def test_a_set_up_file_the_bots_branch_edited_never_runs_with_network_nor_is_cached(
     tmp_path: Path, listener: tuple[int, list[str]], edited: str
 ) -> None:
+    """A follow-up on the bot's branch, whose set-up file calls home: set-up runs the base
+    branch's version with network (in a clean checkout of the base) and caches that; the
+    branch's version, when what set-up executes differs, only ever runs offline."""
     port, hits = listener
     ws = _workspace(tmp_path, "task", BASE_FILES)
     seed = tmp_path / "seed"
@@ -194,25 +225,42 @@ async def test_a_set_up_file_the_bots_branch_edited_runs_offline_and_is_not_cach
     git("checkout", "--quiet", "-b", "agent/1-test", cwd=seed)
     line = _call_home(port)
     text = f"deps:\n\t{line}\n" if edited.endswith(".mk") else f"{line}\n"
-    (seed / edited).write_text(text)
+    (seed / edited).write_text(
+        text + "mkdir -p env && echo branch > env/made-by\n" * (edited == "setup.sh")
+    )
     git("commit", "--quiet", "-am", "the agent's edit", cwd=seed)
     git("push", "--quiet", "origin", "agent/1-test", cwd=seed)
     networks: list[bool] = []
     cache = tmp_path / "cache"
     setup = (("sh", "setup.sh"),)
-    result = await _preparer(ws, cache, setup, networks=networks).prepare(log_dir=tmp_path / "run")
-    assert networks == [False]
+    run = tmp_path / "run"
+    result = await _preparer(ws, cache, setup, networks=networks).prepare(log_dir=run)
+    first, *rest = result.steps
+    assert (first.network, first.base) == (True, True)  # the base's script, with network
+    assert (run / "01-sh.log").read_text().split() == ["helper", "env", "deps"]
+    assert all(not step.network and not step.base for step in rest)
+    assert networks == [True] + [False] * len(rest)
     assert hits == []
-    assert "online" not in (tmp_path / "run" / "01-sh.log").read_text().splitlines()
-    assert any("without network" in note and edited in note for note in result.notes)
-    assert not any(cache.glob("*/*/manifest.json"))  # nothing cached
-    # a later task on main sets up from main's files, with network
+    assert all("online" not in log.read_text().splitlines() for log in run.iterdir())
+    if edited in IN_THE_KEY:  # the branch's own set-up ran on top, offline
+        assert len(rest) == 1 and result.key != result.base_key
+        assert any("without network" in note and edited in note for note in result.notes)
+    else:  # set-up executes the same files: the base's environment is the branch's
+        assert rest == [] and result.status is SetupStatus.RAN and result.key == result.base_key
+        assert (ws.path / "env" / "made-by").read_text() == "base\n"
+    if result.status is SetupStatus.FAILED:
+        assert any(edited in hint and "without network" in hint for hint in result.hints)
+    [entry] = cache.glob("*/*/manifest.json")  # the base's environment only
+    assert entry.parent.name == result.base_key
+    assert (entry.parent / "files" / "env" / "made-by").read_text() == "base\n"
+    assert not (ws.path.parent / ".task.setup-base").exists()  # the checkout is gone
+    # a later task on main restores the base's environment: nothing runs
     later = _workspace(tmp_path, "task-main", BASE_FILES)
     later.branch = "agent/2-other"
     networks.clear()
     again = await _preparer(later, cache, setup, networks=networks).prepare(log_dir=tmp_path / "r2")
-    assert again.status is SetupStatus.RAN and networks == [True]
-    assert (tmp_path / "r2" / "01-sh.log").read_text().split() == ["helper", "env", "deps"]
+    assert again.status is SetupStatus.RESTORED and networks == []
+    assert (later.path / "env" / "made-by").read_text() == "base\n"
 
 
 def test_the_cache_key_covers_what_set_up_executes(tmp_path: Path) -> None:

@@ -125,6 +125,15 @@ async def test_quality_gate_that_keeps_failing_gets_three_fix_rounds_then_a_pers
     assert git("show", f"{harness.built.branch}:more.txt", cwd=bare) == "x"  # two files, one round
     timeline = format_timeline(history_path(harness.settings.data_dir, harness.task.id))
     assert "quality gate run 4: failed" in timeline and "quality gate run 5" not in timeline
+    run_dir = harness.settings.data_dir / "runs" / harness.task.id
+    gate_errors = [
+        line
+        for line in (run_dir / "errors.log").read_text().splitlines()
+        if "[quality_gate]" in line
+    ]
+    assert [line.split("] ", 1)[1][:24] for line in gate_errors] == [
+        f"run {n}: Lint failed: `mak" for n in (1, 2, 3, 4)
+    ]
     [change] = harness.forge.repo(harness.repo).change_requests
     _title, body = harness.forge.repo(harness.repo).change_request_bodies[change.number]
     assert "**Quality gate:** failed" in body and "Lint failed" in body

@@ -76,7 +76,7 @@ async def test_a_refused_push_asks_a_person_quoting_git_and_keeps_the_files(
     assert any(r.startswith(kept) for r in recommendations)
     assert not any(str(harness.settings.data_dir) in r for r in recommendations)  # no host path
     errors = (run_dir / "errors.log").read_text()
-    assert f"[delivery] push of {harness.built.branch} failed: git push failed" in errors
+    assert f"[forge] push of {harness.built.branch} failed: git push failed" in errors
     assert TOKEN not in errors
     report = (run_dir / "report.md").read_text()
     assert "**Outcome:** needs a person: the work could not be pushed" in report
@@ -210,7 +210,7 @@ async def test_a_crash_pushes_the_work_so_far_before_the_task_fails(
 ) -> None:
     # A bug of the bot's (here: in choosing the next batch, after the first write) fails
     # the task, and the worker then deletes its workspace: the work must be on the branch.
-    import bot.agent.loop as agent_loop
+    import bot.agent.execution as agent_loop
 
     bare = bare_remote(tmp_path / "origin", FILES)
     harness = await make_harness(tmp_path, stack, files=FILES, clone_url=f"file://{bare}")

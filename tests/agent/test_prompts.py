@@ -36,6 +36,18 @@ VARIABLES: dict[str, dict[str, Any]] = {
         "results": "(no actions yet)",
         "feedback": "",
     },
+    "open_loop": {
+        "repo": RepoFacts("acme/w", "main", ("README.md",), "", ()),
+        "repo_instructions": "",
+        "issue_block": "<untrusted>Fix</untrusted>",
+        "comments_block": "",
+        "previous_block": "",
+        "tools": TOOLS,
+        "results": "(no actions yet)",
+        "notes": [],
+        "steps": 0,
+        "max_steps": 300,
+    },
     "reflection": {
         "depth": "moderate",
         "trigger": "error",

@@ -77,11 +77,11 @@ async def test_a_run_logs_every_exchange_and_every_error_without_secrets(
     lines = errors.splitlines()
     assert all(re.match(STAMP + r" \[", line) for line in lines), lines
     categories = [line.split(" ", 2)[1] for line in lines]
-    assert categories == ["[action]", "[llm_answer]", "[llm_unavailable]"], errors
+    assert categories == ["[tool]", "[model]", "[model]"], errors
     assert "task_1 (github_get_file_contents) failed: " in lines[0]
     assert "docs/install.md" in lines[0]
     assert "execution: the first answer was not a valid execution document" in lines[1]
-    assert lines[2].endswith(": the model call failed: LLMUnavailable: connection refused")
+    assert lines[2].endswith(": unreachable: LLMUnavailable: connection refused")
 
 
 async def test_a_dry_run_writes_no_run_directory(

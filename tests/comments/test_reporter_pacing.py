@@ -23,7 +23,9 @@ async def test_the_final_status_goes_out_after_a_cancelled_paced_edit(tmp_path: 
         await bot.send_github("issues", gh_labeled())
         await bot.dispatch_all()
         [task] = await bot.tasks()
-        reporter = IssueReporter(bot.runtime, task, bot.github)
+        reporter = IssueReporter(
+            task, bot.github, settings=bot.runtime.settings, comment_ids=bot.runtime.store
+        )
         await reporter.begin()
         bot.github.pacer = WritePacer(interval=0.5)
         # A milestone comment, then at once the coalesced status edit: it takes its
@@ -42,14 +44,22 @@ async def _resumed_after_an_outage(bot: Harness) -> tuple[IssueReporter, FakeIss
     await bot.send_github("issues", gh_labeled())
     await bot.dispatch_all()
     [task] = await bot.tasks()
-    first = IssueReporter(bot.runtime, task, bot.github)
+    first = IssueReporter(
+        task, bot.github, settings=bot.runtime.settings, comment_ids=bot.runtime.store
+    )
     await first.begin()
     paused = {"reason": PauseReason.LLM_UNAVAILABLE.value, "endpoint": "openai http://x"}
     await first.handle(progress_event(ProgressKind.PAUSED, paused))
     await first.end(Outcome(TaskState.PAUSED, pause=PauseReason.LLM_UNAVAILABLE))
     assert issue.labels == ["coding agent paused"]
     resumed = dataclasses.replace(task, error=PauseReason.LLM_UNAVAILABLE.value)
-    return IssueReporter(bot.runtime, resumed, bot.github), issue, len(bot.github.calls)
+    return (
+        IssueReporter(
+            resumed, bot.github, settings=bot.runtime.settings, comment_ids=bot.runtime.store
+        ),
+        issue,
+        len(bot.github.calls),
+    )
 
 
 WRITES = ("create_comment", "edit_comment", "add_labels", "remove_label")

@@ -86,7 +86,7 @@ async def test_an_mcp_secret_is_redacted_in_a_comment(tmp_path: Path) -> None:
         llm=ScriptedLLM([]),
     )
     action = Reply(ReplyKind.HELP, quote=f"/agent help {MCP_ENV} {MCP_HEADER}")
-    await Replier(runtime).reply(issue, action, None)
+    await Replier(runtime.current_settings, runtime.forge).reply(issue, action, None)
     [comment] = forge.issue(issue.repo, 7).comments
     assert f"{REDACTED} {REDACTED}" in comment.body
     assert MCP_ENV not in comment.body and MCP_HEADER not in comment.body

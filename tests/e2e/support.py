@@ -124,7 +124,8 @@ def gl_note(body: str, *, sender: str = GL_OWNER, kind: str = "issue") -> dict[s
 # --- what the issue shows -----------------------------------------------------------------
 
 
-BOT_LOGINS = ("coding-agent[bot]", "coding-agent-bot")  # the FakeForges' bot accounts
+# the FakeForges' bot accounts (github-actions[bot]: `bot action` with the workflow's token)
+BOT_LOGINS = ("coding-agent[bot]", "coding-agent-bot", "github-actions[bot]")
 
 
 def bodies(issue: FakeIssue) -> list[str]:

@@ -118,3 +118,17 @@ async def test_actions_reach_the_task_as_commands_from_the_tokens_name(
         new = retry.json()["task_id"]
         assert new != task.id
         assert (await bot.client.get(f"/api/tasks/{new}", headers=AUTH)).json()["mode"] == "retry"
+
+
+async def test_unknown_paths_and_methods_under_the_api_answer_as_problems(tmp_path: Path) -> None:
+    """The router's own refusals speak the API's language (a JSON ``detail``)."""
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        missing = await bot.client.get("/api/no-such-thing", headers=AUTH)
+        assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
+        wrong = await bot.client.delete("/api/tasks", headers=AUTH)
+        assert wrong.status_code == 405 and wrong.json() == {"detail": "Method Not Allowed"}
+        assert set(wrong.headers["allow"].split(", ")) == {"GET", "HEAD"}
+        invalid = await bot.client.get("/api/tasks?limit=0", headers=AUTH)
+        assert invalid.status_code == 422
+        [problem] = invalid.json()["detail"]
+        assert problem["loc"] == ["query", "limit"] and problem["type"] == "greater_than_equal"

@@ -111,23 +111,6 @@ async def test_the_refusal_comment_is_posted_once_over_a_tasks_runs(tmp_path: Pa
         assert "`planning.max_subtasks` = `1000`" in refused and "at most `100`" in refused
 
 
-async def test_a_planning_key_switching_planning_off_stops_the_task(tmp_path: Path) -> None:
-    files = {**ORIGIN_FILES, ".agent.yaml": b"planning:\n  enabled: false\n"}
-    remote = origin(tmp_path, files)
-    async with Harness(tmp_path) as bot:
-        ref = bot.github.add_repo(GH_REPO, files, clone_url=remote.url, writers=(OWNER,))
-        bot.github.add_issue(ref, 1, title="Write the notes", author=OWNER)
-        await bot.send_github("issue_comment", gh_comment("/agent run"))
-        await settle(bot)
-
-        [task] = await bot.tasks()
-        assert task.state is TaskState.FAILED
-        assert task.error == (
-            "planning is switched off by the repository's .agent.yaml (planning.enabled: false)"
-        )
-        assert bot.llm.requests == []
-
-
 async def test_two_peoples_tasks_interleaved_each_get_their_own_settings(tmp_path: Path) -> None:
     remote = origin(tmp_path)
     with user_config_server() as service:

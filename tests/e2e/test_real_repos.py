@@ -12,14 +12,16 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.config.sections import RevisionSettings
+from bot.events import TaskMode
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.e2e.support import GH_REPO, OWNER, bodies, gh_labeled, of_kind, settle
-from tests.harness import Harness
+from tests.harness import Harness, fixture
 from tests.tools.conftest import Remote, make_remote
 from tests.tools.test_setup import needs_index, needs_node
 
@@ -233,3 +235,109 @@ async def test_a_node_package_is_set_up_from_the_registry_and_fixed_with_its_tes
         quality = checkpoint["delivery"]["quality"]
         assert quality["result"] == "passed" and quality["test"]["counts"].get("passed") == 3
         assert remote.show(checkpoint["delivery"]["branch"], "index.js").decode() == fixed
+
+
+# --- follow-ups on the bot's own branch: set-up from the base branch --------------------------
+
+
+@pytest.fixture
+def pypi_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's only package index is the network's (as on most servers): no local
+    mirror in the pip configuration that an offline command could still read."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("PIP_FIND_LINKS", "PIP_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def review_follow_up(bot: Harness, branch: str, body: str) -> dict[str, object]:
+    """A review comment on the bot's pull request: a follow-up on its branch."""
+    [change] = bot.github.repos[GH_REPO].change_requests
+    review = fixture("github", "pull_request_review_comment.created.json")
+    review["pull_request"].update(number=change.number, html_url=change.web_url)
+    review["pull_request"]["head"]["ref"] = branch
+    review["pull_request"]["user"]["login"] = bot.settings.bot.github_login  # the bot's PR
+    review["comment"]["body"] = body
+    return review
+
+
+def touch_readme(note: str) -> list[object]:
+    """A follow-up's plan: one write to README.md (not what set-up depends on)."""
+    write = {"path": "README.md", "content": f"# calc\n\n{note}\n"}
+    plan = docs.plan([docs.action("task_1", "write_file", arguments=write)], objective=note)
+    return [plan, docs.completion(achieved=True, done=1)]
+
+
+async def follow_up_of(bot: Harness, branch: str, body: str) -> tuple[TaskState, dict[str, Any]]:
+    review = review_follow_up(bot, branch, body)
+    assert (await bot.send_github("pull_request_review_comment", review)).status_code == 202
+    await settle(bot)
+    [task] = [t for t in await bot.tasks() if t.request.mode is TaskMode.FOLLOW_UP]
+    checkpoint = await bot.store.load_checkpoint(task.id)
+    assert checkpoint is not None
+    return task.state, checkpoint
+
+
+@needs_index
+@pytest.mark.usefixtures("pypi_only")
+async def test_a_follow_up_sets_up_from_the_base_branch_when_the_cache_entry_was_pruned(
+    tmp_path: Path,
+) -> None:
+    script = fix_script("a + b") + touch_readme("Adds numbers.")
+    async with Harness(tmp_path, script=script) as bot:
+        remote = repository(bot, tmp_path, PYTHON_PACKAGE)
+        assert await run_issue(bot) is TaskState.DONE
+        [branch] = bot_branches(remote)
+        shutil.rmtree(bot.settings.data_dir / "setup-cache")  # pruned by other environments
+
+        state, checkpoint = await follow_up_of(bot, branch, "say what calc does")
+        assert state is TaskState.DONE, checkpoint.get("outcome")
+        setup = checkpoint["setup"]
+        assert setup["status"] == "ran", setup
+        assert [(s["network"], s["base"]) for s in setup["steps"]] == [(True, True)] * 2
+        assert setup["base_commit"] == remote.rev("main") and setup["key"] == setup["base_key"]
+        cached = bot.settings.data_dir / "setup-cache"
+        assert list(cached.glob(f"*/{setup['base_key']}/manifest.json"))
+        quality = checkpoint["delivery"]["quality"]  # the project's tests, with the branch's fix
+        assert quality["result"] == "passed" and quality["test"]["counts"].get("passed") == 2
+        assert remote.show(branch, "README.md") == b"# calc\n\nAdds numbers.\n"
+        assert not list((bot.settings.data_dir / "workspaces").glob(".*setup-base"))
+
+
+@needs_index
+@pytest.mark.usefixtures("pypi_only")
+async def test_a_follow_up_whose_branch_added_a_dependency_says_why_set_up_failed(
+    tmp_path: Path,
+) -> None:
+    manifest = PYPROJECT.replace(b'["iniconfig"]', b'["iniconfig", "packaging"]').decode()
+    fixed = {"path": "calc/__init__.py", "content": LIBRARY.format(body="a + b")}
+    plan = docs.plan(
+        [docs.action("task_1", "write_file", arguments=fixed),
+         docs.action("task_2", "write_file",
+                     arguments={"path": "pyproject.toml", "content": manifest})],
+        objective="add() adds; depend on packaging",
+    )  # fmt: skip
+    script = [plan, docs.completion(achieved=True, done=2), *touch_readme("Adds numbers.")[:1]]
+    async with Harness(tmp_path, script=script) as bot:
+        remote = repository(bot, tmp_path, PYTHON_PACKAGE)
+        assert await run_issue(bot) is TaskState.DONE
+        [branch] = bot_branches(remote)
+        assert b"packaging" in remote.show(branch, "pyproject.toml")
+
+        state, checkpoint = await follow_up_of(bot, branch, "and use packaging")
+        assert state is TaskState.NEEDS_HUMAN
+        setup = checkpoint["setup"]
+        assert setup["status"] == "failed"
+        # the base branch's environment (cached by the first task) came in; the branch's own
+        # install ran offline on top and failed
+        *_, failing = setup["steps"]
+        assert (failing["network"], failing["base"]) == (False, False)
+        assert "--editable" in failing["command"] and failing["exit_code"] != 0
+        [change] = bot.github.repos[GH_REPO].change_requests
+        pull = bot.github.issues[(GH_REPO, change.number)]
+        issue = bot.github.issue(bot.github.repos[GH_REPO].ref, 1)
+        [help_needed] = of_kind(pull, "human_intervention") + of_kind(issue, "human_intervention")
+        assert "**Set-up failed:**" in help_needed
+        assert "changes what set-up installs or runs (pyproject.toml)" in help_needed
+        assert "without network" in help_needed and "Land that change on main" in help_needed

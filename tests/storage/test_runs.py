@@ -32,6 +32,29 @@ def test_unsafe_task_ids_are_refused(tmp_path: Path, task_id: str) -> None:
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+def test_task_json_merges_and_keeps_each_state(run: RunDirectory) -> None:
+    run.update_task({"id": "t", "model": {"model": "m"}}, state="running")
+    run.update_task({}, state="running")  # the same state again: nothing new to say
+    run.update_task({"title": "Fix"}, state="awaiting_approval", reason="waiting for approval")
+    (run.path / "task.json").write_text("{not json")  # a broken file is started afresh
+    assert run.read_task() == {}
+    run.update_task({"id": "t"}, state="done")
+    run.update_task({"tokens": "10"})  # the report's facts, no state change
+    task = run.read_task()
+    assert task["state"] == "done" and task["tokens"] == "10" and task["updated_at"]
+    assert [s["state"] for s in task["states"]] == ["done"]
+
+
+def test_task_json_states_follow_the_task(run: RunDirectory) -> None:
+    run.update_task({"id": "t"}, state="running")
+    run.update_task({}, state="running")
+    run.update_task({}, state="awaiting_approval", reason="waiting for approval of the plan")
+    run.update_task({}, state="running")
+    states = run.read_task()["states"]
+    assert [s["state"] for s in states] == ["running", "awaiting_approval", "running"]
+    assert states[1]["reason"] == "waiting for approval of the plan" and "at" in states[1]
+
+
 def test_task_and_quality_are_json_replaced_atomically(run: RunDirectory) -> None:
     run.write_task({"id": "task-0001", "title": "Fix the typo", "path": Path("/x")})
     run.write_task({"id": "task-0001", "title": "READMEの誤字を直す"})

@@ -23,7 +23,7 @@ from bot.tools.quality import (
     run_quality_gate,
     stored_result,
 )
-from bot.tools.quality_feedback import problems, summary_counts
+from bot.tools.quality_feedback import coverage_percent, problems, summary_counts, warning_count
 from bot.tools.sandbox import Sandbox
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
@@ -171,6 +171,38 @@ def test_jest_failures_are_read() -> None:
     assert summary_counts("test", JEST_OUT) == {"failed": 1, "passed": 3}
 
 
+def test_warnings_are_counted_where_the_tools_tell_them() -> None:
+    eslint = summary_counts(
+        "lint", "/a.js\n  1:1  warning  x\n\n✖ 5 problems (3 errors, 2 warnings)\n"
+    )
+    assert eslint == {"errors": 3, "warning": 2} and warning_count(eslint) == 2
+    pytest_out = summary_counts("test", "2 passed, 1 warning in 0.10s\n")
+    assert warning_count(pytest_out) == 1
+    assert warning_count(summary_counts("lint", RUFF_FULL)) == 0  # ruff has none
+    assert warning_count(summary_counts("test", "no summary here")) is None
+
+
+@pytest.mark.parametrize(
+    ("output", "percent"),
+    [
+        ("calc.py    10      1    90%\nTOTAL      10      1    90%\n", 90.0),  # coverage.py
+        ("Required test coverage of 80% reached. Total coverage: 91.25%\n", 91.25),
+        (
+            "File      | % Stmts | % Branch | % Funcs | % Lines |\n"
+            "All files |   85.71 |       50 |     100 |   83.33 |\n",
+            83.33,
+        ),  # jest, vitest
+        ("ℹ all files | 92.50 |    80.00 |  100.00 |\n", 92.5),  # node --test
+        ("ok  \texample.com/x\t0.002s\tcoverage: 75.0% of statements\n", 75.0),  # go
+        (PYTEST_OUT, None),
+    ],
+)
+def test_coverage_is_read_where_the_test_tool_reports_it(
+    output: str, percent: float | None
+) -> None:
+    assert coverage_percent(output) == percent
+
+
 def test_problems_are_capped_and_colour_codes_removed() -> None:
     output = "".join(f"\x1b[1mmod.py:{n}:1:\x1b[0m E501 line too long\n" for n in range(1, 41))
     found = problems("lint", output)
@@ -259,6 +291,22 @@ async def test_a_failing_test_is_named_in_the_feedback(project: Path) -> None:
     assert feedback.startswith("Tests failed: `pytest -q -p no:cacheprovider` failed (exit code 1)")
     assert "FAILED tests/test_calc.py::test_sub - assert -2 == 2" in feedback
     assert "tests/test_calc.py:9: AssertionError" in feedback
+
+
+@pytest.mark.sandbox
+@needs_bwrap
+async def test_the_report_keeps_warnings_and_coverage(tmp_path: Path) -> None:
+    files = {
+        "lint.sh": "echo '✖ 2 problems (0 errors, 2 warnings)'\n",
+        "test.sh": "echo 'TOTAL 40 4 90%'; echo '3 passed, 1 warning'\n",
+    }
+    root = _write(tmp_path / "p", files)
+    commands = QualityCommands(lint=("sh", "lint.sh"), test=("sh", "test.sh"))
+    report = await run_quality_gate(root, Sandbox(SandboxSettings()), commands, timeout=30)
+    data = report.to_dict()
+    assert data["passed"] is True, data["feedback"]
+    assert data["lint"]["warnings"] == 2 and data["test"]["warnings"] == 1
+    assert data["warnings"] == 3 and data["coverage"] == 90.0 == data["test"]["coverage"]
 
 
 @pytest.mark.sandbox

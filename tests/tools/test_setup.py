@@ -8,18 +8,20 @@ import os
 import shlex
 import shutil
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.config import SandboxSettings
 from bot.tools.repo_config import Argv
-from bot.tools.sandbox import Sandbox
+from bot.tools.sandbox import CommandResult, Sandbox
 from bot.tools.setup import Preparer, SetupResult, SetupStatus
 from bot.tools.setup_cache import SetupCache
 from bot.tools.setup_env import package_config
-from bot.tools.setup_plan import SetupSource, cache_key, plan_setup, sandbox_which
+from bot.tools.setup_key import cache_key
+from bot.tools.setup_plan import SetupSource, plan_setup, sandbox_which
 from bot.tools.workspace import Workspace
 from tests.tools.conftest import git, make_remote, static_auth
 
@@ -180,13 +182,22 @@ def _preparer(
     home: Path | None = None,
     timeout: float = 600,
     networks: list[bool] | None = None,
+    sandbox_settings: SandboxSettings | None = None,
 ) -> Preparer:
-    settings = SandboxSettings(timeout=300, max_output_chars=20_000)
+    """A preparer as the factory makes one; ``networks`` gets, for each command run,
+    whether it had network."""
+    settings = sandbox_settings or SandboxSettings(timeout=300, max_output_chars=20_000)
     networks = [] if networks is None else networks
 
+    class Recording(Sandbox):
+        """Notes whether each command it runs has network."""
+
+        async def run(self, argv: Sequence[str], **kw: Any) -> CommandResult:
+            networks.append(self.network)
+            return await super().run(argv, **kw)
+
     def sandbox(expose: tuple[Path, ...], network: bool) -> Sandbox:
-        networks.append(network)
-        return Sandbox(settings, network=network, expose=expose)
+        return Recording(settings, network=network, expose=expose)
 
     package = functools.partial(
         package_config,

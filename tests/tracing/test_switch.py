@@ -37,7 +37,8 @@ def test_while_off_a_span_is_the_shared_no_op_and_nothing_is_kept() -> None:
 def test_the_bot_imports_no_opentelemetry_sdk_while_traces_are_off() -> None:
     probe = (
         "import sys\n"
-        "import bot.cli, bot.app, bot.api, bot.worker, bot.agent.loop, bot.tools.factory\n"
+        "import bot.cli, bot.app, bot.api.routes, bot.receiver, bot.dashboard.views, bot.worker\n"
+        "import bot.agent.loop, bot.tools.factory\n"
         "from bot import tracing\n"
         "with tracing.span('x'):\n"
         "    pass\n"

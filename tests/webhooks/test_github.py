@@ -130,6 +130,11 @@ EXPECTED: dict[str, Want] = {
     "workflow_run.completed": Want(EventKind.CHECKS_CHANGED, repo="octo-org/octo-repo"),
     "workflow_run.requested": Want(EventKind.CHECKS_CHANGED, repo="octo-org/octo-repo"),
     "status": Want(EventKind.CHECKS_CHANGED, scope="1"),
+    # a webhook delivery of it is ignored; a runner's event file of it asks for a run
+    # (tests/webhooks/test_github_runner.py)
+    "workflow_dispatch": Want(
+        EventKind.IGNORED, actor="octocat", repo="octo-org/octo-repo", scope=None
+    ),
     "pull_request_review.submitted": Want(
         EventKind.REVIEW_SUBMITTED, number=2, cr=True, comment=""
     ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from bot.events import ForgeKind, RepoRef, TaskMode, TaskRequest
 from bot.forges.base import ForgeError, Permission
 from bot.run_events import Outcome, ProgressKind, progress_event
 from bot.storage.base import TaskState
+from bot.webhooks import github as github_hooks
+from bot.worker import dispatcher
 from tests.harness import Harness, fixture
 
 OWNER = "Codertocat"
@@ -344,7 +347,8 @@ async def test_gitlab_developer_can_start_a_task(bot: Harness) -> None:
     assert "coding agent done" in issue.labels
 
 
-async def test_planning_switched_off_fails_the_task_with_a_clear_reason(tmp_path: Path) -> None:
+async def test_planning_switched_off_still_runs_the_task(tmp_path: Path) -> None:
+    # planning.enabled: false is a mode (the open tool loop), not a refusal
     async with Harness(
         tmp_path, coordinator_factory=DoneCoordinator, overrides={"planning": {"enabled": False}}
     ) as bot:
@@ -354,10 +358,7 @@ async def test_planning_switched_off_fails_the_task_with_a_clear_reason(tmp_path
         await bot.dispatch_all()
         await bot.run_queued()
         [task] = await bot.tasks()
-        assert task.state is TaskState.FAILED
-        issue = bot.github.issues[("Codertocat/Hello-World", 1)]
-        assert any("planning.enabled: false" in c.body for c in issue.comments)
-        assert "coding agent help needed" in issue.labels
+        assert task.state is TaskState.DONE
 
 
 async def test_a_reader_opening_a_labelled_issue_is_answered_once(bot: Harness) -> None:
@@ -370,3 +371,56 @@ async def test_a_reader_opening_a_labelled_issue_is_answered_once(bot: Harness) 
     issue = bot.github.issues[("Codertocat/Hello-World", 1)]
     assert len(issue.comments) == 1
     assert "write, maintain or admin" in issue.comments[0].body
+
+
+async def test_the_dispatcher_decides_from_the_intent_the_app_kept(
+    bot: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event is classified once, by the app; its inbox row keeps the intent. The
+    dispatcher refines it with what its look-ups find (a pull request's head branch, a
+    merge request's author, GitLab's note as stored) and never classifies it again, with
+    the same forge calls as before."""
+
+    def classified_again(*args: object) -> None:
+        raise AssertionError("the dispatcher classified an event the app had classified")
+
+    monkeypatch.setattr(dispatcher, "classify", classified_again)
+    await bot.send_github("issues", labeled())
+    await bot.send_github("issue_comment", comment("/agent status"))
+    pull_request(bot, author="coding-agent[bot]", head="agent/1-spelling")
+    await bot.send_github("issue_comment", pr_conversation_comment("@coding-agent add a test"))
+    merge_request(bot, author="coding-agent-bot")
+    await bot.send_gitlab("Note Hook", mr_note("Use a table here.", line=True))
+    assert await bot.dispatch_all() == 4
+    tasks = {(t.request.issue.repo.forge, t.request.issue.number): t for t in await bot.tasks()}
+    assert tasks[ForgeKind.GITHUB, 1].request.mode is TaskMode.RUN
+    assert tasks[ForgeKind.GITHUB, 2].request.mode is TaskMode.FOLLOW_UP
+    assert tasks[ForgeKind.GITHUB, 2].request.issue.head_branch == "agent/1-spelling"
+    assert tasks[ForgeKind.GITLAB, 1].request.mode is TaskMode.FOLLOW_UP
+    assert tasks[ForgeKind.GITLAB, 1].request.issue.author == "coding-agent-bot"
+    assert bot.github.calls_of("get_issue") == [(GH_REPO, 2)]
+    assert bot.gitlab.calls_of("get_issue") == [(GL_PROJECT, 1)]
+    statuses = [c.body for c in bot.github.issues[(GH_REPO, 1)].comments]
+    assert len(statuses) == 1  # the status command was answered
+
+
+async def test_an_inbox_row_without_a_kept_intent_is_classified_when_dispatched(
+    bot: Harness,
+) -> None:
+    """A row queued by a version that kept no intent (or another door into the inbox)
+    is classified by the dispatcher: nothing queued before an upgrade is lost."""
+    event = github_hooks.parse_event("issues", "old-row", json.dumps(labeled()).encode())
+    assert await bot.store.record_delivery("old-row", "github", event.to_dict())
+    assert await bot.dispatch_all() == 1
+    [task] = await bot.tasks()
+    assert task.request.mode is TaskMode.RUN and task.request.requested_by == OWNER
+
+
+async def test_a_kept_intent_that_does_not_read_is_classified_again(bot: Harness) -> None:
+    """Bad data in a row loses nothing: the event is classified when dispatched."""
+    event = github_hooks.parse_event("issues", "garbled", json.dumps(labeled()).encode())
+    garbled = {**event.to_dict(), "intent": {"kind": "launch", "commands": 7}}
+    assert await bot.store.record_delivery("garbled", "github", garbled)
+    assert await bot.dispatch_all() == 1
+    [task] = await bot.tasks()
+    assert task.request.mode is TaskMode.RUN and task.request.requested_by == OWNER

@@ -1,0 +1,229 @@
+"""The REST API's endpoints and its one list of routes (mounted at ``/api`` by the app).
+
+Tasks, their reports and artifacts, the operator's actions, the emergency stop, and the
+settings a task would start with. Each endpoint takes its validated parameters and
+returns its typed answer or raises a ``Refusal``; ``operations.py`` serves them behind
+the bearer token and describes them at ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from bot.api.models import (
+    Action,
+    ActionResult,
+    EffectiveSettings,
+    NoParameters,
+    SettingsQuery,
+    SwitchState,
+    TaskAction,
+    TaskDetail,
+    TaskFile,
+    TaskFilter,
+    TaskId,
+    TaskPage,
+    detail,
+    summary,
+    switch_state,
+)
+from bot.api.operations import Guard, Operation, OperationRoute, Refusal, describe
+from bot.config import CurrentSettings, masked
+from bot.config.user_service import UserConfigService
+from bot.events import ForgeKind
+from bot.forges.base import AccessDenied, ForgeError, ForgeLookup, NotFound
+from bot.paths import PathRefused, resolve_inside
+from bot.storage.base import Checkpoints, Task
+from bot.worker import operator, task_settings
+
+TITLE, VERSION = "Coding agent bot API", "1"
+UNKNOWN = {404: "no such task"}
+MARKDOWN = {"text/markdown": {"schema": {"type": "string"}}}
+ANY_FILE = {"*/*": {"schema": {"type": "string"}}}
+
+
+class ApiStore(operator.OperatorStore, Checkpoints, Protocol):
+    """The tasks, their messages and checkpoints, the emergency stop's mark."""
+
+
+class TaskApi:
+    """The endpoints, with what they use: the store, the settings now, the forges, the
+    people's planning settings service."""
+
+    def __init__(
+        self,
+        store: ApiStore,
+        *,
+        settings: CurrentSettings,
+        forges: ForgeLookup,
+        user_config: UserConfigService,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.forges = forges
+        self.user_config = user_config
+
+    def _author(self) -> str:
+        return f"{self.settings().server.api_token_name} (API)"
+
+    async def _task(self, task_id: str) -> Task:
+        try:
+            return await operator.find_task(self.store, task_id)
+        except operator.OperatorError as exc:
+            raise Refusal(404, str(exc)) from None
+
+    async def list_tasks(self, query: TaskFilter) -> TaskPage:
+        """Tasks, newest first, filtered by state, forge and repository."""
+        states = frozenset({query.state}) if query.state is not None else None
+        found = await self.store.list_tasks(
+            states=states, limit=query.offset + query.limit + 10_000
+        )
+        matching = [
+            t
+            for t in found
+            if (query.forge is None or t.request.issue.repo.forge is query.forge)
+            and (query.repository is None or t.request.issue.repo.full_name == query.repository)
+        ]
+        page = matching[query.offset : query.offset + query.limit]
+        return TaskPage(
+            tasks=[summary(t) for t in page],
+            total=len(matching),
+            offset=query.offset,
+            limit=query.limit,
+        )
+
+    async def show_task(self, params: TaskId) -> TaskDetail:
+        """A task: state, stage, plan with each item's status, timeline, tokens, links."""
+        task = await self._task(params.task_id)
+        checkpoint = await self.store.load_checkpoint(task.id)
+        settings = self.settings()
+        return detail(task, checkpoint, settings.data_dir, settings.observability)
+
+    async def task_report(self, params: TaskId) -> Response:
+        """The task's run report (report.md)."""
+        task = await self._task(params.task_id)
+        report = self.settings().data_dir / "runs" / task.id / "report.md"
+        if not report.is_file():
+            raise Refusal(404, "this task has no run report yet")
+        return PlainTextResponse(report.read_text(encoding="utf-8"), media_type="text/markdown")
+
+    async def task_artifact(self, params: TaskFile) -> Response:
+        """A file of the task's run directory (never anything outside it)."""
+        task = await self._task(params.task_id)
+        run_dir = self.settings().data_dir / "runs" / task.id
+        try:
+            found = resolve_inside(run_dir, params.path) if run_dir.is_dir() else None
+        except PathRefused as exc:
+            raise Refusal(404, f"not in the run directory: {exc}") from None
+        if found is None or not found.is_file() or found.is_symlink():
+            raise Refusal(404, "no such file in the run directory")
+        kind = mimetypes.guess_type(found.name)[0] or "application/octet-stream"
+        return FileResponse(found, media_type=kind)
+
+    async def act(self, params: TaskAction) -> ActionResult:
+        """The same effect as the issue's command, with the API token's name as author."""
+        by, action = self._author(), params.action
+        try:
+            if action is Action.RETRY:
+                created = await operator.retry(self.store, params.task_id, by=by)
+                return ActionResult(
+                    task_id=created.id, action=action.value, by=by, detail="a new task is queued"
+                )
+            command = operator.TaskCommand(action)
+            task = await operator.command(self.store, params.task_id, command, by=by)
+        except operator.OperatorError as exc:
+            status = 404 if isinstance(exc, operator.UnknownTask) else 409
+            raise Refusal(status, str(exc)) from None
+        detail = "sent; the task acts on it at its next safe point"
+        return ActionResult(task_id=task.id, action=action.value, by=by, detail=detail)
+
+    async def pause_all(self, params: NoParameters) -> SwitchState:
+        """Emergency stop: running tasks pause at their next safe point, queued ones wait."""
+        return switch_state(await operator.pause_all(self.store, by=self._author()))
+
+    async def resume_all(self, params: NoParameters) -> SwitchState:
+        """End the emergency stop and resume the tasks it paused."""
+        await operator.resume_all(self.store, by=self._author())
+        return switch_state(await operator.read_switch(self.store))
+
+    async def switch(self, params: NoParameters) -> SwitchState:
+        """Whether the emergency stop is set."""
+        return switch_state(await operator.read_switch(self.store))
+
+    async def effective_settings(self, query: SettingsQuery) -> EffectiveSettings:
+        """The settings a task for this repository (its ``.agent.yaml`` on the default
+        branch) requested by this person (``user_config_api``) would start with, secrets
+        masked; ``forge`` defaults to the one configured (GitHub when both are)."""
+        configured = [kind for kind in sorted(ForgeKind) if self.forges(kind) is not None]
+        kind = query.forge or next(iter(configured), ForgeKind.GITHUB)
+        client = self.forges(kind)
+        if query.repo and client is None:
+            raise Refusal(404, f"{kind.value} is not configured on this bot")
+        settings = self.settings()
+        try:
+            planning, problem = await task_settings.settings_for(
+                settings, client, self.user_config, forge=kind, repo=query.repo, user=query.user
+            )
+        except (NotFound, AccessDenied) as exc:
+            raise Refusal(404, f"repository {query.repo} cannot be read: {exc}") from None
+        except ForgeError as exc:
+            raise Refusal(502, f"the forge did not answer: {exc}") from None
+        merged = planning.as_data()
+        return EffectiveSettings(
+            repo=query.repo,
+            user=query.user,
+            forge=kind,
+            overrides_applied=merged["applied"],
+            refused=merged["refused"],
+            repo_config_error=problem,
+            settings=masked(planning.apply_to(settings)),
+        )
+
+    def operations(self) -> list[Operation[Any]]:
+        """Every operation, in the order the router tries them."""
+        return [
+            Operation("GET", "/tasks", self.list_tasks, TaskFilter, TaskPage),
+            Operation(
+                "GET", "/tasks/{task_id}", self.show_task, TaskId, TaskDetail, refusals=UNKNOWN
+            ),
+            Operation(
+                "GET", "/tasks/{task_id}/report", self.task_report, TaskId,
+                content=MARKDOWN, refusals=UNKNOWN,
+            ),
+            Operation(
+                "GET", "/tasks/{task_id}/artifacts/{path:path}", self.task_artifact, TaskFile,
+                content=ANY_FILE, refusals=UNKNOWN,
+            ),
+            Operation(
+                "POST", "/tasks/{task_id}/{action}", self.act, TaskAction, ActionResult,
+                refusals={**UNKNOWN, 409: "the task cannot do that now"},
+            ),
+            Operation("POST", "/pause-all", self.pause_all, NoParameters, SwitchState),
+            Operation("POST", "/resume-all", self.resume_all, NoParameters, SwitchState),
+            Operation("GET", "/pause-all", self.switch, NoParameters, SwitchState),
+            Operation(
+                "GET", "/settings/effective", self.effective_settings, SettingsQuery,
+                EffectiveSettings,
+                refusals={
+                    404: "no such repository, or its forge is off",
+                    502: "the forge did not answer",
+                },
+            ),
+        ]  # fmt: skip
+
+
+def api_routes(api: TaskApi, guard: Guard) -> list[BaseRoute]:
+    """The routes under ``/api``: every operation behind ``guard``, and the description
+    of them at ``/openapi.json`` (open: it holds no data)."""
+    routes: list[BaseRoute] = [OperationRoute(op, guard) for op in api.operations()]
+    description = describe(routes, title=TITLE, version=VERSION)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(description)
+
+    return [*routes, Route("/openapi.json", openapi, include_in_schema=False)]
