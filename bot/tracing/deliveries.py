@@ -45,46 +45,58 @@ Recorded = tuple[int, int, str, str, int, int, Base, Common, str, dict[str, Valu
 
 
 _NONE: dict[str, Value] = {}  # never written: a delivery with no other attribute shares it
+_getrandbits = random.getrandbits
+_time_ns = time.time_ns
 
 
 class Delivery(Span):
     """One delivery's span: the context manager around its handling, and the ``Span``
-    the webhook code sees."""
+    the webhook code sees. On the request path it is a few stores: one random number for
+    both ids (the trace id its high 128 bits, the span id its low 64), two clock readings,
+    what the delivery is and what it got; the ids are formatted only for the context the
+    inbox row keeps, and everything else happens in the export process."""
 
-    __slots__ = ("_action", "_base", "_delivery", "_error", "_event", "_extra", "_outcome",
-                 "_recorder", "_sampled", "_span", "_start", "_status", "_token", "_trace",
-                 "name")  # fmt: skip
+    __slots__ = ("_action", "_delivery", "_error", "_event", "_extra", "_ids", "_outcome",
+                 "_recorder", "_route", "_sampled", "_start", "_status", "_token")  # fmt: skip
 
-    def __init__(self, recorder: DeliverySpans, name: str, base: Base) -> None:
+    def __init__(self, recorder: DeliverySpans, route: tuple[str, Base]) -> None:
         self._recorder = recorder
-        self.name = name
-        self._base = base
+        self._route = route  # the span's name and the route's attributes
         self._extra: dict[str, Value] = _NONE  # a dict of its own once something is set
         self._error = self._event = self._action = self._outcome = self._delivery = ""
         self._status = 0
 
+    @property
+    def name(self) -> str:
+        return self._route[0]
+
     def __enter__(self) -> Delivery:
-        self._trace = trace = random.getrandbits(128) or 1
-        self._span = random.getrandbits(64) or 1
-        self._sampled = (trace & _MASK) < self._recorder.bound
-        self._start = time.time_ns()
+        ids = _getrandbits(192)
+        while not ids >> 64 or not ids & _MASK:  # neither id may be zero
+            ids = _getrandbits(192)
+        self._ids = ids
+        bound = self._recorder.bound
+        self._sampled = bound > _MASK or ((ids >> 64) & _MASK) < bound  # the SDK's ratio rule
         self._token: Token[Delivery | None] = _current.set(self)
+        self._start = _time_ns()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        end = _time_ns()
         _current.reset(self._token)
         if kind is not None and not issubclass(kind, asyncio.CancelledError):
             self._error = kind.__qualname__
         if self._sampled:
+            ids = self._ids
+            name, base = self._route
             common = (self._event, self._action, self._status, self._outcome)
-            self._recorder.keep((self._trace, self._span, self.name, "server", self._start,
-                                 time.time_ns(), self._base, common, self._delivery,
-                                 self._extra, self._error))  # fmt: skip
+            self._recorder.keep((ids >> 64, ids & _MASK, name, "server", self._start, end, base,
+                                 common, self._delivery, self._extra, self._error))  # fmt: skip
 
     def delivered(self, event: str, action: str, delivery: str) -> str:
         """What the delivery is; its ``traceparent``."""
         self._event, self._action, self._delivery = event, action, delivery
-        return f"00-{self._trace:032x}-{self._span:016x}-{'01' if self._sampled else '00'}"
+        return self.traceparent
 
     def answered(self, status: int, outcome: str) -> None:
         self._status, self._outcome = status, outcome
@@ -95,11 +107,12 @@ class Delivery(Span):
 
     @property
     def trace_id(self) -> str:
-        return f"{self._trace:032x}"
+        return self._ids.to_bytes(24, "big").hex()[:32]
 
     @property
     def traceparent(self) -> str:
-        return f"00-{self._trace:032x}-{self._span:016x}-{'01' if self._sampled else '00'}"
+        ids = self._ids.to_bytes(24, "big").hex()
+        return f"00-{ids[:32]}-{ids[32:]}-{'01' if self._sampled else '00'}"
 
     def set(self, key: str, value: Value | None) -> None:
         self.update({key: value})
@@ -154,7 +167,7 @@ class DeliverySpans:
             base: Base = (("http.request.method", "POST"), ("http.route", route),
                           ("bot.forge", forge))  # fmt: skip
             known = self._routes[(route, forge)] = (f"POST {route}", base)
-        return Delivery(self, *known)
+        return Delivery(self, known)
 
     def keep(self, recorded: Recorded) -> None:
         pending = self._pending
