@@ -401,6 +401,7 @@ async def _run_now(settings: Settings, ref: IssueRef, *, dry_run: bool) -> int:
         return 2
     try:
         await runtime.store.open()
+        runtime.start_traces(os.environ)
         details = await forge.get_issue(ref.repo, ref.number, change_request=ref.is_change_request)
         request = TaskRequest(issue=details.issue, requested_by="cli", mode=TaskMode.RUN)
         if dry_run:

@@ -13,7 +13,7 @@ data) about ten times faster. Copy one with a change by ``msgspec.structs.replac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -253,6 +253,12 @@ class ForgeEvent(msgspec.Struct, frozen=True):
         return msgspec.convert(data, cls)
 
 
+def _strings(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def _issue_dict(issue: IssueRef) -> dict[str, Any]:
     data: dict[str, Any] = msgspec.to_builtins(issue)
     return data
@@ -337,9 +343,16 @@ class TaskRequest:
     trigger_comment_id: int | None = None
     previous_task_id: str | None = None
     round: FollowUpRound | None = None
+    # The trace context the task was created in (a W3C traceparent carrier; bot.tracing):
+    # its first run joins that trace. Empty while traces are off.
+    trace_context: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def with_trace(self, context: dict[str, str]) -> TaskRequest:
+        """This request with the trace context it is created in (itself without one)."""
+        return replace(self, trace_context=dict(context)) if context else self
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "issue": _issue_dict(self.issue),
             "requested_by": self.requested_by,
             "mode": self.mode.value,
@@ -348,6 +361,9 @@ class TaskRequest:
             "previous_task_id": self.previous_task_id,
             "round": msgspec.to_builtins(self.round) if self.round is not None else None,
         }
+        if self.trace_context:
+            data["trace_context"] = dict(self.trace_context)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskRequest:
@@ -360,4 +376,5 @@ class TaskRequest:
             trigger_comment_id=data.get("trigger_comment_id"),
             previous_task_id=data.get("previous_task_id"),
             round=msgspec.convert(found, FollowUpRound) if found else None,
+            trace_context=_strings(data.get("trace_context")),
         )

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.config import CurrentSettings, Settings
 from bot.events import EventKind, ForgeEvent, ForgeKind
 from bot.storage.base import Inbox, StoreError
@@ -196,8 +196,10 @@ class Receiver:
             metrics.webhook(event.forge.value, "ignored")
             log.info("ignored %s %s/%s: %s", key, event.name, event.action, verdict.reason)
             return _answer(202, "ignored", reason=verdict.reason)
+        payload = tracing.stamp_event(inbox_payload(verdict), event.name, event.action,
+                                      event.delivery_id)  # fmt: skip
         try:
-            fresh = await self.inbox.record_delivery(key, event.forge.value, inbox_payload(verdict))
+            fresh = await self.inbox.record_delivery(key, event.forge.value, payload)
         except StoreError as exc:
             log.error("could not queue delivery %s: %s", key, exc)
             return _answer(503, "the bot could not store this delivery; please redeliver it")
@@ -223,7 +225,9 @@ class WebhookEndpoint:
             extra = [(b"allow", b"POST")]
         else:
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            status, body = await self.receiver.answer(self.forge, headers, receive)
+            with tracing.webhook_span(self.forge.value, scope["path"]) as span:
+                status, body = await self.receiver.answer(self.forge, headers, receive)
+                tracing.answered(span, status, body["message"])
             extra = _REFUSAL_HEADERS.get(status, [])
             if status == 503 and "retry_after" in body:
                 extra = [*extra, (b"retry-after", str(body["retry_after"]).encode())]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -18,7 +19,8 @@ from typing import Any
 
 import httpx
 
-from bot.config import ConfigError, Settings, disabled_forges, load_settings
+from bot import tracing
+from bot.config import ConfigError, Settings, disabled_forges, load_settings, secret_values
 from bot.config.user_service import UserConfigService
 from bot.events import ForgeKind
 from bot.forges.base import Forge
@@ -33,7 +35,7 @@ log = logging.getLogger("bot.runtime")
 # it to the next webhook, task or action (``worker.max_workers`` only at start-up).
 HEALTH_CACHE_SECONDS = 5.0
 
-RESTART_SECTIONS = ("server", "storage", "github", "gitlab", "llm")
+RESTART_SECTIONS = ("server", "storage", "github", "gitlab", "llm", "observability")
 
 
 class Runtime:
@@ -56,6 +58,7 @@ class Runtime:
         self._health: tuple[float, HealthReport] | None = None
         # People's planning overrides (planning.user_config_api), cached for the process.
         self.user_config = UserConfigService()
+        self._traces = False  # this runtime turned traces on (``start_traces``)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:
@@ -104,8 +107,36 @@ class Runtime:
         await self.store.open()
         for line in disabled_forges(self.settings):
             log.warning("%s", line)
+        self.start_traces(os.environ)
+
+    def start_traces(self, environ: Mapping[str, str]) -> None:
+        """Turn traces on when ``observability.traces.enabled`` says so (README "Traces");
+        without the OpenTelemetry SDK the bot runs without them and says so."""
+        observability = self.settings.observability
+        traces = observability.traces
+        if not traces.enabled or tracing.enabled():
+            return
+        options = tracing.TraceOptions(
+            endpoint=traces.endpoint,
+            protocol=traces.protocol,
+            service_name=traces.service_name,
+            sample_ratio=traces.sample_ratio,
+            capture_content=observability.capture_content,
+            secrets=tuple(secret_values(self.settings)),
+        )
+        said = tracing.start(options, environ)
+        self._traces = tracing.enabled()
+        (log.info if self._traces else log.error)("%s", said)
+
+    async def stop_traces(self) -> None:
+        """Export what is left (within the exporter's timeout, off the event loop) and
+        turn traces off, when this runtime turned them on."""
+        if self._traces:
+            self._traces = False
+            await asyncio.to_thread(tracing.stop)
 
     async def stop(self) -> None:
+        await self.stop_traces()
         for forge in self.forges.values():
             await forge.aclose()
         await self.llm.aclose()

@@ -446,7 +446,7 @@ def test_dockerfile_installs_the_wheel_not_the_source_tree(
     assert ["--from=build", wheel_dir, "/tmp/dist"] in image_copies
     assert [args[:-1] for args in image_copies if not args[0].startswith("--")] == [["config.yaml"]]
     (install,) = [a for a in _args(image, "RUN") if "pip install" in a]
-    assert 'pip install "$(echo /tmp/dist/bot-*.whl)[postgres]"' in install
+    assert 'pip install "$(echo /tmp/dist/bot-*.whl)[postgres,traces]"' in install
     runs = " ".join(_args(dockerfile, "RUN"))
     assert " -e " not in f" {runs} " and "--editable" not in runs
 

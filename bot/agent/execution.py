@@ -28,6 +28,7 @@ from typing import Any
 
 import jsonschema
 
+from bot import tracing
 from bot.agent.briefing import Briefing, as_data, build_context, repo_instructions_block
 from bot.agent.session import Session
 from bot.config import ExecutionSettings
@@ -116,7 +117,10 @@ class ActionRunner:
         if self._ready or preparer is None:
             return None
         directory = self.runlog.directory
-        result = await preparer.prepare(log_dir=directory.path / "setup" if directory else None)
+        logs = directory.path / "setup" if directory else None
+        with tracing.span("setup") as span:
+            result = await preparer.prepare(log_dir=logs)
+            span.update({"bot.setup.status": result.status, "bot.setup.source": result.source})
         if result.status is SetupStatus.UNAVAILABLE:
             return None  # no clone yet: the next batch tries again
         self._ready = True

@@ -9,8 +9,7 @@ is an ``Exit`` carrying the run's ``Outcome``, raised here and caught here, once
 
     PLAN     plan (or re-plan after answers)
     WAIT     a person rejected what the task waited for: revise, or reflect on the call
-    EXECUTE  feedback; a plan not approved waits for approval; set-up; the next batch
-             (without planning: the model's next call)
+    EXECUTE  feedback; an unapproved plan waits; set-up; the next batch (or open-loop call)
     REFLECT  the batch a stopped worker ran and did not reflect on
     REVISE   a revision that was cut short: the current plan goes on
     DELIVER  quality gate, push, change request, completion summary
@@ -26,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from bot import tracing
 from bot.agent import finish as ends
 from bot.agent import people as heard
 from bot.agent.cache import PlanCache
@@ -365,7 +365,7 @@ class AgentLoop:
                 while True:
                     if run.state.stage is not Stage.DONE:
                         await safe_point(run)
-                    await HANDLERS[run.state.stage](run)
+                    await tracing.stage(run.state.stage, HANDLERS[run.state.stage](run), Exit)
             except LLMUnavailable as exc:
                 return await run.finish.outage(str(exc), now=self._clock())
             except (BudgetExceeded, LLMError) as exc:

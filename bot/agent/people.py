@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot import tracing
 from bot.agent.session import Session
 from bot.config import RevisionSettings
 from bot.events import CommandName
@@ -358,5 +359,6 @@ class People:
         )
         waiting.after_seq = await self._latest_seq()  # only later answers count
         await session.checkpoint()
+        tracing.waiting(waiting.kind.value, what)  # a span that ends with the run
         reason = f"waiting for approval of {what}"
         return Outcome(TaskState.AWAITING_APPROVAL, reason=reason, wake_at=waiting.wake_at)

@@ -1,17 +1,15 @@
 """Planning (docs/planning.md#planning): briefing, cache, one planning call, validation.
 
-One ``planning`` call yields the whole planning document (goal, decomposition, action
-plan); ``PlanningEngine`` asks for it, reads its parts and validates the plan.
-``strategy``, ``decomposition_level`` and, with ``auto_adjust_level``, the task's size
-in tokens (``complexity_threshold``) shape what the prompt asks for.
+One ``planning`` call yields the planning document (goal, decomposition, plan), which
+``PlanningEngine`` asks for, reads and validates; ``strategy``, ``decomposition_level``
+and ``auto_adjust_level`` with ``complexity_threshold`` shape the prompt.
 
-A rejected plan is re-planned once with the reasons in the prompt; a second rejection,
-or a ``decomposition_failed`` answer (#error-handling), is tried once more at the
-coarsest level, with what failed and the partial plan in the prompt (the decision is
-kept in the checkpoint). ``Planning.run`` returns what came of it: a plan, an unclear
-goal (the loop posts the questions with ``clarify`` and waits), or no plan (the loop
-asks a person, with the partial plan). With ``planning.enabled: false`` there is no
-planning call: the plan is the open tool loop's, empty until the model's first call.
+A rejected plan is re-planned once with the reasons; a second rejection, or a
+``decomposition_failed`` answer (#error-handling), is tried once more at the coarsest
+level with what failed and the partial plan (kept in the checkpoint). ``Planning.run``
+returns a plan, an unclear goal (the loop posts the questions and waits), or no plan
+(the loop asks a person). With ``planning.enabled: false`` the plan is the open tool
+loop's, empty until the model's first call.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot import tracing
 from bot.agent.briefing import Briefing, build_context, tool_lines
 from bot.agent.cache import PlanCache
 from bot.agent.people import waiting_for_answers
@@ -388,6 +387,7 @@ class Planning:
             ClarificationAsked(questions=questions, message=failed.message, best_guess=shown)
         )
         await session.checkpoint()
+        tracing.waiting(waiting.kind.value, f"answers to {len(questions)} questions")
         return waiting_for_answers()
 
     async def remember(self) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot import tracing
 from bot.agent.briefing import as_data, tool_lines
 from bot.agent.people import answer_block
 from bot.agent.revision import Revise, RevisionSuggestion
@@ -198,11 +199,13 @@ class Review:
             return Continue()
         await session.show(Phase.REFLECTION)
         engine = self.engine()
-        evaluation = await engine.incorporate_human_feedback(
-            feedback,
-            done=done_text(list(state.records.values())),
-            tools=tool_lines(session.ctx.tools.usable()),
-        )
+        with tracing.span("reflect", {"bot.reflection.trigger": "human_feedback"}) as span:
+            evaluation = await engine.incorporate_human_feedback(
+                feedback,
+                done=done_text(list(state.records.values())),
+                tools=tool_lines(session.ctx.tools.usable()),
+            )
+            span.set("bot.reflection.status", evaluation.status.value)
         session.record(
             HistoryKind.REFLECTION, action="human feedback", evaluation=evaluation.to_dict()
         )
@@ -274,9 +277,11 @@ class Review:
         engine = self.engine()
         plan = session.plan
         action = plan.action(record.key) if plan else None
-        evaluation = await engine.evaluate_action(
-            action, record, trigger=trigger, unexpected=unexpected
-        )
+        with tracing.span("reflect", {"bot.reflection.trigger": trigger.value}) as span:
+            evaluation = await engine.evaluate_action(
+                action, record, trigger=trigger, unexpected=unexpected
+            )
+            span.update({"bot.tool": record.tool, "bot.reflection.status": evaluation.status.value})
         if evaluation.conservative and record.ok:
             return await self._unjudged(engine, action, record, trigger, unexpected)
         self.state.actions_since_reflection = 0

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot import tracing
 from bot.agent.planning import PlanningEngine, planning_engine, validated
 from bot.agent.session import Session
 from bot.config import RevisionSettings
@@ -206,7 +207,9 @@ class Reviser:
         if state.open_loop:
             await self._tell_open_loop(revise, number)
             return None
-        result = await self._new_plan(revise, number)
+        with tracing.span("revise", {"bot.revision.number": number}) as span:
+            result = await self._new_plan(revise, number)
+            span.set("bot.revision.made", result.plan is not None)
         if result.plan is None:
             return "the plan could not be revised: " + "; ".join(result.problems)
         counts = revise.counts

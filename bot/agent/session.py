@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from bot import tracing
 from bot.config import Settings, secret_values
 from bot.config.overrides import EffectivePlanning
 from bot.events import IssueRef
@@ -48,6 +49,8 @@ from bot.storage.base import CachedPlans, Checkpoints, Messages, Task
 from bot.storage.retry import PersistenceFailed, persist
 from bot.tools.factory import BuiltTools
 from bot.tools.registry import ToolRegistry
+
+MAX_TRACES = 50  # runs whose trace a checkpoint remembers
 
 
 class RunStore(Checkpoints, Messages, CachedPlans, Protocol):
@@ -123,6 +126,9 @@ class Session:
         self.history = PlanningHistory(self.ctx.data_dir, self.ctx.task.id, clock=self.clock)
         self._started = self.monotonic()
         self._base_elapsed = self.state.elapsed
+        traced = tracing.traceparent() if self.persist else ""
+        if traced and traced not in self.state.traces:  # the run's trace, kept from now on
+            self.state.traces = [*self.state.traces, traced][-MAX_TRACES:]
         if self.state.plan is not None:
             self._plan = plan_of(self.state.plan)
         self._shown = self.state.phase()

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from bot.config import ObservabilitySettings
 from bot.events import ForgeKind
 from bot.record.history import HistoryError, describe_entry, history_path, read_entries
 from bot.record.snapshot import checklist, status_snapshot
@@ -116,6 +117,10 @@ class TaskDetail(TaskSummary):
     cost: float = Field(description="US dollars at llm.prices (0: the model has no price)")
     links: dict[str, str] = Field(description="branch, change request, report")
     timeline: list[TimelineEntry]
+    trace_id: str | None = Field(
+        None, description="the OpenTelemetry trace of the task's last traced run (null: none)"
+    )
+    trace_url: str | None = Field(None, description="that trace at observability.trace_url")
 
 
 class ActionResult(BaseModel):
@@ -183,8 +188,14 @@ def summary(task: Task) -> TaskSummary:
     )
 
 
-def detail(task: Task, checkpoint: dict[str, Any] | None, data_dir: Path) -> TaskDetail:
+def detail(
+    task: Task,
+    checkpoint: dict[str, Any] | None,
+    data_dir: Path,
+    observability: ObservabilitySettings | None = None,
+) -> TaskDetail:
     snapshot = status_snapshot(checkpoint) or {}
+    trace_id = str(snapshot.get("trace_id") or "") or None
     plan = [PlanItem(**item) for item in checklist(snapshot)]
     return TaskDetail(
         **summary(task).model_dump(),
@@ -196,6 +207,8 @@ def detail(task: Task, checkpoint: dict[str, Any] | None, data_dir: Path) -> Tas
         cost=float(snapshot.get("cost", 0.0)),
         links=dict(snapshot.get("links", {})),
         timeline=timeline(data_dir, task.id),
+        trace_id=trace_id,
+        trace_url=observability.trace_link(trace_id or "") if observability else None,
     )
 
 

@@ -101,7 +101,8 @@ class TaskApi:
         """A task: state, stage, plan with each item's status, timeline, tokens, links."""
         task = await self._task(params.task_id)
         checkpoint = await self.store.load_checkpoint(task.id)
-        return detail(task, checkpoint, self.settings().data_dir)
+        settings = self.settings()
+        return detail(task, checkpoint, settings.data_dir, settings.observability)
 
     async def task_report(self, params: TaskId) -> Response:
         """The task's run report (report.md)."""

@@ -12,6 +12,7 @@ This module only re-exports; the code lives in one module per job:
 - ``bot.config.env``: environment variables and secret sources merged into the raw data;
 - ``bot.config.load``: finding, reading and validating the file (``load_settings``);
 - ``bot.config.web``: the ``web:`` section (the optional web tools);
+- ``bot.config.observability``: the ``observability:`` section (traces);
 - ``bot.config.views``: views of loaded settings (``disabled_forges``, ``secret_values``,
   ``masked``).
 
@@ -21,6 +22,7 @@ Import from ``bot.config``; the split is an implementation detail.
 from __future__ import annotations
 
 from bot.config.load import DEFAULT_CONFIG_NAME, config_path_from, load_settings
+from bot.config.observability import ObservabilitySettings, TracesSettings
 from bot.config.sections import (
     BotIdentity,
     CacheSettings,
@@ -77,6 +79,7 @@ __all__ = [
     "LLMSettings",
     "LabelSettings",
     "McpServer",
+    "ObservabilitySettings",
     "PlanningSettings",
     "ReflectionSettings",
     "ReviewSettings",
@@ -86,6 +89,7 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "StorageSettings",
+    "TracesSettings",
     "UserConfigApiSettings",
     "WebFetchSettings",
     "WebSearchSettings",

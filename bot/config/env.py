@@ -51,6 +51,7 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "BOT_TRIGGER_LABEL": (("labels",), "trigger"),
     "BOT_COMMAND_PREFIX": (("commands",), "prefix"),
     "BOT_MAX_COST": (("planning", "budget"), "max_cost"),
+    "BOT_TRACES_ENABLED": (("observability", "traces"), "enabled"),
 }
 
 # Secret environment variables: variable -> (section, key).

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from bot.config.observability import ObservabilitySettings
 from bot.config.web import WebSettings
 
 
@@ -446,6 +447,7 @@ class Settings(_Section):
     review: ReviewSettings = ReviewSettings()
     mcp_servers: tuple[McpServer, ...] = ()
     web: WebSettings = WebSettings()
+    observability: ObservabilitySettings = ObservabilitySettings()
     source_path: Path | None = None
 
     @model_validator(mode="after")

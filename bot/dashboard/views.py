@@ -165,8 +165,10 @@ class Dashboard:
             task = await operator.find_task(self.store, request.path_params["task_id"])
         except operator.OperatorError as exc:
             return self._page("login.html", request, 404, title="Not found", error=str(exc))
-        data_dir = self.settings().data_dir
-        shown = detail(task, await self.store.load_checkpoint(task.id), data_dir)
+        settings = self.settings()
+        data_dir = settings.data_dir
+        checkpoint = await self.store.load_checkpoint(task.id)
+        shown = detail(task, checkpoint, data_dir, settings.observability)
         run_dir = data_dir / "runs" / task.id
         gate_result, gate = _gate_view(_quality(run_dir / "quality.json"))
         return self._page(

@@ -26,10 +26,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gidgethub import HTTPException, sansio
 from gidgethub import abc as gh_abc
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.events import RepoRef
 from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
 from bot.forges.retry import WritePacer, retry_delay
+from bot.forges.routes import route_template
 from bot.progress import step
 
 ACCEPT = "application/vnd.github+json"
@@ -61,6 +62,14 @@ class _Client(gh_abc.GitHubAPI):
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
+        with tracing.forge_span("github", method, url, route_template) as span:
+            status, got, content = await self._retried(method, url, headers, body, span)
+            tracing.forge_answered(span, status)
+            return status, got, content
+
+    async def _retried(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes, span: tracing.Span
+    ) -> tuple[int, Mapping[str, str], bytes]:
         attempt = 0
         while True:
             status: int | None = None
@@ -80,6 +89,7 @@ class _Client(gh_abc.GitHubAPI):
                 if delay is None:
                     return status, got, response.content
             metrics.forge_wait("github", status)
+            span.set("bot.forge.retries", attempt + 1)
             await self._sleep(delay)
             attempt += 1
 

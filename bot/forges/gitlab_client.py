@@ -21,9 +21,10 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabError
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
 from bot.forges.retry import WritePacer, retry_delay
+from bot.forges.routes import route_template
 from bot.progress import step
 
 T = TypeVar("T")
@@ -89,6 +90,11 @@ class GitLabClient:
 
     def _remember(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         self._last.response = response
+        span: tracing.Span | None = getattr(self._last, "span", None)
+        if span is not None:  # the call's span learns the route and status it got
+            request = response.request
+            method, url, status = request.method or "", request.url or "", response.status_code
+            tracing.forge_seen(span, method, url, status, route_template)
 
     def _headers_for(self, status: int | None) -> Mapping[str, str]:
         response: requests.Response | None = getattr(self._last, "response", None)
@@ -96,8 +102,15 @@ class GitLabClient:
             return {}
         return response.headers
 
-    def _run(self, what: str, op: Callable[[], T], method: str) -> T:
+    def _run(self, what: str, op: Callable[[], T], method: str, span: tracing.Span) -> T:
         """Run ``op`` in this worker thread, retrying by the shared policy."""
+        self._last.span = span
+        try:
+            return self._retried(what, op, method, span)
+        finally:
+            self._last.span = None
+
+    def _retried(self, what: str, op: Callable[[], T], method: str, span: tracing.Span) -> T:
         attempt = 0
         while True:
             self._last.response = None
@@ -113,6 +126,7 @@ class GitLabClient:
                     told = retry_delay(status, headers, 0, now=self._clock()) or 0.0
                     raise error_for(status, message, what=what, retry_after=told) from exc
                 metrics.forge_wait("gitlab", status)
+                span.set("bot.forge.retries", attempt + 1)
                 self._sleep(delay)
             attempt += 1
 
@@ -125,8 +139,9 @@ class GitLabClient:
 
     async def _call(self, what: str, op: Callable[[], T], method: str) -> T:
         loop = asyncio.get_running_loop()
-        with step(f"GitLab: {what}"):
-            return await loop.run_in_executor(self._executor, self._run, what, op, method)
+        traced = tracing.forge_span("gitlab", method, "", route_template)
+        with step(f"GitLab: {what}"), traced as span:
+            return await loop.run_in_executor(self._executor, self._run, what, op, method, span)
 
     async def exists(self, what: str, op: Callable[[], object]) -> bool:
         try:

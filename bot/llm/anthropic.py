@@ -184,6 +184,10 @@ class AnthropicLLM(HttpChatLLM):
     def _reported_usage(self, data: Any) -> Usage | None:
         return message_usage(data)
 
+    def _finish_reasons(self, data: Any) -> tuple[str, ...]:
+        reason = data.get("stop_reason")
+        return (reason,) if isinstance(reason, str) and reason else ()
+
     def _learn(self, mode: OutputMode, status: int, body: str) -> bool:
         if self.prompt_cache and status in REFUSAL_STATUSES and "cache_control" in body:
             self.prompt_cache = False

@@ -92,6 +92,9 @@ class LLMResponse:
     model: str = ""
     mode: OutputMode = "json_schema"
     function_call: FunctionCall | None = None  # a native call instead of the document
+    # Why the model stopped, as the endpoint said it (OpenAI finish_reason, Anthropic
+    # stop_reason); empty when it said nothing.
+    finish_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.llm.base import LLM, HealthReport, LLMError, LLMRequest, LLMResponse, LLMUnavailable, Usage
 from bot.llm.budget import Budget
 from bot.llm.documents import CallAsDocument, PhaseAnswer, ask_phase
+from bot.llm.prices import FREE, Price
 from bot.llm.prompts import PromptLibrary
 from bot.llm.tokens import count_messages
 from bot.progress import step
@@ -99,12 +100,36 @@ class _Recorder:
     template: str
     journal: Journal
     monotonic: Callable[[], float]
+    price: Price = FREE
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.name = self.llm.name
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        """The call, in a span with the GenAI conventions' attributes (bot.tracing)."""
+        model = str(getattr(self.llm, "model", "") or "")
+        with tracing.model_span(
+            self.name, model, phase=self.template, max_tokens=request.max_tokens,
+            temperature=request.temperature, structured=request.schema is not None,
+            server=str(getattr(self.llm, "base_url", "") or ""),
+        ) as span:  # fmt: skip
+            response, entry = await self._complete(request)
+            tracing.model_answered(span, self._answer(response), entry)
+            return response
+
+    def _answer(self, response: LLMResponse) -> tracing.ModelAnswer:
+        usage = response.usage
+        cost = self.price.cost(
+            usage.prompt_tokens, usage.completion_tokens,
+            cached=usage.cached_tokens, cache_write=usage.cache_write_tokens,
+        )  # fmt: skip
+        return tracing.ModelAnswer(
+            response.model, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
+            usage.cache_write_tokens, response.finish_reasons, cost,
+        )  # fmt: skip
+
+    async def _complete(self, request: LLMRequest) -> tuple[LLMResponse, dict[str, Any]]:
         started = self.monotonic()
         try:
             with step(f"the model ({self.template})"):
@@ -126,7 +151,7 @@ class _Recorder:
         )
         entry = exchange(self.template, request, took, response, clean=self.journal.redact)
         self.journal.conversation(entry)
-        return response
+        return response, entry
 
     async def health(self) -> HealthReport:
         return await self.llm.health()
@@ -148,7 +173,7 @@ class PhaseCaller:
     def _model(self, template: str) -> LLM:
         if self.journal is None:
             return self.llm
-        return _Recorder(self.llm, template, self.journal, self.monotonic)
+        return _Recorder(self.llm, template, self.journal, self.monotonic, self.budget.price)
 
     def _invalid(self, template: str, answer: PhaseAnswer) -> None:
         if self.journal is None:

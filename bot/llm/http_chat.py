@@ -169,7 +169,12 @@ class HttpChatLLM(ABC):
             model=str(data.get("model") or self.model),
             mode=mode,
             function_call=function_call,
+            finish_reasons=self._finish_reasons(data),
         )
+
+    def _finish_reasons(self, data: Any) -> tuple[str, ...]:
+        """Why the model stopped, in the endpoint's words (none when it did not say)."""
+        return ()
 
     def _usage(
         self, data: Any, request: LLMRequest, text: str, function_call: FunctionCall | None

@@ -424,6 +424,16 @@ class OpenAICompatibleLLM(HttpChatLLM):
     def _reported_usage(self, data: Any) -> Usage | None:
         return chat_usage(data)
 
+    def _finish_reasons(self, data: Any) -> tuple[str, ...]:
+        """Each choice's ``finish_reason`` (Ollama's native answer: ``done_reason``)."""
+        if isinstance(data.get("done_reason"), str):
+            return (data["done_reason"],)
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            return ()
+        reasons = [c.get("finish_reason") for c in choices if isinstance(c, dict)]
+        return tuple(str(reason) for reason in reasons if reason)
+
     def _learn(self, mode: OutputMode, status: int, body: str) -> bool:
         adjusted = adjust(self.quirks, self.quirks.dialect, status, body)
         if adjusted is None:

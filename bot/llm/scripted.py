@@ -101,6 +101,7 @@ class ScriptedLLM:
 
     def __init__(self, script: str | Path | Sequence[object]) -> None:
         self.name = "scripted"
+        self.model = "scripted"
         if isinstance(script, str | Path):
             self.source = str(script)
             entries = load_script(Path(script))
@@ -129,7 +130,9 @@ class ScriptedLLM:
         text = item.text or ""
         usage = Usage(count_messages(request.messages), count_tokens(text))
         mode: OutputMode = "json_schema" if request.schema is not None else "text"
-        return LLMResponse(text=text, usage=usage, model="scripted", mode=mode)
+        return LLMResponse(
+            text=text, usage=usage, model="scripted", mode=mode, finish_reasons=("stop",)
+        )
 
     async def health(self) -> HealthReport:
         return HealthReport(

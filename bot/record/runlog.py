@@ -37,6 +37,7 @@ from bot.storage.runs import RunDirectory, copy_artifacts, render_report
 from bot.tools.factory import BuiltTools
 from bot.tools.gitcmd import WorkspaceError
 from bot.tools.setup import SetupStatus
+from bot.tracing import trace_id_of
 
 log = logging.getLogger("bot.record.runlog")
 
@@ -198,6 +199,7 @@ class Artifacts:
             "requested_by": self.task.request.requested_by,
             "mode": self.task.request.mode.value,
             **usage_lines(self.state.usage or {}),
+            **trace_line(self.state.traces),
             "description": issue.body,
         }
         run_dir = self.directory
@@ -222,7 +224,8 @@ class Artifacts:
                 outcome=outcome,
                 settings=planning.report_lines() if planning is not None else None,
             )
-        shown = {k: v for k, v in task.items() if k not in ("description", "requested_by")}
+        hidden = ("description", "requested_by", "trace")  # the issue's readers need none
+        shown = {k: v for k, v in task.items() if k not in hidden}
         text = render_report(
             task=shown,
             changes=changes,
@@ -233,6 +236,12 @@ class Artifacts:
             artifacts=[],
         )
         return self.runlog.redact(text)
+
+
+def trace_line(traces: list[str]) -> dict[str, str]:
+    """The report's trace: the run's OpenTelemetry trace id, when traces were on."""
+    trace_id = trace_id_of(traces[-1]) if traces else ""
+    return {"trace": trace_id} if trace_id else {}
 
 
 def usage_lines(usage: dict[str, Any]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Any
 from bot.record.plan import PlanDocument, PlanFormatError, parse_plan
 from bot.record.state import ActionStatus, AgentState
 from bot.run_events import SubtaskStatus
+from bot.tracing import trace_id_of
 
 _SHOWN_STATUS = {
     ActionStatus.RUNNING: SubtaskStatus.RUNNING,
@@ -89,7 +90,15 @@ def status_snapshot(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
         snapshot["gate"] = dict(delivery["gate"])
     if state.course:
         snapshot["course"] = list(state.course)
+    if state.traces:  # the last run's trace (bot.tracing), when traces were on
+        snapshot["trace_id"] = trace_id_of(state.traces[-1])
     return snapshot
+
+
+def run_traces(checkpoint: dict[str, Any] | None) -> list[str]:
+    """The ``traceparent`` of each earlier run of the task that was traced, oldest first."""
+    traces = (checkpoint or {}).get("traces")
+    return [t for t in traces if isinstance(t, str)] if isinstance(traces, list) else []
 
 
 def checklist(snapshot: dict[str, Any]) -> list[dict[str, str]]:

@@ -250,6 +250,9 @@ class AgentState:
     open_loop: bool = False
     open_notes: list[str] = field(default_factory=list)
     outcome: dict[str, Any] | None = None
+    # The traceparent of each traced run, oldest first (bot.tracing): a resumed run links
+    # to the one before it; the API and the report show the last one's trace id.
+    traces: list[str] = field(default_factory=list)
 
     # --- queries ---------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from bot import tracing
 from bot.text import clip
 from bot.tools.bwrap import DEFAULT_PATH
 from bot.tools.quality_feedback import (
@@ -218,7 +219,10 @@ async def _step(
 ) -> dict[str, Any]:  # fmt: skip
     step: dict[str, Any] = {"command": list(argv)}
     try:
-        result = await sandbox.run(argv, cwd=root, timeout=timeout, env=env)
+        with tracing.command_span(f"gate {kind}", shlex.join(argv)) as span:
+            result = await sandbox.run(argv, cwd=root, timeout=timeout, env=env)
+            ok = result.exit_code == 0 and not result.timed_out
+            tracing.command_ended(span, result.exit_code, timed_out=result.timed_out, ok=ok)
     except (CommandRefused, SandboxUnavailable, WorkspaceFull, ValueError) as exc:
         return {**step, "status": StepStatus.ERROR.value, "exit_code": None, "output": str(exc)}
     output = "\n".join(part for part in (result.stdout, result.stderr) if part)

@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from bot import offload
+from bot import offload, tracing
 from bot.progress import step
 from bot.tools.policy import PolicyDecision, ToolPolicy
 
@@ -143,7 +143,20 @@ class ToolRegistry:
         timeout: float,
         approved: bool = False,
     ) -> ToolResult:
-        """Run a tool; every failure comes back as a failed ``ToolResult``."""
+        """Run a tool; every failure comes back as a failed ``ToolResult`` (a call the
+        policy wants approved raises ``ApprovalRequired``). In a span (bot.tracing)."""
+        with tracing.tool_span(name, arguments, self._secrets) as span:
+            try:
+                result = await self._call(name, arguments, timeout=timeout, approved=approved)
+            except ApprovalRequired:
+                tracing.tool_answered(span, "approval_required", "", ok=True)
+                raise
+            tracing.tool_answered(span, _outcome(result), result.output, ok=result.ok)
+            return result
+
+    async def _call(
+        self, name: str, arguments: dict[str, Any], *, timeout: float, approved: bool
+    ) -> ToolResult:
         started = time.monotonic()
         decision = self.check(name)
         if not decision.allowed:
@@ -179,3 +192,12 @@ class ToolRegistry:
             changed=result.changed,
             duration=time.monotonic() - started,
         )
+
+
+def _outcome(result: ToolResult) -> str:
+    """The call's outcome in one word, for its span."""
+    if result.ok:
+        return "ok"
+    if result.output.startswith("refused:"):
+        return "refused"
+    return "timed_out" if " timed out after " in result.output else "failed"

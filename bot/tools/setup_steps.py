@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot import tracing
 from bot.tools.repo_config import Argv
 from bot.tools.sandbox import CommandRefused, Sandbox, WorkspaceFull
 from bot.tools.setup_result import SetupStep
@@ -49,7 +50,10 @@ class StepRunner:
             self.number += 1
             log = self.log_dir / f"{self.number:02d}-{_program(argv)}.log" if self.log_dir else None
             left = self.started + self.timeout - self.clock()
-            step = await _run_step(sandbox, argv, root, dict(env), left, log, base=base)
+            with tracing.command_span("setup step", shlex.join(argv)) as span:
+                step = await _run_step(sandbox, argv, root, dict(env), left, log, base=base)
+                tracing.command_ended(span, step.exit_code, timed_out=step.timed_out,
+                                      ok=step.ok)  # fmt: skip
             steps.append(step)
             if not step.ok:
                 break

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import msgspec.structs
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.comments.replies import Replier
 from bot.config import CurrentSettings
 from bot.events import EventKind, ForgeEvent
@@ -135,13 +135,14 @@ class Dispatcher:
             await store.finish_event(item.id, error=f"unreadable event: {exc}")
             metrics.EVENTS.labels("unreadable").inc()
             return
-        try:
-            if event.name == POLL_EVENT:  # queued by the bot itself, never by a webhook
-                await self.aftercare.on_poll(item, event)
-            else:
-                await self._handle(item, event)
-        except ForgeError as exc:
-            await give_back(store, item, exc)
+        with tracing.dispatch_span(item.payload, item.id, item.attempts):
+            try:
+                if event.name == POLL_EVENT:  # queued by the bot itself, never by a webhook
+                    await self.aftercare.on_poll(item, event)
+                else:
+                    await self._handle(item, event)
+            except ForgeError as exc:
+                await give_back(store, item, exc)
 
     def _classified(self, item: InboxEvent, event: ForgeEvent) -> Intent | Ignore:
         """The intent the web app kept with the row; a row without one (queued by a
@@ -270,7 +271,9 @@ class Dispatcher:
         for action in actions:
             match action:
                 case CreateTask(request=request):
+                    request = request.with_trace(tracing.inject())
                     task, created = await store.create_task(request, event_id=event_id)
+                    tracing.note({"bot.task.id": task.id, "bot.task.created": created})
                     event_id = None
                     react_later = react_later and created
                     if not created and not intent.from_label:

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.agent.loop import AgentLoop
 from bot.agent.session import RunStore, TaskContext
 from bot.comments.render import agent_comment
@@ -27,10 +27,10 @@ from bot.config.user_service import UserConfigService
 from bot.events import RoundKind, TaskMode
 from bot.forges.base import AccessDenied, Forge, ForgeError, ForgeLookup, NotFound
 from bot.llm.base import LLM
-from bot.record.snapshot import status_snapshot
+from bot.record.snapshot import run_traces, status_snapshot
 from bot.record.state import consumed_message_seq
 from bot.run_events import Outcome, SettingsRefused
-from bot.storage.base import ACTIVE_STATES, CommentIds, Task, Tasks, TaskState
+from bot.storage.base import ACTIVE_STATES, CommentIds, StoreError, Task, Tasks, TaskState
 from bot.storage.retry import PersistenceFailed, persist
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
@@ -120,10 +120,26 @@ class TaskRunner:
         if forge is None:
             return Outcome(TaskState.FAILED, reason=f"{issue.repo.forge.value} is not configured")
         reporter = self._reporter(task, forge)
+        earlier = await self._earlier_traces(task)
+        with tracing.task_run(task.id, issue, task.request, earlier=earlier) as span:
+            try:
+                outcome = await self._run_reported(task, forge, reporter)
+            finally:  # also on cancellation: no coalesced status edit may land afterwards
+                await reporter.aclose()
+            failed = outcome.state is TaskState.FAILED
+            tracing.ended(span, outcome.state.value, outcome.reason, failed=failed)
+            return outcome
+
+    async def _earlier_traces(self, task: Task) -> list[str]:
+        """The trace of each earlier run of the task (read only while traces are on; a
+        store that cannot answer now only costs the link to the run before)."""
+        if not tracing.enabled():
+            return []
         try:
-            return await self._run_reported(task, forge, reporter)
-        finally:  # also on cancellation: no coalesced status edit may land afterwards
-            await reporter.aclose()
+            return run_traces(await self.store.load_checkpoint(task.id))
+        except StoreError as exc:
+            log.warning("task %s: its earlier runs' traces could not be read: %s", task.id, exc)
+            return []
 
     def _reporter(self, task: Task, forge: Forge) -> IssueReporter:
         return IssueReporter(task, forge, settings=self.settings, comment_ids=self.store)

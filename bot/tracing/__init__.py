@@ -1,0 +1,100 @@
+"""Traces (OpenTelemetry), off by default and free when off (README "Traces").
+
+The rest of the bot calls this package only, one line per call site: ``span(name,
+attributes)`` is a context manager around one step; the helpers of ``spans`` name the
+bot's own paths (a webhook delivery, its dispatch, a task's run, a stage, a model call in
+the GenAI conventions, a tool call, a forge request, a set-up or gate step, a wait for
+people); ``inject`` gives the current context as a W3C ``traceparent`` carrier to keep in
+a stored payload (the inbox row, the task request), and ``parent=`` / ``links=`` take it
+back in another process. ``core`` holds the machinery and ``sdk`` the OpenTelemetry SDK's
+provider and exporter, imported only when ``start`` turns traces on.
+"""
+
+from __future__ import annotations
+
+from bot.tracing.core import (
+    NOOP,
+    TRACEPARENT,
+    Kind,
+    Span,
+    TraceOptions,
+    capture_content,
+    carrier,
+    clean_text,
+    enabled,
+    inject,
+    note,
+    run,
+    span,
+    stage,
+    trace_id_of,
+    traceparent,
+    until_run_ends,
+)
+from bot.tracing.spans import (
+    CONTEXT_KEY,
+    RUN_SPAN,
+    ModelAnswer,
+    answered,
+    command_ended,
+    command_span,
+    dispatch_span,
+    ended,
+    forge_answered,
+    forge_seen,
+    forge_span,
+    model_answered,
+    model_span,
+    stamp_event,
+    stored_context,
+    task_run,
+    tool_answered,
+    tool_span,
+    waiting,
+    webhook_span,
+)
+from bot.tracing.switch import install, start, stop, uninstall
+
+__all__ = [
+    "CONTEXT_KEY",
+    "NOOP",
+    "RUN_SPAN",
+    "TRACEPARENT",
+    "Kind",
+    "ModelAnswer",
+    "Span",
+    "TraceOptions",
+    "answered",
+    "capture_content",
+    "carrier",
+    "clean_text",
+    "command_ended",
+    "command_span",
+    "dispatch_span",
+    "enabled",
+    "ended",
+    "forge_answered",
+    "forge_seen",
+    "forge_span",
+    "inject",
+    "install",
+    "model_answered",
+    "model_span",
+    "note",
+    "run",
+    "span",
+    "stage",
+    "stamp_event",
+    "start",
+    "stop",
+    "stored_context",
+    "task_run",
+    "tool_answered",
+    "tool_span",
+    "trace_id_of",
+    "traceparent",
+    "uninstall",
+    "until_run_ends",
+    "waiting",
+    "webhook_span",
+]
