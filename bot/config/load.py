@@ -1,12 +1,15 @@
 """Loading: find ``config.yaml``, read it, merge the environment, validate.
 
-``load_settings(environ, path)`` is the one entry point that builds a ``Settings``.
-Every failure (unreadable file, bad YAML, unknown key, wrong type, out-of-range or
-inconsistent value) raises ``ConfigError`` naming the key and the file.
+``load_settings(environ, path)`` is the one entry point that builds a ``Settings``;
+``settings_from_text`` checks a candidate file's text the same way, as if it stood at
+``path`` (``POST /api/config/validate``, ``PUT /api/config``). Every failure
+(unreadable file, bad YAML, unknown key, wrong type, out-of-range or inconsistent value)
+raises ``ConfigError`` naming the key and the file; ``problems_of`` reads it key by key.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from bot.config.env import (
 from bot.config.sections import ConfigError, Settings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
+_KEYED = re.compile(r"(?P<key>[\w.\-/]+): (?P<message>.+)", re.DOTALL)
 
 
 def config_path_from(environ: Mapping[str, str], explicit: str | Path | None = None) -> Path | None:
@@ -39,19 +43,31 @@ def config_path_from(environ: Mapping[str, str], explicit: str | Path | None = N
 def load_settings(environ: Mapping[str, str], path: str | Path | None = None) -> Settings:
     """Read ``path`` (or the file ``BOT_CONFIG`` names), apply the environment, validate."""
     config_path = config_path_from(environ, path)
-    where = str(config_path) if config_path else "<defaults>"
     raw = _read_yaml(config_path) if config_path else {}
+    return _validated(raw, environ, config_path)
+
+
+def settings_from_text(environ: Mapping[str, str], text: str, path: Path) -> Settings:
+    """``text`` as the configuration file at ``path`` would load: the same checks, the
+    same environment, secret files found from ``path``'s directory."""
+    return _validated(parse_yaml(text, str(path)), environ, path)
+
+
+def _validated(raw: dict[str, Any], environ: Mapping[str, str], path: Path | None) -> Settings:
+    where = str(path) if path else "<defaults>"
     refuse_inline_secrets(raw, where)
     refuse_inline_webhook_secrets(raw, where)
     apply_env(raw, environ)
     apply_secret_files(raw, where, environ)
     apply_webhook_secrets(raw, where, environ)
-    if config_path is not None:
-        raw["source_path"] = str(config_path)
+    if path is not None:
+        raw["source_path"] = str(path)
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, where)) from None
+        problems = _problems(exc)
+        lines = [f"{where}: invalid configuration:", *(f"  {k}: {m}" for k, m in problems)]
+        raise ConfigError("\n".join(lines), problems) from None
     _check_consistency(settings, where)
     return settings
 
@@ -61,31 +77,52 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the configuration file: {exc.strerror}") from None
+    return parse_yaml(text, str(path))
+
+
+def parse_yaml(text: str, where: str) -> dict[str, Any]:
+    """The mapping of sections ``text`` holds (none for an empty file)."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{where}: not valid YAML: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        raise ConfigError(f"{where}: the top level must be a mapping of sections")
     return data
 
 
-def _format_errors(exc: ValidationError, where: str) -> str:
-    lines = [f"{where}: invalid configuration:"]
+def _problems(exc: ValidationError) -> tuple[tuple[str, str], ...]:
+    found = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key (check the spelling against config.yaml)")
+            found.append((key, "unknown key (check the spelling against config.yaml)"))
         else:
-            lines.append(f"  {key}: {err['msg']} (got {err.get('input')!r})")
-    return "\n".join(lines)
+            found.append((key, f"{err['msg']} (got {err.get('input')!r})"))
+    return tuple(found)
+
+
+def problems_of(exc: ConfigError, where: str) -> list[tuple[str, str]]:
+    """``exc`` key by key: (key, what is wrong); the key is "" for the file as a whole
+    (not YAML, not a mapping). ``where`` is the file name the messages begin with."""
+    if exc.problems:
+        return list(exc.problems)
+    message = str(exc)
+    message = message.removeprefix(f"{where}: ")
+    keyed = _KEYED.fullmatch(message)
+    if keyed is None:
+        return [("", message)]
+    return [(keyed["key"], keyed["message"])]
 
 
 def _check_consistency(settings: Settings, where: str) -> None:
     if settings.storage.backend == "postgres" and settings.storage.postgres_dsn is None:
-        raise ConfigError(f"{where}: storage.backend is postgres: set BOT_POSTGRES_DSN")
+        raise ConfigError(
+            f"{where}: storage.postgres_dsn: required when storage.backend is postgres: "
+            "set BOT_POSTGRES_DSN"
+        )
     if settings.llm.provider == "scripted" and settings.llm.script_path is None:
         raise ConfigError(f"{where}: llm.script_path: required when llm.provider is scripted")
     names = [server.name for server in settings.mcp_servers]

@@ -18,7 +18,12 @@ from bot.config.web import WebSettings
 
 
 class ConfigError(Exception):
-    """The configuration is invalid; the message names the key and the file."""
+    """The configuration is invalid; the message names the key and the file.
+    ``problems``: (key, what is wrong) each, when the error knows them one by one."""
+
+    def __init__(self, message: str, problems: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 def is_http_url(value: str) -> bool:
