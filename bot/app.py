@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -113,7 +113,7 @@ class BotApp(Starlette):
     work they do (``bench/webhook_ack.py``). Every other route goes through the router."""
 
     def __init__(self, routes: list[BaseRoute], lifespan: Lifespan[Starlette]) -> None:
-        super().__init__(routes=routes, lifespan=lifespan)
+        super().__init__(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found})
         self.direct: dict[str, ASGIApp] = {
             route.path: route.app
             for route in routes
@@ -128,6 +128,14 @@ class BotApp(Starlette):
             await super().__call__(scope, receive, send)
 
 
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """No route: under ``/api`` a JSON problem, as the API's own refusals (a path its
+    mount does not match, such as one with a line break, ends here), else plain text."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
+    return PlainTextResponse("Not Found", status_code=404)
+
+
 def _refused(status: int, message: str) -> Response:
     return JSONResponse({"status": status, "message": message}, status_code=status)
 
@@ -138,9 +146,12 @@ def create_app(
     worker: Worker | None = None,
     webhooks: bool = True,
     manage_runtime: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> BotApp:
     """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime and
     the ``worker`` (when this process runs one); webhooks wake that worker.
+    ``environ``: the environment the settings were loaded with (the process's by
+    default), which a reload (SIGHUP, ``PUT /api/config``) reads again.
 
     Without ``webhooks`` (a worker replica) the app has the health and metrics routes
     alone: webhooks go to the web replicas."""
@@ -151,7 +162,7 @@ def create_app(
             await runtime.start()
             if worker is not None:
                 await worker.start()
-            runtime.watch_reload_signal(os.environ)
+            runtime.watch_reload_signal(env)
         try:
             yield
         finally:
@@ -160,8 +171,10 @@ def create_app(
                     await worker.stop()
                 await runtime.stop()
 
+    env = os.environ if environ is None else environ
     settings, store = runtime.current_settings, runtime.store
-    receiver = Receiver(store, settings=settings, wake=worker.poke if worker else _no_worker)
+    wake = worker.poke if worker else _no_worker
+    receiver = Receiver(store, settings=settings, wake=wake)
     health = Health(store, worker=worker, llm_health=runtime.llm_health)
     routes: list[BaseRoute] = []
     if webhooks:
@@ -174,14 +187,21 @@ def create_app(
         Route("/readyz", health.ready),
         Route("/health/ai", health.ai),
         Route("/metrics", health.metrics),
-        *_operator_routes(runtime, settings, slots=_slots(runtime, worker)),
+        *_operator_routes(runtime, settings, slots=_slots(runtime, worker), wake=wake, env=env),
     ]
     app = BotApp(routes, lifespan)
     app.state.receiver = receiver
     return app
 
 
-def _operator_routes(runtime: Runtime, settings: CurrentSettings, *, slots: int) -> list[BaseRoute]:
+def _operator_routes(
+    runtime: Runtime,
+    settings: CurrentSettings,
+    *,
+    slots: int,
+    wake: Callable[[], None],
+    env: Mapping[str, str],
+) -> list[BaseRoute]:
     """``/api`` and ``/dashboard``, when ``server.api_token`` is set (none otherwise)."""
     server = settings().server
     token = server.api_token.get_secret_value() if server.api_token is not None else ""
@@ -191,6 +211,7 @@ def _operator_routes(runtime: Runtime, settings: CurrentSettings, *, slots: int)
     if problem is not None:
         raise ConfigError(problem)
     # The API's models and the dashboard's templates load only when the token turns them on.
+    from bot.api.config_file import ConfigApi
     from bot.api.operations import Guard, http_problem
     from bot.api.routes import TaskApi, api_routes
     from bot.dashboard.views import Dashboard
@@ -200,8 +221,15 @@ def _operator_routes(runtime: Runtime, settings: CurrentSettings, *, slots: int)
         limit=server.auth_max_failures, window=server.auth_failure_window, clock=time.monotonic
     )
     proxies = _behind_proxies(server.forwarded_allow_ips)
+    config = ConfigApi(settings=settings, environ=env, reload=lambda: _reload(runtime, env))
     api = TaskApi(
-        runtime.store, settings=settings, forges=runtime.forge, user_config=runtime.user_config
+        runtime.store,
+        settings=settings,
+        forges=runtime.forge,
+        user_config=runtime.user_config,
+        llm_health=runtime.llm_health,
+        wake=wake,
+        config=config,
     )
     problems = Middleware(ExceptionMiddleware, handlers={HTTPException: http_problem})
     api_router = Router(api_routes(api, Guard(token, throttle)))
@@ -217,6 +245,13 @@ def _operator_routes(runtime: Runtime, settings: CurrentSettings, *, slots: int)
         Mount("/api", app=api_router, middleware=[*proxies, problems]),
         *dashboard.routes(middleware=proxies),
     ]
+
+
+def _reload(runtime: Runtime, env: Mapping[str, str]) -> list[str]:
+    lines = runtime.reload(env)
+    for line in lines:
+        log.warning("reload (PUT /api/config): %s", line)
+    return lines
 
 
 def _slots(runtime: Runtime, worker: Worker | None) -> int:

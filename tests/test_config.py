@@ -285,7 +285,8 @@ def test_an_llm_base_url_that_is_not_an_http_url_is_refused_by_its_key(
     with pytest.raises(ConfigError, match=r"llm\.base_url: .*must be an http\(s\) URL"):
         load_settings({}, write(tmp_path, f"llm:\n  base_url: {base_url!r}\n"))
     for good in ("http://127.0.0.1:11434/v1", "https://api.openai.com/v1"):
-        assert load_settings({}, write(tmp_path, f"llm:\n  base_url: {good}\n")).llm.base_url == good
+        loaded = load_settings({}, write(tmp_path, f"llm:\n  base_url: {good}\n"))
+        assert loaded.llm.base_url == good
 
 
 @pytest.mark.parametrize("model", ["''", "'   '"])

@@ -20,7 +20,14 @@ Import from ``bot.config``; the split is an implementation detail.
 
 from __future__ import annotations
 
-from bot.config.load import DEFAULT_CONFIG_NAME, config_path_from, load_settings
+from bot.config.load import (
+    DEFAULT_CONFIG_NAME,
+    config_path_from,
+    load_settings,
+    previous_config_path,
+    problems_of,
+    settings_from_text,
+)
 from bot.config.sections import (
     BotIdentity,
     CacheSettings,
@@ -56,6 +63,7 @@ from bot.config.views import (
     disabled_forges,
     masked,
     secret_values,
+    secrets_in_file,
     settings_digest,
 )
 from bot.config.web import WebFetchSettings, WebSearchSettings, WebSettings
@@ -98,6 +106,10 @@ __all__ = [
     "disabled_forges",
     "load_settings",
     "masked",
+    "previous_config_path",
+    "problems_of",
     "secret_values",
+    "secrets_in_file",
     "settings_digest",
+    "settings_from_text",
 ]

@@ -27,7 +27,15 @@ from bot.config.env import (
 from bot.config.sections import ConfigError, Settings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
+MAX_EXPANDED_NODES = 100_000
+MAX_DEPTH = 64
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _KEYED = re.compile(r"(?P<key>[\w.\-/]+): (?P<message>.+)", re.DOTALL)
+
+
+def previous_config_path(path: Path) -> Path:
+    """Where ``PUT /api/config`` keeps the file it replaced: beside it."""
+    return path.with_name(path.name + ".previous")
 
 
 def config_path_from(environ: Mapping[str, str], explicit: str | Path | None = None) -> Path | None:
@@ -49,8 +57,53 @@ def load_settings(environ: Mapping[str, str], path: str | Path | None = None) ->
 
 def settings_from_text(environ: Mapping[str, str], text: str, path: Path) -> Settings:
     """``text`` as the configuration file at ``path`` would load: the same checks, the
-    same environment, secret files found from ``path``'s directory."""
+    same environment, secret files found from ``path``'s directory. Text from outside
+    (the API) whose aliases would expand past ``MAX_EXPANDED_NODES`` is refused before
+    anything walks it."""
+    check_expansion(text, str(path))
     return _validated(parse_yaml(text, str(path)), environ, path)
+
+
+def check_expansion(text: str, where: str, limit: int = MAX_EXPANDED_NODES) -> None:
+    """Refuse YAML ``text`` that would cost more to load than a configuration can need:
+    more than ``limit`` values with its aliases expanded (an alias bomb), an alias
+    inside itself, or nesting deeper than ``MAX_DEPTH``. Counted on the composed node
+    graph, each node once, without recursion."""
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML: {exc}") from None
+    if root is None:
+        return
+    sizes: dict[int, int] = {}
+    path: set[int] = set()  # the nodes from the root to the one being counted
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, counted = stack.pop()
+        key, children = id(node), _children(node)
+        if counted:
+            path.discard(key)
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(child)] for child in children))
+            continue
+        if key in sizes:
+            continue
+        if key in path:
+            raise ConfigError(f"{where}: an alias refers to a value inside itself")
+        path.add(key)
+        if len(path) > MAX_DEPTH:
+            raise ConfigError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    if sizes[id(root)] > limit:
+        raise ConfigError(f"{where}: its aliases expand to more than {limit} values")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
 
 
 def _validated(raw: dict[str, Any], environ: Mapping[str, str], path: Path | None) -> Settings:

@@ -95,12 +95,15 @@ async def find_task(store: Tasks, task_id: str) -> Task:
     raise UnknownTask(f"no task {task_id!r}")
 
 
-async def command(store: OperatorStore, task_id: str, name: TaskCommand, *, by: str) -> Task:
-    """``/agent stop|pause|resume|approve|reject`` for one task, from the operator ``by``."""
+async def command(
+    store: OperatorStore, task_id: str, name: TaskCommand, *, by: str, args: str = ""
+) -> Task:
+    """``/agent stop|pause|resume|approve|reject`` for one task, from the operator ``by``;
+    ``args``: what follows the command (a rejection's reason)."""
     task = await find_task(store, task_id)
     if not task.active:
         raise OperatorError(f"task {task.id} has ended ({task.state.value}); nothing to {name}")
-    payload: dict[str, object] = {"name": name.value, "args": "", "author": by}
+    payload: dict[str, object] = {"name": name.value, "args": args, "author": by}
     requeue = task.state in WAITING_STATES and name is not TaskCommand.PAUSE
     await store.add_message(task.id, MessageKind.COMMAND, payload, requeue=requeue)
     return task
