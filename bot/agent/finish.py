@@ -28,7 +28,7 @@ from bot.config import LLMSettings
 from bot.config.views import masked_url
 from bot.llm.base import LLM, LLMBadRequest, LLMError, LLMUnavailable
 from bot.llm.budget import BudgetExceeded
-from bot.llm.health import setup_steps
+from bot.llm.health import unreachable_steps
 from bot.llm.tokens import count_tokens
 from bot.record.evidence import Verdict, compact_results, judge, one_line
 from bot.record.history import CompletionStatus, HistoryKind
@@ -330,14 +330,7 @@ async def outage_steps(llm: LLM, settings: LLMSettings) -> tuple[str, ...]:
             return report.setup_steps
     except Exception as exc:  # a probe of an endpoint that is down may fail in any way
         log.info("the model's health probe failed during an outage: %s", exc)
-    return setup_steps(
-        settings.provider,
-        settings.base_url,
-        settings.model,
-        reachable=False,
-        models=(),
-        status=None,
-    )
+    return unreachable_steps(settings.provider, settings.base_url, settings.model)
 
 
 def outage_wait(pauses: int, *, interval: float, cap: float) -> float:
