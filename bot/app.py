@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any, Protocol
 
@@ -115,7 +115,7 @@ class BotApp(Starlette):
     work they do (``bench/webhook_ack.py``). Every other route goes through the router."""
 
     def __init__(self, routes: list[BaseRoute], lifespan: Lifespan[Starlette]) -> None:
-        super().__init__(routes=routes, lifespan=lifespan)
+        super().__init__(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found})
         self.direct: dict[str, ASGIApp] = {
             route.path: route.app
             for route in routes
@@ -130,6 +130,14 @@ class BotApp(Starlette):
             await super().__call__(scope, receive, send)
 
 
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """No route: under ``/api`` a JSON problem, as the API's own refusals (a path its
+    mount does not match, such as one with a line break, ends here), else plain text."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
+    return PlainTextResponse("Not Found", status_code=404)
+
+
 def _refused(status: int, message: str) -> Response:
     return JSONResponse({"status": status, "message": message}, status_code=status)
 
@@ -140,9 +148,12 @@ def create_app(
     worker: Worker | None = None,
     webhooks: bool = True,
     manage_runtime: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> BotApp:
     """The ASGI app. With ``manage_runtime`` the app starts and stops the runtime and
     the ``worker`` (when this process runs one); webhooks wake that worker.
+    ``environ``: the environment the settings were loaded with (the process's by
+    default), which a reload (SIGHUP, ``PUT /api/config``) reads again.
 
     Without ``webhooks`` (a worker replica) the app has the health and metrics routes
     alone: webhooks go to the web replicas."""
@@ -153,7 +164,7 @@ def create_app(
             await runtime.start()
             if worker is not None:
                 await worker.start()
-            runtime.watch_reload_signal(os.environ)
+            runtime.watch_reload_signal(env)
         try:
             async with mcp_running():
                 yield
@@ -163,8 +174,10 @@ def create_app(
                     await worker.stop()
                 await runtime.stop()
 
+    env = os.environ if environ is None else environ
     settings, store = runtime.current_settings, runtime.store
-    receiver = Receiver(store, settings=settings, wake=worker.poke if worker else _no_worker)
+    wake = worker.poke if worker else _no_worker
+    receiver = Receiver(store, settings=settings, wake=wake)
     health = Health(store, worker=worker, llm_health=runtime.llm_health)
     routes: list[BaseRoute] = []
     if webhooks:
@@ -173,7 +186,7 @@ def create_app(
             Route("/webhooks/gitlab", receiver.endpoint(ForgeKind.GITLAB)),
         ]
     operator_routes, mcp_running = _operator_routes(
-        runtime, settings, slots=_slots(runtime, worker)
+        runtime, settings, slots=_slots(runtime, worker), wake=wake, env=env
     )
     routes += [
         Route("/healthz", health.live),
@@ -191,7 +204,12 @@ Running = Callable[[], AbstractAsyncContextManager[None]]
 
 
 def _operator_routes(
-    runtime: Runtime, settings: CurrentSettings, *, slots: int
+    runtime: Runtime,
+    settings: CurrentSettings,
+    *,
+    slots: int,
+    wake: Callable[[], None],
+    env: Mapping[str, str],
 ) -> tuple[list[BaseRoute], Running]:
     """``/api``, ``/mcp`` and ``/dashboard``, when ``server.api_token`` is set (none
     otherwise), and what the app's lifespan runs for them (the MCP session manager)."""
@@ -203,6 +221,7 @@ def _operator_routes(
     if problem is not None:
         raise ConfigError(problem)
     # The API's models and the dashboard's templates load only when the token turns them on.
+    from bot.api.config_file import ConfigApi
     from bot.api.mcp_server import BotMcpServer, McpEndpoint
     from bot.api.mcp_tools import task_tools
     from bot.api.operations import Guard, http_problem
@@ -214,8 +233,15 @@ def _operator_routes(
         limit=server.auth_max_failures, window=server.auth_failure_window, clock=time.monotonic
     )
     proxies = _behind_proxies(server.forwarded_allow_ips)
+    config = ConfigApi(settings=settings, environ=env, reload=lambda: _reload(runtime, env))
     api = TaskApi(
-        runtime.store, settings=settings, forges=runtime.forge, user_config=runtime.user_config
+        runtime.store,
+        settings=settings,
+        forges=runtime.forge,
+        user_config=runtime.user_config,
+        llm_health=runtime.llm_health,
+        wake=wake,
+        config=config,
     )
     problems = Middleware(ExceptionMiddleware, handlers={HTTPException: http_problem})
     guard = Guard(token, throttle)
@@ -234,6 +260,13 @@ def _operator_routes(
         Route("/mcp", mcp, middleware=proxies),
         *dashboard.routes(middleware=proxies),
     ], mcp.running
+
+
+def _reload(runtime: Runtime, env: Mapping[str, str]) -> list[str]:
+    lines = runtime.reload(env)
+    for line in lines:
+        log.warning("reload (PUT /api/config): %s", line)
+    return lines
 
 
 def _slots(runtime: Runtime, worker: Worker | None) -> int:

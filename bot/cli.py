@@ -11,7 +11,6 @@ import glob
 import json
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,7 +19,7 @@ from typing import Any, Literal, cast
 import yaml
 
 from bot.config import ConfigError, Settings, load_settings, masked, secret_values
-from bot.events import ForgeKind, IssueRef, RepoRef, TaskMode, TaskRequest
+from bot.events import IssueRef, TaskMode, TaskRequest
 from bot.runtime import Runtime
 from bot.storage.base import Store, TaskState
 from bot.worker import Worker
@@ -360,31 +359,12 @@ def _history(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-_GITLAB_URL = re.compile(
-    r"^(?P<base>https?://[^/]+)/(?P<path>.+?)/-/(?P<kind>issues|merge_requests)/(?P<n>\d+)"
-)
-_GITHUB_URL = re.compile(
-    r"^(?P<base>https?://[^/]+)/(?P<path>[^/]+/[^/]+)/(?P<kind>issues|pull)/(?P<n>\d+)"
-)
-
-
-def parse_issue_url(url: str) -> IssueRef:
-    """An issue / pull request / merge request URL -> IssueRef (forge from the URL's shape)."""
-    match = _GITLAB_URL.match(url)
-    if match:
-        repo = RepoRef(ForgeKind.GITLAB, match["path"], web_url=f"{match['base']}/{match['path']}")
-        return IssueRef(repo, int(match["n"]), is_change_request=match["kind"] != "issues")
-    match = _GITHUB_URL.match(url)
-    if match:
-        repo = RepoRef(ForgeKind.GITHUB, match["path"], web_url=f"{match['base']}/{match['path']}")
-        return IssueRef(repo, int(match["n"]), is_change_request=match["kind"] == "pull")
-    raise ValueError(f"not an issue, pull request or merge request URL: {url}")
-
-
 def _run(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.forges.issue_urls import NotAnIssueUrl, parse_issue_url
+
     try:
-        ref = parse_issue_url(args.issue_url)
-    except ValueError as exc:
+        ref = parse_issue_url(args.issue_url, settings)
+    except NotAnIssueUrl as exc:
         print(f"bot: {exc}", file=sys.stderr)
         return 2
     return asyncio.run(_run_now(settings, ref, dry_run=args.dry_run))

@@ -227,6 +227,7 @@ class Paused(ProgressEvent):
     endpoint: str = "LLM"
     error: str = ""
     subject: str = ""
+    setup_steps: list[str] = field(default_factory=list)  # what brings the model back
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,20 +22,39 @@ import httpx
 from bot import tracing
 from bot.config import ConfigError, Settings, disabled_forges, load_settings, secret_values
 from bot.config.user_service import UserConfigService
+from bot.config.views import masked_url
 from bot.events import ForgeKind
 from bot.forges.base import Forge
 from bot.llm.base import LLM, HealthReport
+from bot.llm.current import CurrentLLM
 from bot.llm.http_chat import HttpChatLLM
 from bot.storage.base import Store
 
 log = logging.getLogger("bot.runtime")
 
-# Sections whose objects are built at start-up (the listening socket, the store, the
-# forge and LLM clients). Everything else is read when it is used, so a reload applies
-# it to the next webhook, task or action (``worker.max_workers`` only at start-up).
 HEALTH_CACHE_SECONDS = 5.0
 
-RESTART_SECTIONS = ("server", "storage", "github", "gitlab", "llm", "observability")
+# Sections whose objects are built at start-up (the listening socket, the store, the
+# forge clients). Everything else is read when it is used, so a reload applies it to the
+# next webhook, task or action (``worker.max_workers`` only at start-up); the ``llm``
+# section's provider is built again (``_reload_llm``).
+RESTART_SECTIONS = ("server", "storage", "github", "gitlab", "observability")
+# The ``llm`` keys the provider is built from: a change builds a new one. The others
+# (prices, token limits, temperature, health intervals) are read at each use.
+PROVIDER_KEYS = frozenset(
+    {
+        "provider",
+        "base_url",
+        "model",
+        "api_key",
+        "script_path",
+        "request_timeout",
+        "max_retries",
+        "structured_output",
+        "native_tools",
+        "prompt_cache",
+    }
+)
 
 
 class Runtime:
@@ -52,7 +71,7 @@ class Runtime:
         self.settings = settings
         self.store = store
         self.forges = forges
-        self.llm = llm
+        self._llm = CurrentLLM(llm)
         self.clock = clock
         self._http = http
         self._health: tuple[float, HealthReport] | None = None
@@ -83,6 +102,24 @@ class Runtime:
             llm=make_llm(settings.llm, http=http, dialects=store),
             http=http,
         )
+
+    @property
+    def llm(self) -> LLM:
+        """The model, call by call: each call goes to the provider in place when it
+        starts (a reload may put another in place)."""
+        return self._llm
+
+    @llm.setter
+    def llm(self, provider: LLM) -> None:
+        """Put ``provider`` in place for new calls (the previous one finishes its calls
+        in flight, then is closed)."""
+        self._llm.replace(provider)
+        self._health = None
+
+    @property
+    def provider(self) -> LLM:
+        """The provider in place now."""
+        return self._llm.provider
 
     def forge(self, kind: ForgeKind) -> Forge | None:
         return self.forges.get(kind)
@@ -160,13 +197,39 @@ class Runtime:
                 kept[section] = getattr(self.settings, section)
                 lines.append(f"{section}: changed, but takes effect only after a restart")
         for section in type(fresh).model_fields:
-            live = section not in RESTART_SECTIONS and section != "source_path"
+            live = section not in (*RESTART_SECTIONS, "llm", "source_path")
             if live and getattr(fresh, section) != getattr(self.settings, section):
                 lines.append(f"{section}: reloaded")
+        lines += self._reload_llm(fresh, kept)
         self.settings = fresh.model_copy(update=kept)
-        if isinstance(self.llm, HttpChatLLM):
-            self.llm.forget_dialect()  # the server may have changed too: probe it again
         return lines or ["configuration unchanged"]
+
+    def _reload_llm(self, fresh: Settings, kept: dict[str, Any]) -> list[str]:
+        """A new provider for new calls when the keys it is built from changed; its
+        structured-output dialect is probed again (so is the current one's when they did
+        not: the server behind the address may have changed too)."""
+        old, new = self.settings.llm, fresh.llm
+        changed = {key for key in PROVIDER_KEYS if getattr(old, key) != getattr(new, key)}
+        if not changed:
+            provider = self.provider
+            if isinstance(provider, HttpChatLLM):
+                provider.forget_dialect()
+            return ["llm: reloaded"] if old != new else []
+        from bot.llm.factory import make_llm
+
+        try:
+            provider = make_llm(new, http=self._http, dialects=self.store)
+        except ConfigError as exc:
+            kept["llm"] = old
+            return [f"llm: not reloaded, the previous model stays in place: {exc}"]
+        if isinstance(provider, HttpChatLLM):
+            provider.forget_dialect()  # found again, not taken from the store
+        self.llm = provider
+        return [
+            f"llm: reloaded: new calls go to {new.provider} {new.model} at "
+            f"{masked_url(new.base_url)} ({', '.join(sorted(changed))} changed); calls in "
+            "flight finish on the previous one"
+        ]
 
     async def llm_health(self) -> HealthReport:
         """The LLM endpoint's health, cached briefly: ``/health/ai`` is public and every

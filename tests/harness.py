@@ -44,8 +44,11 @@ def github_signature(body: bytes, secret: str = GITHUB_SECRET) -> str:
 def bot_environment(tmp_path: Path, script: Sequence[object] = ()) -> dict[str, str]:
     script_path = tmp_path / "script.json"
     script_path.write_text(json.dumps(list(script)))
+    config = tmp_path / "config.yaml"  # the bot's own copy: PUT /api/config replaces it
+    if not config.exists():
+        config.write_bytes((ROOT / "config.yaml").read_bytes())
     return {
-        "BOT_CONFIG": str(ROOT / "config.yaml"),
+        "BOT_CONFIG": str(config),
         "BOT_DATA_DIR": str(tmp_path / "data"),
         "GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
         "GITHUB_TOKEN": "ghp_" + "T" * 36,
@@ -116,7 +119,8 @@ class Harness:
         clock: Callable[[], float] | None = None,
     ) -> None:
         env = bot_environment(tmp_path, script)
-        settings = load_settings(env, ROOT / "config.yaml")
+        settings = load_settings(env, env["BOT_CONFIG"])
+        self.env = env
         llm_settings = settings.llm.model_copy(
             update={"provider": "scripted", "script_path": tmp_path / "script.json"}
         )
@@ -145,7 +149,7 @@ class Harness:
         self.worker = Worker(
             self.runtime, coordinator_factory=lambda: self.coordinator_factory(), owner="test"
         )
-        self.app = create_app(self.runtime, worker=self.worker, manage_runtime=False)
+        self.app = create_app(self.runtime, worker=self.worker, manage_runtime=False, environ=env)
         self.client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=self.app), base_url="http://bot.test"
         )

@@ -274,3 +274,22 @@ def test_the_web_tools_are_off_by_default_and_checked_when_on(tmp_path: Path) ->
     ]:
         with pytest.raises(ConfigError, match=why):
             load_settings({}, write(tmp_path, bad))
+
+
+@pytest.mark.parametrize(
+    "base_url", ["127.0.0.1:11434/v1", "ftp://models.example/v1", "http://", "", "http://h:port/"]
+)
+def test_an_llm_base_url_that_is_not_an_http_url_is_refused_by_its_key(
+    tmp_path: Path, base_url: str
+) -> None:
+    with pytest.raises(ConfigError, match=r"llm\.base_url: .*must be an http\(s\) URL"):
+        load_settings({}, write(tmp_path, f"llm:\n  base_url: {base_url!r}\n"))
+    for good in ("http://127.0.0.1:11434/v1", "https://api.openai.com/v1"):
+        loaded = load_settings({}, write(tmp_path, f"llm:\n  base_url: {good}\n"))
+        assert loaded.llm.base_url == good
+
+
+@pytest.mark.parametrize("model", ["''", "'   '"])
+def test_an_empty_llm_model_is_refused_by_its_key(tmp_path: Path, model: str) -> None:
+    with pytest.raises(ConfigError, match=r"llm\.model: .*must name the model"):
+        load_settings({}, write(tmp_path, f"llm:\n  model: {model}\n"))

@@ -197,6 +197,7 @@ async def test_the_throttle_is_only_touched_on_the_event_loop(tmp_path: Path) ->
     """It is not thread-safe: the API's check must not run in a thread pool."""
     from starlette.routing import Router
 
+    from bot.api.config_file import ConfigApi
     from bot.api.operations import Guard
     from bot.api.routes import TaskApi, api_routes
 
@@ -214,11 +215,15 @@ async def test_the_throttle_is_only_touched_on_the_event_loop(tmp_path: Path) ->
     async with Harness(tmp_path, overrides=with_token()) as harness:
         throttle = Recording(limit=5, window=60, clock=time.monotonic)
         runtime = harness.runtime
+        config = ConfigApi(settings=runtime.current_settings, environ={}, reload=lambda: [])
         api = TaskApi(
             runtime.store,
             settings=runtime.current_settings,
             forges=runtime.forge,
             user_config=runtime.user_config,
+            llm_health=runtime.llm_health,
+            wake=lambda: None,
+            config=config,
         )
         transport = httpx.ASGITransport(app=Router(api_routes(api, Guard(TOKEN, throttle))))
         async with httpx.AsyncClient(transport=transport, base_url="http://bot.test") as client:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import httpx
 from bot.config import load_settings
 from bot.events import ForgeKind
 from bot.llm.base import LLMRequest, Message
+from bot.llm.factory import make_llm
 from bot.llm.openai import OpenAICompatibleLLM
 from bot.llm.scripted import ScriptedLLM
 from bot.runtime import Runtime
@@ -120,3 +123,86 @@ async def test_a_reload_makes_the_model_endpoint_be_probed_again(tmp_path: Path)
             await llm.aclose()
     posts = [s.body["messages"][-1]["content"] for s in server.requests if s.method == "POST"]
     assert probes == 3 and posts == ["Are you there?", "plan", "plan", "Are you there?", "plan"]
+
+
+async def test_a_reload_of_the_llm_section_puts_a_new_model_in_place_for_new_calls(
+    tmp_path: Path,
+) -> None:
+    """Two OpenAI-compatible servers on loopback: a call in flight to the first finishes
+    there after the reload; the next call goes to the second, whose dialect is probed
+    (not taken from the store, which holds one for it); the first provider is closed
+    once its call has ended."""
+    asked, release = threading.Event(), threading.Event()
+
+    def first(sent: Sent) -> Reply:
+        if sent.method == "GET":
+            return Reply(200, model_list_owned("system", "m"))
+        if sent.body["messages"][-1]["content"] == "plan":
+            asked.set()
+            release.wait(20)  # the call in flight while the configuration is reloaded
+            return Reply(200, chat_completion('{"from": "first"}'))
+        return Reply(200, chat_completion('{"ok": true}'))
+
+    def second(sent: Sent) -> Reply:
+        if sent.method == "GET":
+            return Reply(200, model_list_owned("system", "m"))
+        if sent.body["messages"][-1]["content"] == "plan":
+            return Reply(200, chat_completion('{"from": "second"}'))
+        return Reply(200, chat_completion('{"ok": true}'))
+
+    env = {"BOT_DATA_DIR": str(tmp_path / "d")}
+    request = LLMRequest("planning", (Message("user", "plan"),), schema={"type": "object"})
+    config = tmp_path / "config.yaml"
+    with model_server(first) as one, model_server(second) as two:
+        config.write_text(f"llm:\n  base_url: {one.url}/v1\n  model: m\n")
+        settings = load_settings(env, config)
+        store = SqliteStore(tmp_path / "d" / "x.sqlite3")
+        await store.open()
+        runtime = Runtime(
+            settings, store=store, forges={}, llm=make_llm(settings.llm, dialects=store)
+        )
+        old = runtime.provider
+        assert isinstance(old, OpenAICompatibleLLM)
+        await store.put_llm_dialect(two.url + "/v1", "m", dialect="json_object", server="unknown")
+        try:
+            in_flight = asyncio.create_task(runtime.llm.complete(request))
+            assert await asyncio.to_thread(asked.wait, 20)
+
+            config.write_text(f"llm:\n  base_url: {two.url}/v1\n  model: m\n")
+            lines = runtime.reload(env)
+            assert f"new calls go to openai m at {two.url}/v1 (base_url changed)" in lines[0]
+            assert runtime.settings.llm.base_url == two.url + "/v1"
+
+            answer = await runtime.llm.complete(request)
+            assert answer.text == '{"from": "second"}'
+            assert not in_flight.done() and not old._http.is_closed  # still answering
+
+            release.set()
+            assert (await in_flight).text == '{"from": "first"}'
+            for _ in range(100):
+                if old._http.is_closed:
+                    break
+                await asyncio.sleep(0.02)
+            assert old._http.is_closed  # closed once its last call ended
+        finally:
+            release.set()
+            await runtime.llm.aclose()
+            await store.close()
+    posts = [s.body["messages"][-1]["content"] for s in two.requests if s.method == "POST"]
+    assert posts == ["Are you there?", "plan"]  # probed again, then the call
+
+
+def test_a_reload_with_an_unusable_llm_section_keeps_the_model_in_place(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("labels:\n  done: finished\n")
+    runtime = runtime_for(config, tmp_path)
+    before = runtime.provider
+    config.write_text(
+        "labels:\n  done: finished\n"
+        f"llm:\n  provider: scripted\n  script_path: {tmp_path / 'missing.yaml'}\n"
+    )
+    lines = runtime.reload({"BOT_DATA_DIR": str(tmp_path / "d")})
+    assert len(lines) == 1
+    assert lines[0].startswith("llm: not reloaded, the previous model stays in place:")
+    assert "missing.yaml" in lines[0]
+    assert runtime.provider is before and runtime.settings.llm.provider == "openai"

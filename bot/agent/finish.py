@@ -16,14 +16,19 @@ announces it (``announce``): only the loop ends the run.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.agent.briefing import as_data, thread_labels
 from bot.agent.session import Session
-from bot.llm.base import LLMBadRequest, LLMError, LLMUnavailable
+from bot.config import LLMSettings
+from bot.config.views import masked_url
+from bot.llm.base import LLM, LLMBadRequest, LLMError, LLMUnavailable
 from bot.llm.budget import BudgetExceeded
+from bot.llm.health import unreachable_steps
 from bot.llm.tokens import count_tokens
 from bot.record.evidence import Verdict, compact_results, judge, one_line
 from bot.record.history import CompletionStatus, HistoryKind
@@ -42,6 +47,9 @@ from bot.run_events import (
 from bot.storage.base import TaskState
 
 RESULTS_TOKENS = 700
+OUTAGE_PROBE_SECONDS = 10.0
+
+log = logging.getLogger("bot.agent.finish")
 
 
 def tried_lines(state: AgentState) -> list[str]:
@@ -283,8 +291,10 @@ class Finish:
         if session.state.paused is not reason:
             session.state.paused = reason
             session.record(HistoryKind.PAUSED, reason=reason.value, error=error)
-            endpoint = f"{settings.provider} {settings.base_url}"
-            await session.milestone(Paused(reason=reason.value, endpoint=endpoint, error=error))
+            endpoint = f"{settings.provider} {masked_url(settings.base_url)}"
+            steps = list(await outage_steps(session.ctx.llm, settings))
+            paused = Paused(reason=reason.value, endpoint=endpoint, error=error, setup_steps=steps)
+            await session.milestone(paused)
         wait = outage_wait(
             session.state.outage_pauses,
             interval=settings.health_interval,
@@ -307,6 +317,21 @@ def trouble(exc: BudgetExceeded | LLMError) -> tuple[str, list[str]]:
         )
         return f"the model endpoint refused the request: {exc}", [hint]
     return f"the model call failed: {exc}", []
+
+
+async def outage_steps(llm: LLM, settings: LLMSettings) -> tuple[str, ...]:
+    """What a person should do so the model answers again: the set-up steps of its health
+    report (as ``/health/ai`` and ``bot doctor`` give them), asked within
+    ``OUTAGE_PROBE_SECONDS``; the steps for an unreachable endpoint when the probe itself
+    fails or takes longer."""
+    try:
+        async with asyncio.timeout(OUTAGE_PROBE_SECONDS):
+            report = await llm.health()
+        if report.setup_steps or report.ready:
+            return report.setup_steps
+    except Exception as exc:  # a probe of an endpoint that is down may fail in any way
+        log.info("the model's health probe failed during an outage: %s", exc)
+    return unreachable_steps(settings.provider, settings.base_url, settings.model)
 
 
 def outage_wait(pauses: int, *, interval: float, cap: float) -> float:

@@ -11,7 +11,9 @@ the token's name (``server.api_token_name``) as their author, and reach the task
 issue's commands do.
 
 ``models.py`` the parameters and answers; ``routes.py`` the endpoints and their list;
-``operations.py`` serving an operation and describing them all; ``mcp_tools.py`` the
-operations as MCP tools, ``mcp_server.py`` serving them at ``/mcp`` behind the same token;
-``interim.py`` starting a task on an issue, until ``routes.py`` has that operation.
+``task_start.py`` a task started on an issue's address; ``config_file.py`` the
+configuration file read, checked and replaced; ``operations.py`` serving an operation
+(its parameters from the path, query, headers and body) and describing them all;
+``mcp_tools.py`` the operations as MCP tools, ``mcp_server.py`` serving them at ``/mcp``
+behind the same token.
 """

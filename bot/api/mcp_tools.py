@@ -12,33 +12,28 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from bot.api import interim
 from bot.api.models import (
-    MAX_TASK_ID,
     Action,
     ActionResult,
+    NewTask,
     NoParameters,
     SwitchState,
     TaskAction,
+    TaskCreated,
     TaskDetail,
     TaskFilter,
     TaskId,
     TaskPage,
+    TaskReject,
 )
 from bot.api.operations import Answer
 from bot.api.routes import TaskApi
 
 P = TypeVar("P", bound=BaseModel)
-MAX_REASON = 4000
-
-
-class RejectTask(BaseModel):
-    task_id: Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID)]
-    reason: Annotated[str, Field(min_length=1, max_length=MAX_REASON)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +58,6 @@ def _act(api: TaskApi, action: Action) -> Callable[[TaskId], Awaitable[Answer]]:
 
 def task_tools(api: TaskApi) -> list[McpTool[Any]]:
     """Every tool, over ``api``'s operations."""
-
-    async def reject(params: RejectTask) -> Answer:
-        request = TaskAction(task_id=params.task_id, action=Action.REJECT)
-        return await api.act(request, args=params.reason)
-
-    async def start_task(params: interim.NewTask) -> Answer:
-        return await interim.start_task(api, params)
 
     waiting = " The task acts on it at its next safe point and says so in its issue."
     task_id = " A task id may be shortened to its first characters when no other starts so."
@@ -97,7 +85,7 @@ def task_tools(api: TaskApi) -> list[McpTool[Any]]:
             " on the configured GitHub or GitLab: mode 'run' does the work and delivers a"
             " draft change request, 'plan' only plans. Refused when the issue has an active"
             " task. Answers the new task's id.",
-            start_task, interim.NewTask, interim.CreatedTask,
+            api.create_task, NewTask, TaskCreated,
         ),
         McpTool(
             "approve",
@@ -108,12 +96,12 @@ def task_tools(api: TaskApi) -> list[McpTool[Any]]:
             "reject",
             "Reject the plan a task waits on, with the reason the agent revises it by, as"
             " /agent reject REASON does in the issue." + waiting,
-            reject, RejectTask, ActionResult, destructive=True,
+            api.reject, TaskReject, ActionResult, destructive=True,
         ),
         McpTool(
             "stop",
             "Stop a task for good (its work so far stays on its branch)." + waiting,
-            _act(api, Action.STOP), TaskId, ActionResult, destructive=True,
+            api.stop_task, TaskId, ActionResult, destructive=True,
         ),
         McpTool(
             "pause", "Pause a task until it is resumed." + waiting,

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from bot.config import ObservabilitySettings
-from bot.events import ForgeKind
+from bot.events import ForgeKind, TaskMode
 from bot.record.history import HistoryError, describe_entry, history_path, read_entries
 from bot.record.snapshot import checklist, status_snapshot
 from bot.storage.base import Task, TaskState
@@ -23,6 +23,9 @@ from bot.worker.operator import Switch
 
 MAX_PAGE = 200
 MAX_TASK_ID = 100  # ids are UUIDs (36 characters); a prefix of one names it too
+MAX_REASON_CHARS = 4000
+MAX_INSTRUCTIONS_CHARS = 20_000
+MAX_CONFIG_CHARS = 256 * 1024
 TIMELINE_ENTRIES = 500
 
 # --- parameters (path and query) ------------------------------------------------------------
@@ -41,20 +44,50 @@ class TaskFile(BaseModel):
     path: str
 
 
+class NewTaskMode(StrEnum):
+    """What a task started over the API does: the whole run, or a plan to approve."""
+
+    RUN = TaskMode.RUN.value
+    PLAN = TaskMode.PLAN_ONLY.value
+
+
 class Action(StrEnum):
-    """What ``POST /tasks/{task_id}/{action}`` does: an issue's command, or a retry."""
+    """What ``POST /tasks/{task_id}/{action}`` does: an issue's command, or a retry
+    (``reject`` has its own operation: it takes a reason)."""
 
     STOP = "stop"
     PAUSE = "pause"
     RESUME = "resume"
     RETRY = "retry"
     APPROVE = "approve"
-    REJECT = "reject"
 
 
 class TaskAction(BaseModel):
     task_id: str
     action: Action
+
+
+class TaskReject(BaseModel):
+    task_id: Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID)]
+    reason: Annotated[str, Field(max_length=MAX_REASON_CHARS)] = ""
+
+
+class NewTask(BaseModel):
+    """``POST /tasks``: a task on the issue (or change request) at ``issue_url``."""
+
+    issue_url: Annotated[str, Field(max_length=2000, pattern=r"^https?://\S+$")]
+    instructions: Annotated[str, Field(max_length=MAX_INSTRUCTIONS_CHARS)] = ""
+    mode: NewTaskMode = NewTaskMode.RUN
+
+
+class ConfigText(BaseModel):
+    """A candidate ``config.yaml``, as the body's text."""
+
+    text: Annotated[str, Field(max_length=MAX_CONFIG_CHARS)]
+
+
+class ConfigPut(ConfigText):
+    if_match: Annotated[str, Field(max_length=200)]
 
 
 class TaskFilter(BaseModel):
@@ -158,6 +191,67 @@ class EffectiveSettings(BaseModel):
         description="why the repository's .agent.yaml would stop a task (null: valid or none)"
     )
     settings: dict[str, Any] = Field(description="every setting, secrets masked")
+
+
+class TaskCreated(BaseModel):
+    task_id: str
+    issue_url: str
+    requested_by: str
+    mode: str
+    state: TaskState
+
+
+class ActiveTask(Problem):
+    task_id: str = Field(description="the issue's active task")
+
+
+class ModelNotReady(Problem):
+    setup_steps: list[str] = Field(description="what to do so the model answers")
+    health: dict[str, Any] = Field(description="the model endpoint's report (GET /health/ai)")
+
+
+class RunFile(BaseModel):
+    path: str = Field(description="inside the run directory: GET .../artifacts/{path}")
+    size: int
+
+
+class RunFiles(BaseModel):
+    task_id: str
+    files: list[RunFile]
+
+
+class ConfigProblem(BaseModel):
+    key: str = Field(description="the setting, dotted (empty: the file as a whole)")
+    message: str
+
+
+class ConfigCheck(BaseModel):
+    valid: bool
+    problems: list[ConfigProblem]
+    settings: dict[str, Any] | None = Field(description="the effective settings, secrets masked")
+    restart_needed: list[str] = Field(
+        description="sections that differ from the running ones and apply only after a restart"
+    )
+
+
+class ConfigRefused(Problem):
+    problems: list[ConfigProblem]
+
+
+class ConfigFile(BaseModel):
+    path: str
+    hash: str = Field(description="of the file's bytes: send it as If-Match with PUT /config")
+    text: str | None = Field(description="the file's text (null: withheld, see withheld)")
+    withheld: str | None = Field(description="why the text is withheld: it holds a secret")
+    settings: dict[str, Any] = Field(description="the running settings, secrets masked")
+
+
+class ConfigSaved(BaseModel):
+    path: str
+    hash: str
+    previous: str = Field(description="where the file it replaced is kept")
+    reload: list[str] = Field(description="what the reload did, one line per section")
+    settings: dict[str, Any] = Field(description="the running settings now, secrets masked")
 
 
 class SwitchState(BaseModel):

@@ -1,42 +1,60 @@
 """The REST API's endpoints and its one list of routes (mounted at ``/api`` by the app).
 
-Tasks, their reports and artifacts, the operator's actions, the emergency stop, and the
-settings a task would start with. Each endpoint takes its validated parameters and
+Tasks (listed, shown, started on an issue, stopped), their reports and artifacts, the
+operator's actions, the emergency stop, the settings a task would start with, and the
+configuration file (``config_file.py``). Each endpoint takes its validated parameters and
 returns its typed answer or raises a ``Refusal``; ``operations.py`` serves them behind
 the bearer token and describes them at ``/openapi.json``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from bot.api.config_file import ConfigApi
 from bot.api.models import (
     Action,
     ActionResult,
+    ActiveTask,
+    ConfigCheck,
+    ConfigFile,
+    ConfigPut,
+    ConfigRefused,
+    ConfigSaved,
+    ConfigText,
     EffectiveSettings,
+    ModelNotReady,
+    NewTask,
     NoParameters,
+    RunFiles,
     SettingsQuery,
     SwitchState,
     TaskAction,
+    TaskCreated,
     TaskDetail,
     TaskFile,
     TaskFilter,
     TaskId,
     TaskPage,
+    TaskReject,
     detail,
     summary,
     switch_state,
 )
-from bot.api.operations import Guard, Operation, OperationRoute, Refusal, describe
+from bot.api.operations import Body, Guard, Operation, OperationRoute, Refusal, describe
+from bot.api.task_start import run_files, start_task
 from bot.config import CurrentSettings, masked
 from bot.config.user_service import UserConfigService
 from bot.events import ForgeKind
 from bot.forges.base import AccessDenied, ForgeError, ForgeLookup, NotFound
+from bot.llm.base import HealthReport
 from bot.paths import PathRefused, resolve_inside
 from bot.storage.base import Checkpoints, Task
 from bot.worker import operator, task_settings
@@ -45,6 +63,8 @@ TITLE, VERSION = "Coding agent bot API", "1"
 UNKNOWN = {404: "no such task"}
 MARKDOWN = {"text/markdown": {"schema": {"type": "string"}}}
 ANY_FILE = {"*/*": {"schema": {"type": "string"}}}
+YAML_TYPES = ("application/yaml", "text/yaml", "text/plain")
+CHANGE = {**UNKNOWN, 409: "the task cannot do that now"}
 
 
 class ApiStore(operator.OperatorStore, Checkpoints, Protocol):
@@ -62,11 +82,17 @@ class TaskApi:
         settings: CurrentSettings,
         forges: ForgeLookup,
         user_config: UserConfigService,
+        llm_health: Callable[[], Awaitable[HealthReport]],
+        wake: Callable[[], None],
+        config: ConfigApi,
     ) -> None:
         self.store = store
         self.settings = settings
         self.forges = forges
         self.user_config = user_config
+        self.llm_health = llm_health
+        self.wake = wake
+        self.config = config
 
     def _author(self) -> str:
         return f"{self.settings().server.api_token_name} (API)"
@@ -125,22 +151,57 @@ class TaskApi:
         kind = mimetypes.guess_type(found.name)[0] or "application/octet-stream"
         return FileResponse(found, media_type=kind)
 
-    async def act(self, params: TaskAction, *, args: str = "") -> ActionResult:
-        """The same effect as the issue's command, with the API token's name as author."""
-        by, action = self._author(), params.action
+    async def list_artifacts(self, params: TaskId) -> RunFiles:
+        """The files of the task's run directory (``GET .../artifacts/{path}`` reads one)."""
+        task = await self._task(params.task_id)
+        run_dir = self.settings().data_dir / "runs" / task.id
+        return RunFiles(task_id=task.id, files=await asyncio.to_thread(run_files, run_dir))
+
+    async def create_task(self, params: NewTask) -> TaskCreated:
+        """Start a task on an issue, as its command would (one active task per issue),
+        requested by the token's name; refused with the set-up steps when the model is
+        not ready."""
+        created = await start_task(
+            self.store, self.forges, self.settings(), self.llm_health, params, by=self._author()
+        )
+        self.wake()
+        return created
+
+    async def stop_task(self, params: TaskId) -> ActionResult:
+        """Stop the task at its next safe point (its work so far is kept on its branch)."""
+        return await self.act(TaskAction(task_id=params.task_id, action=Action.STOP))
+
+    async def reject(self, params: TaskReject) -> ActionResult:
+        """Reject what the task waits for (its plan, a revision, a tool call), with the
+        reason it revises by, as ``/agent reject <reason>``."""
+        return await self._command(params.task_id, operator.TaskCommand.REJECT, params.reason)
+
+    async def _command(
+        self, task_id: str, command: operator.TaskCommand, args: str = ""
+    ) -> ActionResult:
+        by = self._author()
         try:
-            if action is Action.RETRY:
-                created = await operator.retry(self.store, params.task_id, by=by)
-                return ActionResult(
-                    task_id=created.id, action=action.value, by=by, detail="a new task is queued"
-                )
-            command = operator.TaskCommand(action)
-            task = await operator.command(self.store, params.task_id, command, by=by, args=args)
+            task = await operator.command(self.store, task_id, command, by=by, args=args)
         except operator.OperatorError as exc:
             status = 404 if isinstance(exc, operator.UnknownTask) else 409
             raise Refusal(status, str(exc)) from None
         detail = "sent; the task acts on it at its next safe point"
-        return ActionResult(task_id=task.id, action=action.value, by=by, detail=detail)
+        return ActionResult(task_id=task.id, action=command.value, by=by, detail=detail)
+
+    async def act(self, params: TaskAction) -> ActionResult:
+        """The same effect as the issue's command, with the API token's name as author."""
+        by, action = self._author(), params.action
+        if action is not Action.RETRY:
+            return await self._command(params.task_id, operator.TaskCommand(action))
+        try:
+            created = await operator.retry(self.store, params.task_id, by=by)
+        except operator.OperatorError as exc:
+            status = 404 if isinstance(exc, operator.UnknownTask) else 409
+            raise Refusal(status, str(exc)) from None
+        self.wake()
+        return ActionResult(
+            task_id=created.id, action=action.value, by=by, detail="a new task is queued"
+        )
 
     async def pause_all(self, params: NoParameters) -> SwitchState:
         """Emergency stop: running tasks pause at their next safe point, queued ones wait."""
@@ -186,8 +247,20 @@ class TaskApi:
 
     def operations(self) -> list[Operation[Any]]:
         """Every operation, in the order the router tries them."""
+        config = self.config
         return [
             Operation("GET", "/tasks", self.list_tasks, TaskFilter, TaskPage),
+            Operation(
+                "POST", "/tasks", self.create_task, NewTask, TaskCreated, status=201,
+                body=Body(fields=("issue_url", "instructions", "mode")),
+                refusals={
+                    404: "not an issue on a forge this bot serves, or it cannot be read",
+                    409: "the issue is closed, or has an active task (task_id)",
+                    502: "the forge did not answer",
+                    503: "the model is not ready: what to do (setup_steps)",
+                },
+                refusal_models={409: ActiveTask, 503: ModelNotReady},
+            ),
             Operation(
                 "GET", "/tasks/{task_id}", self.show_task, TaskId, TaskDetail, refusals=UNKNOWN
             ),
@@ -196,12 +269,24 @@ class TaskApi:
                 content=MARKDOWN, refusals=UNKNOWN,
             ),
             Operation(
+                "DELETE", "/tasks/{task_id}", self.stop_task, TaskId, ActionResult,
+                refusals=CHANGE,
+            ),
+            Operation(
+                "GET", "/tasks/{task_id}/artifacts", self.list_artifacts, TaskId, RunFiles,
+                refusals=UNKNOWN,
+            ),
+            Operation(
                 "GET", "/tasks/{task_id}/artifacts/{path:path}", self.task_artifact, TaskFile,
                 content=ANY_FILE, refusals=UNKNOWN,
             ),
             Operation(
+                "POST", "/tasks/{task_id}/reject", self.reject, TaskReject, ActionResult,
+                body=Body(fields=("reason",)), refusals=CHANGE,
+            ),
+            Operation(
                 "POST", "/tasks/{task_id}/{action}", self.act, TaskAction, ActionResult,
-                refusals={**UNKNOWN, 409: "the task cannot do that now"},
+                refusals=CHANGE,
             ),
             Operation("POST", "/pause-all", self.pause_all, NoParameters, SwitchState),
             Operation("POST", "/resume-all", self.resume_all, NoParameters, SwitchState),
@@ -213,6 +298,23 @@ class TaskApi:
                     404: "no such repository, or its forge is off",
                     502: "the forge did not answer",
                 },
+            ),
+            Operation(
+                "GET", "/config", config.show_config, NoParameters, ConfigFile,
+                refusals={404: "the bot runs without a configuration file"},
+            ),
+            Operation(
+                "POST", "/config/validate", config.validate_config, ConfigText, ConfigCheck,
+                body=Body(text="text", media_types=YAML_TYPES),
+            ),
+            Operation(
+                "PUT", "/config", config.replace_config, ConfigPut, ConfigSaved,
+                body=Body(text="text", media_types=YAML_TYPES), headers={"if_match": "If-Match"},
+                refusals={
+                    409: "the file changed since it was read (its hash), or cannot be written",
+                    422: "the configuration is not valid (problems, key by key), or no If-Match",
+                },
+                refusal_models={422: ConfigRefused},
             ),
         ]  # fmt: skip
 

@@ -203,7 +203,7 @@ def pause_reason(event: Paused, language: str, *, prefix: str) -> str:
     except ValueError:
         return event.reason
     if reason is PauseReason.LLM_UNAVAILABLE:
-        return render("paused_llm", language, endpoint=event.endpoint)
+        return render("paused_llm", language, endpoint=event.endpoint, steps=event.setup_steps)
     if reason is PauseReason.APPROVAL_TIMEOUT:
         return render("paused_approval", language, prefix=prefix)
     if reason is PauseReason.STORE:

@@ -21,7 +21,14 @@ Import from ``bot.config``; the split is an implementation detail.
 
 from __future__ import annotations
 
-from bot.config.load import DEFAULT_CONFIG_NAME, config_path_from, load_settings
+from bot.config.load import (
+    DEFAULT_CONFIG_NAME,
+    config_path_from,
+    load_settings,
+    previous_config_path,
+    problems_of,
+    settings_from_text,
+)
 from bot.config.observability import ObservabilitySettings, TracesSettings
 from bot.config.sections import (
     BotIdentity,
@@ -58,6 +65,7 @@ from bot.config.views import (
     disabled_forges,
     masked,
     secret_values,
+    secrets_in_file,
     settings_digest,
 )
 from bot.config.web import WebFetchSettings, WebSearchSettings, WebSettings
@@ -102,6 +110,10 @@ __all__ = [
     "disabled_forges",
     "load_settings",
     "masked",
+    "previous_config_path",
+    "problems_of",
     "secret_values",
+    "secrets_in_file",
     "settings_digest",
+    "settings_from_text",
 ]

@@ -1,12 +1,15 @@
 """Loading: find ``config.yaml``, read it, merge the environment, validate.
 
-``load_settings(environ, path)`` is the one entry point that builds a ``Settings``.
-Every failure (unreadable file, bad YAML, unknown key, wrong type, out-of-range or
-inconsistent value) raises ``ConfigError`` naming the key and the file.
+``load_settings(environ, path)`` is the one entry point that builds a ``Settings``;
+``settings_from_text`` checks a candidate file's text the same way, as if it stood at
+``path`` (``POST /api/config/validate``, ``PUT /api/config``). Every failure
+(unreadable file, bad YAML, unknown key, wrong type, out-of-range or inconsistent value)
+raises ``ConfigError`` naming the key and the file; ``problems_of`` reads it key by key.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,15 @@ from bot.config.env import (
 from bot.config.sections import ConfigError, Settings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
+MAX_EXPANDED_NODES = 100_000
+MAX_DEPTH = 64
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_KEYED = re.compile(r"(?P<key>[\w.\-/]+): (?P<message>.+)", re.DOTALL)
+
+
+def previous_config_path(path: Path) -> Path:
+    """Where ``PUT /api/config`` keeps the file it replaced: beside it."""
+    return path.with_name(path.name + ".previous")
 
 
 def config_path_from(environ: Mapping[str, str], explicit: str | Path | None = None) -> Path | None:
@@ -39,19 +51,76 @@ def config_path_from(environ: Mapping[str, str], explicit: str | Path | None = N
 def load_settings(environ: Mapping[str, str], path: str | Path | None = None) -> Settings:
     """Read ``path`` (or the file ``BOT_CONFIG`` names), apply the environment, validate."""
     config_path = config_path_from(environ, path)
-    where = str(config_path) if config_path else "<defaults>"
     raw = _read_yaml(config_path) if config_path else {}
+    return _validated(raw, environ, config_path)
+
+
+def settings_from_text(environ: Mapping[str, str], text: str, path: Path) -> Settings:
+    """``text`` as the configuration file at ``path`` would load: the same checks, the
+    same environment, secret files found from ``path``'s directory. Text from outside
+    (the API) whose aliases would expand past ``MAX_EXPANDED_NODES`` is refused before
+    anything walks it."""
+    check_expansion(text, str(path))
+    return _validated(parse_yaml(text, str(path)), environ, path)
+
+
+def check_expansion(text: str, where: str, limit: int = MAX_EXPANDED_NODES) -> None:
+    """Refuse YAML ``text`` that would cost more to load than a configuration can need:
+    more than ``limit`` values with its aliases expanded (an alias bomb), an alias
+    inside itself, or nesting deeper than ``MAX_DEPTH``. Counted on the composed node
+    graph, each node once, without recursion."""
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML: {exc}") from None
+    if root is None:
+        return
+    sizes: dict[int, int] = {}
+    path: set[int] = set()  # the nodes from the root to the one being counted
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, counted = stack.pop()
+        key, children = id(node), _children(node)
+        if counted:
+            path.discard(key)
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(child)] for child in children))
+            continue
+        if key in sizes:
+            continue
+        if key in path:
+            raise ConfigError(f"{where}: an alias refers to a value inside itself")
+        path.add(key)
+        if len(path) > MAX_DEPTH:
+            raise ConfigError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    if sizes[id(root)] > limit:
+        raise ConfigError(f"{where}: its aliases expand to more than {limit} values")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _validated(raw: dict[str, Any], environ: Mapping[str, str], path: Path | None) -> Settings:
+    where = str(path) if path else "<defaults>"
     refuse_inline_secrets(raw, where)
     refuse_inline_webhook_secrets(raw, where)
     apply_env(raw, environ)
     apply_secret_files(raw, where, environ)
     apply_webhook_secrets(raw, where, environ)
-    if config_path is not None:
-        raw["source_path"] = str(config_path)
+    if path is not None:
+        raw["source_path"] = str(path)
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, where)) from None
+        problems = _problems(exc)
+        lines = [f"{where}: invalid configuration:", *(f"  {k}: {m}" for k, m in problems)]
+        raise ConfigError("\n".join(lines), problems) from None
     _check_consistency(settings, where)
     return settings
 
@@ -61,31 +130,52 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the configuration file: {exc.strerror}") from None
+    return parse_yaml(text, str(path))
+
+
+def parse_yaml(text: str, where: str) -> dict[str, Any]:
+    """The mapping of sections ``text`` holds (none for an empty file)."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{where}: not valid YAML: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        raise ConfigError(f"{where}: the top level must be a mapping of sections")
     return data
 
 
-def _format_errors(exc: ValidationError, where: str) -> str:
-    lines = [f"{where}: invalid configuration:"]
+def _problems(exc: ValidationError) -> tuple[tuple[str, str], ...]:
+    found = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key (check the spelling against config.yaml)")
+            found.append((key, "unknown key (check the spelling against config.yaml)"))
         else:
-            lines.append(f"  {key}: {err['msg']} (got {err.get('input')!r})")
-    return "\n".join(lines)
+            found.append((key, f"{err['msg']} (got {err.get('input')!r})"))
+    return tuple(found)
+
+
+def problems_of(exc: ConfigError, where: str) -> list[tuple[str, str]]:
+    """``exc`` key by key: (key, what is wrong); the key is "" for the file as a whole
+    (not YAML, not a mapping). ``where`` is the file name the messages begin with."""
+    if exc.problems:
+        return list(exc.problems)
+    message = str(exc)
+    message = message.removeprefix(f"{where}: ")
+    keyed = _KEYED.fullmatch(message)
+    if keyed is None:
+        return [("", message)]
+    return [(keyed["key"], keyed["message"])]
 
 
 def _check_consistency(settings: Settings, where: str) -> None:
     if settings.storage.backend == "postgres" and settings.storage.postgres_dsn is None:
-        raise ConfigError(f"{where}: storage.backend is postgres: set BOT_POSTGRES_DSN")
+        raise ConfigError(
+            f"{where}: storage.postgres_dsn: required when storage.backend is postgres: "
+            "set BOT_POSTGRES_DSN"
+        )
     if settings.llm.provider == "scripted" and settings.llm.script_path is None:
         raise ConfigError(f"{where}: llm.script_path: required when llm.provider is scripted")
     names = [server.name for server in settings.mcp_servers]

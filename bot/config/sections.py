@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -18,7 +19,22 @@ from bot.config.web import WebSettings
 
 
 class ConfigError(Exception):
-    """The configuration is invalid; the message names the key and the file."""
+    """The configuration is invalid; the message names the key and the file.
+    ``problems``: (key, what is wrong) each, when the error knows them one by one."""
+
+    def __init__(self, message: str, problems: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+def is_http_url(value: str) -> bool:
+    """Whether ``value`` is an http:// or https:// URL with a host."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 class _Section(BaseModel):
@@ -334,6 +350,20 @@ class LLMSettings(_Section):
     # Anthropic tool_use): auto falls back to the JSON document when the endpoint refuses.
     native_tools: Literal["auto", "on", "off"] = "auto"
     prompt_cache: bool = True  # Anthropic: mark the stable prompt prefix cacheable
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not is_http_url(value):
+            raise ValueError("must be an http(s) URL with a host, e.g. http://127.0.0.1:11434/v1")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name the model (e.g. qwen2.5-coder, gpt-4o-mini)")
+        return value
 
 
 # --- issue interface -------------------------------------------------------------------------

@@ -109,6 +109,35 @@ def secret_values(settings: Settings) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v for v in values if v))
 
 
+def secrets_in_file(settings: Settings) -> list[tuple[str, str]]:
+    """The settings of a configuration file that hold a secret the loader lets a file
+    hold (an MCP server's env and header values, a credential written into a URL), key
+    by key: what a file sent over the API may not carry (``PUT /api/config``). The keys
+    of ``SECRET_KEYS`` the loader refuses in any file."""
+    found = []
+    for i, server in enumerate(settings.mcp_servers):
+        for part, values in (("env", server.env), ("headers", server.headers)):
+            for name, value in values.items():
+                if value:
+                    found.append((f"mcp_servers.{i}.{part}.{name}", "holds a value"))
+    urls = [
+        (f"{section}.{key}", getattr(getattr(settings, section), key)) for section, key in _URL_KEYS
+    ]
+    urls.append(("planning.user_config_api.url", settings.planning.user_config_api.url))
+    urls += [(f"mcp_servers.{i}.url", s.url) for i, s in enumerate(settings.mcp_servers) if s.url]
+    for key, url in urls:
+        if _url_credentials(url):
+            found.append((key, "holds a credential (a user name, password or key in the URL)"))
+    return [
+        (
+            key,
+            f"{what}: secrets are not accepted over the API; keep them in the environment "
+            "or a secret file",
+        )
+        for key, what in found
+    ]
+
+
 def masked(settings: Settings) -> dict[str, Any]:
     """The effective configuration as plain data, secrets shown as ``***``."""
     data = settings.model_dump(mode="json")

@@ -4,16 +4,20 @@ emergency stop, for people with the API token (``BOT_API_TOKEN``).
 A login form exchanges the token for a signed, HttpOnly, SameSite=Strict cookie
 (``session.py``; Secure when the request came over HTTPS, as a proxy of
 ``server.forwarded_allow_ips`` may say; failed logins are throttled per client); the
-pages refresh themselves every ``REFRESH`` seconds. The emergency stop's buttons are forms
-posting to this same origin (the cookie is never sent with a request from another site,
-and a request whose ``Origin`` is another host is refused).
+pages refresh themselves every ``REFRESH`` (5) seconds, reading again only what they show
+(``live.py``: a small JSON answer with an ETag; the whole page without script). The
+emergency stop's buttons are forms posting to this same origin (the cookie is never sent
+with a request from another site, and a request whose ``Origin`` is another host is
+refused).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -21,24 +25,21 @@ from urllib.parse import parse_qs, urlsplit
 import jinja2
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.api.models import detail, summary
+from bot.api.models import detail
 from bot.api.routes import ApiStore
 from bot.config import CurrentSettings
-from bot.dashboard import session
-from bot.dashboard.stats import ENDED, rates
+from bot.dashboard import live, session
+from bot.dashboard.live import REFRESH, SHOWN_TASKS, when
 from bot.llm.base import HealthReport
 from bot.storage.base import TaskState
 from bot.throttle import FailureThrottle
 from bot.tools.quality import gate_steps, stored_result
 from bot.worker import operator
 
-REFRESH = 10  # seconds
 MAX_FORM_BYTES = 4096
-SHOWN_TASKS = 50
-MAX_RATED = 10_000  # ended tasks read for the 24 h and 7 day rates (newest first)
 REPORT_CHARS = 60_000
 ICONS = {"done": "✔", "failed": "✘", "running": "…", "pending": "○"}
 _templates = jinja2.Environment(
@@ -69,6 +70,7 @@ class Dashboard:
         self.token = token
         self.slots = slots
         self.throttle = throttle
+        self.rates = live.RatesCache()
 
     def routes(self, middleware: Sequence[Middleware] = ()) -> list[BaseRoute]:
         """The pages' routes, each behind ``middleware``."""
@@ -76,7 +78,10 @@ class Dashboard:
             ("/dashboard", self.overview, ["GET"]),
             ("/dashboard/login", self.login, ["GET", "POST"]),
             ("/dashboard/logout", self.logout, ["POST"]),
+            ("/dashboard/live.json", self.overview_live, ["GET"]),
+            ("/dashboard/live.js", self.script, ["GET"]),
             ("/dashboard/tasks/{task_id}", self.task_page, ["GET"]),
+            ("/dashboard/tasks/{task_id}/live.json", self.task_live, ["GET"]),
             ("/dashboard/pause-all", self.switch, ["POST"]),
             ("/dashboard/resume-all", self.switch, ["POST"]),
         ]
@@ -93,6 +98,8 @@ class Dashboard:
             root="",
             logged_in=self._logged_in(request),
             refresh=values.pop("refresh", 0),
+            live=values.pop("live", ""),
+            version=values.pop("version", ""),
             **values,
         )
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
@@ -130,32 +137,56 @@ class Dashboard:
         response.delete_cookie(session.COOKIE, path="/dashboard")
         return response
 
+    async def _now(self) -> dict[str, Any]:
+        """What the overview shows that changes: the switch, the counts, the rates, the
+        model's line and the visible rows (the page and its refresh read the same)."""
+        store = self.store
+        switch = await operator.read_switch(store)
+        return {
+            "paused": switch.paused,
+            "queued": await store.count_tasks(states=frozenset({TaskState.QUEUED})),
+            "running": await store.count_tasks(states=frozenset({TaskState.RUNNING})),
+            "rates": live.rates_view(await self.rates.get(store)),
+            "llm": live.llm_line((await self.llm_health()).to_dict()),
+            "tasks": live.task_rows(await store.list_tasks(limit=SHOWN_TASKS)),
+        }
+
     async def overview(self, request: Request) -> Response:
         if not self._logged_in(request):
             return _to_login()
-        store = self.store
-        now = time.time()
-        tasks = await store.list_tasks(limit=SHOWN_TASKS)
-        ended = await store.list_tasks(states=ENDED, limit=MAX_RATED)
-        switch = await operator.read_switch(store)
-        health = (await self.llm_health()).to_dict()
+        switch = await operator.read_switch(self.store)
         return self._page(
             "overview.html",
             request,
             title="Overview",
             refresh=REFRESH,
+            live="/dashboard/live.json",
             switch=switch,
-            since=_when(switch.since),
-            queued=await store.count_tasks(states=frozenset({TaskState.QUEUED})),
-            running=await store.count_tasks(states=frozenset({TaskState.RUNNING})),
+            since=when(switch.since),
             slots=self.slots or self.settings().worker.max_workers,
             has_worker=self.slots > 0,
-            rates=[rates(ended, now, "24 h", 86_400), rates(ended, now, "7 days", 7 * 86_400)],
-            llm={k: health.get(k) for k in ("reachable", "provider", "model", "error", "dialect")},
-            tasks=[
-                {**summary(t).model_dump(mode="json"), "updated": _when(t.updated_at)}
-                for t in tasks
-            ],
+            now=await self._now(),
+        )
+
+    async def overview_live(self, request: Request) -> Response:
+        """The overview's refresh: only what it shows, with an ETag."""
+        if not self._logged_in(request):
+            return JSONResponse({"detail": "log in"}, status_code=401)
+        return live.conditional_json(request, await self._now())
+
+    async def task_live(self, request: Request) -> Response:
+        """A task page's refresh: the version of what it shows (its row and checkpoint)."""
+        if not self._logged_in(request):
+            return JSONResponse({"detail": "log in"}, status_code=401)
+        task = await self.store.get_task(request.path_params["task_id"])
+        if task is None:
+            return JSONResponse({"detail": "no such task"}, status_code=404)
+        version = live.task_version(task, await self.store.load_checkpoint(task.id))
+        return live.conditional_json(request, {"version": version})
+
+    async def script(self, request: Request) -> Response:
+        return Response(
+            _script(), media_type="text/javascript", headers={"Cache-Control": "no-cache"}
         )
 
     async def task_page(self, request: Request) -> Response:
@@ -176,6 +207,8 @@ class Dashboard:
             request,
             title=f"Task {task.id[:8]}",
             refresh=REFRESH,
+            live=f"/dashboard/tasks/{task.id}/live.json",
+            version=live.task_version(task, checkpoint),
             task=shown.model_dump(mode="json"),
             issue_link=web_link(shown.issue_url),
             links=[(name, value, web_link(value)) for name, value in shown.links.items()],
@@ -194,6 +227,12 @@ class Dashboard:
         else:
             await operator.resume_all(self.store, by=by)
         return RedirectResponse("/dashboard", status_code=303)
+
+
+@functools.cache
+def _script() -> str:
+    """The pages' refresh script, as shipped beside the templates (read once)."""
+    return resources.files("bot.dashboard").joinpath("templates/live.js").read_text("utf-8")
 
 
 def _to_login() -> RedirectResponse:
@@ -228,10 +267,6 @@ def web_link(url: str) -> str | None:
     except ValueError:
         return None
     return url if parts.scheme.lower() in ("http", "https") and parts.hostname else None
-
-
-def _when(epoch: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch)) if epoch else "–"
 
 
 def _read(path: Path, limit: int) -> str:

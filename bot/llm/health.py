@@ -149,6 +149,11 @@ def _missing_model_steps(base_url: str, model: str, models: Sequence[str]) -> tu
     return (f"The endpoint lists no models: check that {model} exists for this account",)
 
 
+def unreachable_steps(provider: str, base_url: str, model: str) -> tuple[str, ...]:
+    """What to do when ``base_url`` cannot be reached (nothing for the scripted model)."""
+    return () if provider == "scripted" else _unreachable_steps(provider, base_url, model)
+
+
 def setup_steps(
     provider: str,
     base_url: str,

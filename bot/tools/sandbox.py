@@ -39,7 +39,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from bot.config import SandboxSettings, Settings
+from bot.config import SandboxSettings, Settings, previous_config_path
 from bot.progress import step
 from bot.tools.bwrap import (
     DEFAULT_PATH,
@@ -96,10 +96,12 @@ class CommandRefused(Exception):
 
 def hidden_paths(settings: Settings) -> list[Path]:
     """The bot's own files a sandboxed command must not see: the data directory, the
-    configuration file and the secret files the configuration names."""
+    configuration file (and the one ``PUT /api/config`` replaced) and the secret files
+    the configuration names."""
     candidates = [
         settings.data_dir,
         settings.source_path,
+        previous_config_path(settings.source_path) if settings.source_path else None,
         settings.github.private_key_path,
         settings.github.webhook_secret_file,
         settings.gitlab.token_file,

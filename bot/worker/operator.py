@@ -98,8 +98,8 @@ async def find_task(store: Tasks, task_id: str) -> Task:
 async def command(
     store: OperatorStore, task_id: str, name: TaskCommand, *, by: str, args: str = ""
 ) -> Task:
-    """``/agent stop|pause|resume|approve|reject ARGS`` for one task, from the operator
-    ``by`` (``args``: what follows the command, as a reject's reason)."""
+    """``/agent stop|pause|resume|approve|reject`` for one task, from the operator ``by``;
+    ``args``: what follows the command (a rejection's reason)."""
     task = await find_task(store, task_id)
     if not task.active:
         raise OperatorError(f"task {task.id} has ended ({task.state.value}); nothing to {name}")

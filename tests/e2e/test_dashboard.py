@@ -5,12 +5,13 @@ and pulls the emergency stop and releases it. Screenshots go to the test's direc
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from bot.worker import operator
-from tests.e2e.support import run_labelled_issue, served
+from tests.e2e.support import OWNER, gh_comment, run_labelled_issue, served, settle
 from tests.e2e.test_api import TOKEN, WITH_API
 from tests.e2e.test_success import readme_script
 from tests.harness import Harness
@@ -94,3 +95,59 @@ async def test_a_person_logs_in_reads_a_task_and_pulls_the_emergency_stop(
             await browser.close()
         for name in ("overview.png", "task.png", "paused.png"):
             assert (tmp_path / name).stat().st_size > 10_000
+
+
+async def test_the_pages_refresh_every_five_seconds_reading_only_what_they_show(
+    tmp_path: Path, remote: Remote
+) -> None:
+    async with Harness(tmp_path, script=readme_script(), overrides=WITH_API) as bot:
+        first = await run_labelled_issue(bot, remote)
+        repo = bot.github.issue(first.request.issue.repo, 1).ref.repo
+        bot.github.add_issue(repo, 2, title="Another issue", author=OWNER)
+
+        async with served(bot) as base, playwright.async_playwright() as driver:
+            browser = await driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = await browser.new_page()
+            polls: list[tuple[float, int, str]] = []
+            page.on(
+                "response",
+                lambda r: (
+                    polls.append((time.monotonic(), r.status, r.url))
+                    if "live.json" in r.url
+                    else None
+                ),
+            )
+            await page.goto(f"{base}/dashboard/login")
+            await page.fill("input[name=token]", TOKEN)
+            await page.click("button[type=submit]")
+            assert await page.inner_text("#queued") == "0"
+            await page.evaluate("window.stayed = true")  # gone if the page reloads
+
+            # A task queued while the page is open shows up without a reload.
+            await bot.send_github("issue_comment", gh_comment("/agent run", number=2))
+            await bot.dispatch_all()
+            [new] = [t for t in await bot.tasks() if t.id != first.id]
+            await page.wait_for_function(
+                "document.getElementById('queued').textContent === '1'", timeout=8_000
+            )
+            rows = await page.inner_text("#tasks")
+            assert new.id[:8] in rows and "Codertocat/Hello-World#2" in rows
+            assert first.id[:8] in rows
+            assert await page.evaluate("window.stayed === true")  # updated in place
+
+            # Nothing changed since: the next poll is answered 304, without a body.
+            await page.wait_for_function("Number(document.body.dataset.refreshed) >= 2")
+            statuses = [status for _, status, _ in polls]
+            assert statuses[:2] == [200, 304], polls
+            gap = polls[1][0] - polls[0][0]
+            assert 4.0 <= gap <= 7.0, gap  # every 5 s
+
+            # A task's page reloads itself when the task changes, and only then.
+            await page.goto(f"{base}/dashboard/tasks/{new.id}")
+            assert await page.inner_text("#state") == "queued"
+            await operator.command(bot.store, new.id, operator.TaskCommand.STOP, by="ops")
+            await settle(bot)
+            await page.wait_for_function(
+                "document.getElementById('state').textContent === 'stopped'", timeout=8_000
+            )
+            await browser.close()

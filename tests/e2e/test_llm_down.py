@@ -3,12 +3,14 @@ maintenance once the endpoint answers again, finished without repeating anything
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
 import pytest
 
 from bot.llm.base import LLMUnavailable
+from bot.llm.factory import make_llm
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import Clock
@@ -94,3 +96,33 @@ async def test_llm_down_mid_task_pauses_once_and_resumes_when_it_is_back(
         assert "Progress: **2/2**" in status_comment(issue)
         assert remote.show(BRANCH, "a.txt") == b"A\n" and remote.show(BRANCH, "b.txt") == b"B\n"
         assert [r.phase for r in llm.requests] == ["planning", "execution", "completion"]
+
+
+async def test_a_task_asked_for_while_the_model_is_down_says_how_to_bring_it_back(
+    tmp_path: Path, remote: Remote
+) -> None:
+    """The paused comment carries the set-up steps the health report gives (003 §5), not
+    only the log: here a real client of an OpenAI-compatible server nobody started."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with Harness(tmp_path) as bot:
+        down = bot.settings.llm.model_copy(
+            update={"provider": "openai", "base_url": f"http://127.0.0.1:{port}/v1",
+                    "model": "qwen2.5-coder:7b", "max_retries": 0}
+        )  # fmt: skip
+        bot.runtime.llm = make_llm(down)
+        bot.runtime.settings = bot.settings = bot.settings.model_copy(update={"llm": down})
+        issue = github_repo(bot, remote)
+        await bot.send_github("issue_comment", gh_comment("/agent run"))
+        await settle(bot)
+
+        [task] = await bot.tasks()
+        assert (task.state, task.error) == (TaskState.PAUSED, "llm_unavailable")
+        [paused] = of_kind(issue, "paused")
+        assert f"The language model endpoint (openai http://127.0.0.1:{port}/v1)" in paused
+        assert "To bring it back:\n1. Start the OpenAI-compatible server that should listen" in (
+            paused
+        )
+        assert "ollama pull qwen2.5-coder:7b" in paused
+        assert f"Then set LLM_BASE_URL (currently http://127.0.0.1:{port}/v1)" in paused

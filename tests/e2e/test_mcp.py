@@ -133,7 +133,8 @@ async def test_the_tools_and_their_schemas(tmp_path: Path) -> None:
         assert tool.input_schema["additionalProperties"] is False, tool.name
     assert listed["show_task"].input_schema["required"] == ["task_id"]
     assert listed["show_task"].input_schema["properties"]["task_id"]["maxLength"] == 100
-    assert set(listed["reject"].input_schema["required"]) == {"task_id", "reason"}
+    assert listed["reject"].input_schema["required"] == ["task_id"]  # a reason is optional
+    assert listed["reject"].input_schema["properties"]["reason"]["maxLength"] == 4000
     assert listed["start_task"].input_schema["required"] == ["issue_url"]
     assert listed["list_tasks"].input_schema["properties"]["limit"]["maximum"] == 200
     assert listed["read_report"].output_schema is None  # Markdown
@@ -182,7 +183,7 @@ async def test_a_task_started_planned_rejected_with_a_reason_approved_and_read(
         started = await call(
             session, "start_task", issue_url=ISSUE_URL, mode="plan", instructions="Keep it short."
         )
-        assert started["by"] == "ops (API)" and started["mode"] == "plan"
+        assert started["requested_by"] == "ops (API)" and started["mode"] == "plan"
         task_id = started["task_id"]
         [task] = await bot.tasks()
         assert task.id == task_id and task.request.requested_by == "ops (API)"
@@ -266,8 +267,11 @@ async def test_unknown_tasks_and_hostile_arguments_are_tool_errors(tmp_path: Pat
             for tool in ("show_task", "read_report", "approve", "stop", "pause", "resume"):
                 unknown = await refused(session, tool, task_id="no-such-task")
                 assert unknown == f"{tool} refused (404): no task 'no-such-task'", tool
-            no_reason = await refused(session, "reject", task_id=task.id)
-            assert no_reason == "invalid arguments: reason: Field required"
+            long_reason = await refused(session, "reject", task_id=task.id, reason="x" * 5000)
+            assert (
+                long_reason
+                == "invalid arguments: reason: String should have at most 4000 characters"
+            )
             assert "no run report yet" in await refused(session, "read_report", task_id=task.id)
 
             huge = await refused(session, "show_task", task_id="x" * 100_000)
@@ -282,9 +286,9 @@ async def test_unknown_tasks_and_hostile_arguments_are_tool_errors(tmp_path: Pat
             nothing = await refused(session, "drop_database")
             assert nothing.startswith("no tool 'drop_database'; the tools are: list_tasks, ")
             for url, why in (
-                ("ftp://github.com/a/b/issues/1", "not an http(s) address"),
+                ("ftp://github.com/a/b/issues/1", "issue_url: String should match pattern"),
                 ("https://example.com/a/b/issues/1", "example.com is neither the configured"),
-                ("https://github.com/a/b/wiki/1", "not the address of an issue or a pull"),
+                ("https://github.com/a/b/wiki/1", "not a GitHub issue or pull request address"),
                 ("https://github.com/" + "a" * 3000, "at most 2000 characters"),
             ):
                 assert why in await refused(session, "start_task", issue_url=url), url

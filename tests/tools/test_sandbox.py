@@ -124,6 +124,12 @@ def test_hidden_paths_name_the_bots_own_files(tmp_path: Path) -> None:
          "github": {"private_key_path": str(tmp_path / "key.pem")}}
     )  # fmt: skip
     assert hidden_paths(settings) == [tmp_path / "data", tmp_path / "key.pem"]
+    # the configuration file, and the one PUT /api/config replaced (kept beside it)
+    with_file = settings.model_copy(update={"source_path": tmp_path / "config.yaml"})
+    assert hidden_paths(with_file)[1:3] == [
+        tmp_path / "config.yaml",
+        tmp_path / "config.yaml.previous",
+    ]
 
 
 # --- refusals before anything runs ----------------------------------------------------------------

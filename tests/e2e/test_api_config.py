@@ -1,0 +1,128 @@
+"""The configuration file over the API, through the real app: a candidate checked key by
+key, replaced atomically only over the version the client read, reloaded, secrets never
+taken from the body."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from bot.config import previous_config_path
+from tests.e2e.test_api import AUTH, WITH_API
+from tests.harness import Harness
+
+YAML = {**AUTH, "Content-Type": "application/yaml"}
+
+
+def scripted(bot: Harness) -> str:
+    """The harness's model, as the file must say it for a reload to keep it."""
+    return f"llm:\n  provider: scripted\n  script_path: {bot.settings.llm.script_path}\n"
+
+
+async def validate(bot: Harness, text: str) -> dict[str, object]:
+    answer = await bot.client.post("/api/config/validate", content=text, headers=YAML)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def keys(check: dict[str, object]) -> list[str]:
+    problems = check["problems"]
+    assert isinstance(problems, list)
+    return [p["key"] for p in problems]
+
+
+async def test_a_candidate_is_checked_key_by_key_and_its_settings_shown_masked(
+    tmp_path: Path,
+) -> None:
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        bad = await validate(
+            bot, "llm:\n  base_url: ftp://models.example\n  model: ''\ncomments:\n  languag: ja\n"
+        )
+        assert bad["valid"] is False and bad["settings"] is None
+        assert sorted(keys(bad)) == ["comments.languag", "llm.base_url", "llm.model"]
+
+        # Secrets stay in the environment and secret files: refused, the key named.
+        for text, key in [
+            ("github:\n  token: ghp_0123456789abcdef0123456789abcdef0123\n", "github.token"),
+            ("llm:\n  base_url: https://me:hunter2-long-password@models.example/v1\n",
+             "llm.base_url"),
+            ("mcp_servers:\n  - name: docs\n    command: docs-server\n"
+             "    env: {DOCS_TOKEN: abcdefgh12345678}\n", "mcp_servers.0.env.DOCS_TOKEN"),
+        ]:  # fmt: skip
+            refused = await validate(bot, text)
+            assert refused["valid"] is False and keys(refused) == [key], text
+            assert "secret" in str(refused["problems"])
+
+        assert keys(await validate(bot, "llm: [unclosed\n")) == [""]  # the file as a whole
+        bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n"
+            for p, n in zip("abcdef", "bcdefg", strict=True)
+        )
+        assert "expand to more than" in str((await validate(bot, bomb))["problems"])
+
+        good = await validate(bot, "labels:\n  done: finished\nserver:\n  port: 9999\n")
+        assert good["valid"] is True and good["problems"] == []
+        settings = good["settings"]
+        assert isinstance(settings, dict)
+        assert settings["labels"]["done"] == "finished"
+        assert settings["github"]["token"] == "***"  # from the environment, masked
+        assert good["restart_needed"] == ["server"]
+        assert bot.runtime.settings.labels.done != "finished"  # only checked
+
+
+async def test_put_replaces_the_file_over_the_version_read_and_reloads_it(tmp_path: Path) -> None:
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        path = bot.settings.source_path
+        assert path is not None and path.parent == tmp_path
+        before = path.read_text()
+        shown = (await bot.client.get("/api/config", headers=AUTH)).json()
+        assert shown["text"] == before and shown["hash"].startswith("sha256:")
+        assert shown["withheld"] is None and shown["settings"]["github"]["token"] == "***"
+
+        candidate = scripted(bot) + "labels:\n  done: finished\n"
+        no_hash = await bot.client.put("/api/config", content=candidate, headers=YAML)
+        assert no_hash.status_code == 422
+        assert no_hash.json()["detail"][0]["loc"] == ["header", "if_match"]
+        stale = await bot.client.put(
+            "/api/config", content=candidate, headers={**YAML, "If-Match": '"sha256:0"'}
+        )
+        assert stale.status_code == 409 and "changed since it was read" in stale.json()["detail"]
+        matching = {**YAML, "If-Match": f'"{shown["hash"]}"'}
+        invalid = await bot.client.put(
+            "/api/config", content=candidate + "worker:\n  max_workrs: 2\n", headers=matching
+        )
+        assert invalid.status_code == 422
+        assert [p["key"] for p in invalid.json()["problems"]] == ["worker.max_workrs"]
+        secret = await bot.client.put(
+            "/api/config", content=candidate + "gitlab:\n  token: glpat-abc\n", headers=matching
+        )
+        assert secret.status_code == 422 and secret.json()["problems"][0]["key"] == "gitlab.token"
+        assert path.read_text() == before and not previous_config_path(path).exists()
+
+        # Two clients with the same version: one replaces it, the other is told it changed.
+        first, second = await asyncio.gather(
+            bot.client.put("/api/config", content=candidate, headers=matching),
+            bot.client.put("/api/config", content=candidate + "# mine\n", headers=matching),
+        )
+        assert sorted([first.status_code, second.status_code]) == [200, 409]
+        saved = (first if first.status_code == 200 else second).json()
+        assert path.read_text() in (candidate, candidate + "# mine\n")
+        assert previous_config_path(path).read_text() == before
+        assert "labels: reloaded" in saved["reload"]
+        assert bot.runtime.settings.labels.done == "finished"  # applied without a restart
+        assert saved["settings"]["labels"]["done"] == "finished"
+        assert saved["hash"] == (await bot.client.get("/api/config", headers=AUTH)).json()["hash"]
+        assert not [p for p in os.listdir(tmp_path) if p.startswith(".config.yaml.")]
+
+
+async def test_a_file_holding_a_secret_is_not_shown(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "mcp_servers:\n  - name: docs\n    command: docs-server\n"
+        "    env: {DOCS_TOKEN: abcdefgh12345678}\n"
+    )
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        shown = (await bot.client.get("/api/config", headers=AUTH)).json()
+        assert shown["text"] is None and "mcp_servers.0.env.DOCS_TOKEN" in shown["withheld"]
+        assert "abcdefgh12345678" not in str(shown)
