@@ -32,7 +32,7 @@ KNOWN_ENV = (
     | set(ENV_SECRETS)
     | {"BOT_CONFIG", "BOT_LOG_LEVEL", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
 )
-SANDBOX_OPTS = {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"}
+SANDBOX_OPTS = {"seccomp=./seccomp/bwrap.json", "apparmor=unconfined", "systempaths=unconfined"}
 SECCOMP = DEPLOY / "seccomp" / "bwrap.json"
 APPARMOR_NAME = "coding-agent-bot-bwrap"
 APPARMOR = DEPLOY / "apparmor" / APPARMOR_NAME
@@ -201,6 +201,10 @@ def test_compose_sandbox_exceptions_only_where_tasks_run(compose: dict[str, Any]
             assert not opts & SANDBOX_OPTS, f"{name} runs no commands"
         else:
             assert opts >= SANDBOX_OPTS, name
+        for opt in opts:  # the tested profile (test_deploy_profiles.py), never unconfined
+            kind, _, value = opt.partition("=")
+            if kind == "seccomp":
+                assert (DEPLOY / value).resolve() == SECCOMP.resolve(), name
     worker = compose["services"]["worker"]
     assert "healthcheck" not in worker  # it serves /healthz on 8080 (--port), as the image asks
     assert worker["command"][worker["command"].index("--port") + 1] == "8080"
