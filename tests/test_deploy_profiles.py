@@ -19,7 +19,10 @@ from typing import Any
 
 import pytest
 
+from bot.config import SandboxSettings
 from bot.tools.bwrap import Limits, Mounts, bwrap_argv, limit_argv, sandbox_env
+from bot.tools.sandbox import Sandbox
+from bot.tools.sandbox_runs import Command, probe_overlay
 
 ROOT = Path(__file__).resolve().parents[1]
 SECCOMP = ROOT / "deploy" / "seccomp" / "bwrap.json"
@@ -127,6 +130,35 @@ def test_each_relaxation_is_needed(name: str, workspace: Path, tmp_path: Path) -
     done = sandboxed(narrower, workspace, ["true"])
     assert done.returncode != 0
     assert "Operation not permitted" in done.stderr or "No permissions" in done.stderr
+
+
+class UnderProfile(Sandbox):
+    """The bot's own sandbox, each command started under ``profile`` as a container
+    runtime starts the bot's process (the bot's side stays as it is)."""
+
+    def __init__(self, profile: Path) -> None:
+        super().__init__(SandboxSettings())
+        self.profile = profile
+
+    async def start(self, command: Command, argv: list[str], *args: Any, **kwargs: Any) -> Any:
+        runner = [sys.executable, str(RUNNER), str(self.profile), str(os.getuid()), "--"]
+        return await super().start(command, runner + argv, *args, **kwargs)
+
+
+@real_sandbox
+@pytest.mark.sandbox
+async def test_the_workspace_overlay_is_laid_under_the_profile(tmp_path: Path) -> None:
+    """The kernel-held workspace bound (a tmpfs and an overlay mounted by the sandbox's
+    first process, then a nested user namespace) needs nothing the profile refuses; without
+    ``mount`` it cannot be laid, so the probe does run under the filter."""
+    assert await probe_overlay(UnderProfile(SECCOMP)) is None
+    data = profile()
+    for rule in data["syscalls"]:
+        rule["names"] = [n for n in rule["names"] if n != "mount"]
+    narrower = tmp_path / "narrower.json"
+    narrower.write_text(json.dumps(data), encoding="utf-8")
+    refused = await probe_overlay(UnderProfile(narrower))
+    assert refused is not None and "Operation not permitted" in refused
 
 
 @real_sandbox
