@@ -43,28 +43,10 @@ if str(ROOT) not in sys.path:
 
 from bench.agent_overhead import ByPhaseLLM, _completion, _plan, _quiet_planning, _tool  # noqa: E402
 from bench.agent_tokens import open_env, run_task, simple_script  # noqa: E402
-from bench.webhook_ack import SECRET, fire_wrk, free_port, payload, wait_ready  # noqa: E402
+from bench.webhook_ack import SECRET, drop_receiver, fire_wrk, free_port, payload, wait_ready  # noqa: E402
 from bot import tracing  # noqa: E402
 
 LEVELS = (16, 64)
-RECEIVER = """
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-class Drop(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", "0")))
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Drop).serve_forever()
-"""
 
 
 def baseline_ref() -> str | None:
@@ -265,24 +247,15 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=200, help="actions of the long task")
     parser.add_argument("--parts", default="1,2,3", help="which parts to run, e.g. 1 or 2,3")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, drop_receiver() as url:
         workdir = Path(tmp)
-        port = free_port()
-        (workdir / "receiver.py").write_text(RECEIVER)
-        receiver = subprocess.Popen([sys.executable, str(workdir / "receiver.py"), str(port)])
-        try:
-            wait_ready(port, receiver)
-            url = f"http://127.0.0.1:{port}"
-            parts = set(args.parts.split(","))
-            if "3" in parts:
-                no_op_cost()
-            if "2" in parts:
-                task_overhead(args, url)
-            if "1" in parts:
-                ack_path(args, workdir, url)
-        finally:
-            receiver.terminate()
-            receiver.wait(10)
+        parts = set(args.parts.split(","))
+        if "3" in parts:
+            no_op_cost()
+        if "2" in parts:
+            task_overhead(args, url)
+        if "1" in parts:
+            ack_path(args, workdir, url)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import itertools
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -51,6 +53,28 @@ QUEUED = 10_000
 
 Figures = dict[str, float]
 Runs = list[Figures]
+
+# An OTLP/HTTP receiver that reads each export and drops it (bench/trace_overhead.py,
+# bench/webhook_cpu.py --traces): traces on, without a collector's own cost.
+RECEIVER = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Drop(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Drop).serve_forever()
+"""
+
 
 BARE_APP = """
 from starlette.applications import Starlette
@@ -97,6 +121,22 @@ def start_bot(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT)
     wait_ready(port, proc)
     return proc
+
+
+@contextlib.contextmanager
+def drop_receiver() -> Iterator[str]:
+    """``RECEIVER`` in a process of its own; yields its base URL."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "receiver.py"
+        script.write_text(RECEIVER)
+        receiver = subprocess.Popen([sys.executable, str(script), str(port)])
+        try:
+            wait_ready(port, receiver)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            receiver.terminate()
+            receiver.wait(10)
 
 
 def start_bare(workdir: Path, port: int) -> subprocess.Popen[bytes]:

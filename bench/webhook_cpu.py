@@ -7,11 +7,15 @@ routing, reading, verifying; no store write) and a good one (202: parsing, class
 the durable inbox write as well). CPU time, unlike wall time, is hardly moved by other
 processes on a shared machine, so small differences between two checkouts show.
 
-    .venv/bin/python bench/webhook_cpu.py [--root DIR] [--through-router]
+    .venv/bin/python bench/webhook_cpu.py [--root DIR] [--through-router] [--traces]
 
 ``--root`` measures another checkout (its ``bot`` package and ``config.yaml``);
 ``--through-router`` sends the webhooks through Starlette's middleware stack and router
-like every other route (the app answers them before it: this shows what that saves).
+like every other route (the app answers them before it: this shows what that saves);
+``--traces`` starts traces as ``bot serve`` does (sampling 1.0, OTLP/HTTP to a local
+receiver that drops the exports) and runs each trial twice, traces off then on, in turns
+in the same process: what a delivery's span costs the request path, side by side (the
+export process's own CPU is not counted: it is another process).
 Each figure is the minimum and the median of ``--trials`` trials of ``--requests``.
 """
 
@@ -19,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import hmac
+import os
 import statistics
 import sys
 import tempfile
@@ -29,6 +35,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # after --root's checkout, which goes first
+
+from bench.webhook_ack import drop_receiver  # noqa: E402
+
 SECRET = "bench-secret"
 
 
@@ -78,8 +89,11 @@ async def main(args: argparse.Namespace) -> None:
 
     body = (root / "tests" / "fixtures" / "github" / "issue_comment.created.json").read_bytes()
     good = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         env = {"BOT_DATA_DIR": tmp, "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_TOKEN": "unused"}
+        if args.traces:
+            env["BOT_TRACES_ENABLED"] = "true"
+            os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = stack.enter_context(drop_receiver())
         runtime = Runtime.from_settings(load_settings(env, root / "config.yaml"))
         await runtime.start()
         try:
@@ -89,6 +103,9 @@ async def main(args: argparse.Namespace) -> None:
             where = Path(sys.modules["bot"].__file__ or "").parent.parent
             print(f"{where} ({'through the router' if args.through_router else 'as served'})")
             for label, signature in (("401 wrong signature", "sha256=0"), ("202 queued", good)):
+                if args.traces:
+                    await side_by_side(app, body, signature, label, args)
+                    continue
                 figures = [
                     await trial(app, body, signature, f"{label[:3]}-{t}", args.requests)
                     for t in range(args.trials)
@@ -101,10 +118,38 @@ async def main(args: argparse.Namespace) -> None:
             await runtime.stop()
 
 
+async def side_by_side(
+    app: Any, body: bytes, signature: str, label: str, args: argparse.Namespace
+) -> None:
+    """Trials with traces off and on in turns (the same process, the same app)."""
+    from bot.tracing import core
+
+    started = core.active()
+    if started is None:
+        raise SystemExit("--traces: traces did not start (is the traces extra installed?)")
+    figures: dict[str, list[float]] = {"off": [], "on": []}
+    try:
+        for t in range(args.trials):
+            for mode in figures:
+                core.activate(started if mode == "on" else None)
+                prefix = f"{label[:3]}-{mode}-{t}"
+                figures[mode].append(await trial(app, body, signature, prefix, args.requests))
+    finally:
+        core.activate(started)  # the runtime stops what it started
+    off, on = (statistics.median(figures[mode]) for mode in ("off", "on"))
+    pairs = [b / a for a, b in zip(figures["off"], figures["on"], strict=True)]
+    print(
+        f"  {label:>19}: off {off:6.1f}, on {on:6.1f} µs CPU per delivery (medians of "
+        f"{args.trials}); on - off {on - off:+.1f} µs, on/off {on / off:.1%} "
+        f"(per trial {min(pairs):.1%}-{max(pairs):.1%})"
+    )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="CPU time per webhook through the app.")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure")
     parser.add_argument("--through-router", action="store_true")
+    parser.add_argument("--traces", action="store_true", help="traces off and on, in turns")
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--requests", type=int, default=1000)
     asyncio.run(main(parser.parse_args()))

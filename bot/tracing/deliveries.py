@@ -7,7 +7,8 @@ handling, and even a lean encoding and its HTTP requests, done in this process, 
 GIL from the event loop for a measurable share (``bench/trace_overhead.py``). So while
 traces are on (OTLP/HTTP), a delivery's span is ids, times and a few attributes: sampled by
 the SDK's rule (the trace id against the ratio), its context propagated as usual; a thread
-hands batches of them (``marshal``: a C copy of plain tuples) through a pipe to
+makes the ids (and their ``traceparent``) ahead of the deliveries that take them, and hands
+the recorded spans in batches (``marshal``: a C copy of plain tuples) through a pipe to
 ``bot.tracing.export_proc``, which writes them as OTLP protobuf (``bot.tracing.otlp``) and
 sends them. A full queue drops spans (counted), never makes a delivery wait.
 """
@@ -35,6 +36,7 @@ log = logging.getLogger("bot.tracing")
 
 MAX_QUEUE = 8192  # recorded spans waiting for their export; beyond, dropped
 BATCH = 512
+MADE = 2048  # ids made ahead by the recorder's thread (it wakes once per BATCH spans)
 _MASK = (1 << 64) - 1
 Base = tuple[tuple[str, Value], ...]  # the attributes every delivery of a route has
 # What most deliveries share: the event, the action, the status and the bot's outcome.
@@ -44,6 +46,9 @@ Common = tuple[str, str, int, str]
 Recorded = tuple[int, int, str, str, int, int, Base, Common, str, dict[str, Value], str]
 
 
+# A delivery's ids made ahead: trace id, span id, its traceparent, whether it is sampled.
+Ids = tuple[int, int, str, bool]
+
 _NONE: dict[str, Value] = {}  # never written: a delivery with no other attribute shares it
 _getrandbits = random.getrandbits
 _time_ns = time.time_ns
@@ -51,13 +56,14 @@ _time_ns = time.time_ns
 
 class Delivery(Span):
     """One delivery's span: the context manager around its handling, and the ``Span``
-    the webhook code sees. On the request path it is a few stores: one random number for
-    both ids (the trace id its high 128 bits, the span id its low 64), two clock readings,
-    what the delivery is and what it got; the ids are formatted only for the context the
-    inbox row keeps, and everything else happens in the export process."""
+    the webhook code sees. On the request path it is a few stores: its ids and their
+    ``traceparent`` (made ahead by the recorder's thread: one random number for both ids,
+    the trace id its high 128 bits, the span id its low 64), two clock readings, what the
+    delivery is and what it got; everything else happens in the export process."""
 
     __slots__ = ("_action", "_delivery", "_error", "_event", "_extra", "_ids", "_outcome",
-                 "_recorder", "_route", "_sampled", "_start", "_status", "_token")  # fmt: skip
+                 "_parent", "_recorder", "_route", "_sampled", "_span", "_start", "_status",
+                 "_token", "_trace")  # fmt: skip
 
     def __init__(self, recorder: DeliverySpans, route: tuple[str, Base]) -> None:
         self._recorder = recorder
@@ -71,12 +77,10 @@ class Delivery(Span):
         return self._route[0]
 
     def __enter__(self) -> Delivery:
-        ids = _getrandbits(192)
-        while not ids >> 64 or not ids & _MASK:  # neither id may be zero
-            ids = _getrandbits(192)
-        self._ids = ids
-        bound = self._recorder.bound
-        self._sampled = bound > _MASK or ((ids >> 64) & _MASK) < bound  # the SDK's ratio rule
+        try:  # ids the recorder's thread made beforehand, off the request path
+            self._trace, self._span, self._parent, self._sampled = self._recorder.made.pop()
+        except IndexError:  # a burst used them all: made here
+            self._trace, self._span, self._parent, self._sampled = self._recorder.ids()
         self._token: Token[Delivery | None] = _current.set(self)
         self._start = _time_ns()
         return self
@@ -87,16 +91,15 @@ class Delivery(Span):
         if kind is not None and not issubclass(kind, asyncio.CancelledError):
             self._error = kind.__qualname__
         if self._sampled:
-            ids = self._ids
             name, base = self._route
             common = (self._event, self._action, self._status, self._outcome)
-            self._recorder.keep((ids >> 64, ids & _MASK, name, "server", self._start, end, base,
+            self._recorder.keep((self._trace, self._span, name, "server", self._start, end, base,
                                  common, self._delivery, self._extra, self._error))  # fmt: skip
 
     def delivered(self, event: str, action: str, delivery: str) -> str:
         """What the delivery is; its ``traceparent``."""
         self._event, self._action, self._delivery = event, action, delivery
-        return self.traceparent
+        return self._parent
 
     def answered(self, status: int, outcome: str) -> None:
         self._status, self._outcome = status, outcome
@@ -107,12 +110,11 @@ class Delivery(Span):
 
     @property
     def trace_id(self) -> str:
-        return self._ids.to_bytes(24, "big").hex()[:32]
+        return self._parent[3:35]
 
     @property
     def traceparent(self) -> str:
-        ids = self._ids.to_bytes(24, "big").hex()
-        return f"00-{ids[:32]}-{ids[32:]}-{'01' if self._sampled else '00'}"
+        return self._parent
 
     def set(self, key: str, value: Value | None) -> None:
         self.update({key: value})
@@ -152,6 +154,8 @@ class DeliverySpans:
         self._on_close = on_close
         self._delay = delay
         self._routes: dict[tuple[str, str], tuple[str, Base]] = {}
+        # Ids for the next deliveries, made by the thread (popped by the loop).
+        self.made: deque[Ids] = deque(self.ids() for _ in range(MADE))
         self._pending: deque[Recorded] = deque()  # appended by the loop, taken by the thread
         self._wake = threading.Event()
         self._closed = False
@@ -178,11 +182,30 @@ class DeliverySpans:
         if len(pending) % BATCH == 0:  # a batch more: the thread sends all there is
             self._wake.set()
 
+    def ids(self) -> Ids:
+        """A delivery's trace and span ids (random, never zero), its ``traceparent`` and
+        whether it is sampled (the SDK's rule: the trace id's low 64 bits against the
+        ratio)."""
+        ids = _getrandbits(192)
+        while not ids >> 64 or not ids & _MASK:  # neither id may be zero
+            ids = _getrandbits(192)
+        trace = ids >> 64
+        sampled = self.bound > _MASK or (trace & _MASK) < self.bound
+        hexed = ids.to_bytes(24, "big").hex()
+        return (
+            trace,
+            ids & _MASK,
+            f"00-{hexed[:32]}-{hexed[32:]}-{'01' if sampled else '00'}",
+            sampled,
+        )
+
     def _run(self) -> None:
         while not self._closed:
             self._wake.wait(self._delay)
             self._wake.clear()
             self._flush()
+            made = self.made
+            made.extend(self.ids() for _ in range(MADE - len(made)))
 
     def _flush(self) -> None:
         pending = self._pending

@@ -116,3 +116,35 @@ def test_a_full_queue_drops_spans_and_never_waits() -> None:
     spans.close()
     assert sum(len(batch) for batch in sent) + spans.dropped == total
     assert max(len(batch) for batch in sent) <= deliveries.BATCH
+
+
+def test_a_delivery_takes_ids_made_ahead_and_makes_its_own_when_none_are_left() -> None:
+    """The request path does not make random ids or format them: the recorder's thread has
+    them ready (and makes more after each batch); a burst that used them all still gets
+    valid ids of its own."""
+    sent: list[list[Recorded]] = []
+    spans = recorder(1.0, sent)
+    ready = len(spans.made)
+    trace, span, parent, sampled = spans.made[-1]
+    with spans.delivery("/webhooks/github", "github") as delivery:
+        assert delivery.delivered("issues", "labeled", "d-1") == parent
+        assert delivery.trace_id == f"{trace:032x}" and sampled
+    assert parent == f"00-{trace:032x}-{span:016x}-01"
+    assert len(spans.made) == ready - 1
+    spans.made.clear()
+    with spans.delivery("/webhooks/github", "github") as delivery:
+        own = delivery.delivered("issues", "labeled", "d-2")
+    _, own_trace, own_span, flags = own.split("-")
+    assert (
+        flags == "01" and own_trace != f"{trace:032x}" and int(own_trace, 16) and int(own_span, 16)
+    )
+    for _ in range(deliveries.BATCH):  # a batch wakes the thread: it sends, then makes more
+        with spans.delivery("/webhooks/github", "github"):
+            pass
+    deadline = time.monotonic() + 10
+    while len(spans.made) < deliveries.MADE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(spans.made) == deliveries.MADE
+    spans.close()
+    recorded = [r for batch in sent for r in batch]
+    assert [r[:2] for r in recorded[:2]] == [(trace, span), (int(own_trace, 16), int(own_span, 16))]
