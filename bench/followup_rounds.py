@@ -19,9 +19,13 @@ request) is any task's run and is not counted here. Each forge method is counted
 per call, and converted to HTTP requests with the adapters' own costs (``COSTS``: from
 the adapters' docstrings, and checked by the request-counting tests in
 tests/forges/test_github_followup.py and tests/forges/test_gitlab_followup.py). The
-target is at most 15 requests per round; GitHub review rounds of many threads stay
-under it because their replies and resolutions go in one GraphQL document for up to 20
-threads (``ANSWERS_PER_REQUEST``).
+target is at most 15 requests per round; review rounds of many threads stay under it
+because their replies and resolutions go in one GraphQL document for up to 20 threads
+(``ANSWERS_PER_REQUEST``). On GitLab the one FakeForge answers as the adapter does
+(``bot.forges.gitlab_answers``): each GraphQL document it sends is a recorded ``graphql``
+call (one request), a look-up of the merge request's global id a ``get_merge_request``
+call; and a GitLab note that only brings a review round (no task on the merge request) is
+not read back (``triggers.note_unused``).
 """
 
 from __future__ import annotations
@@ -74,11 +78,6 @@ def _answers(per_request: int) -> Cost:
     return cost
 
 
-def _gitlab_answers(args: tuple[Any, ...]) -> int:
-    answers: tuple[ThreadAnswer, ...] = args[2]
-    return sum(2 if answer.resolve else 1 for answer in answers)
-
-
 # HTTP requests per forge call, per adapter (a method not listed costs one).
 COSTS: dict[ForgeKind, dict[str, int | Cost]] = {
     ForgeKind.GITHUB: {
@@ -95,7 +94,9 @@ COSTS: dict[ForgeKind, dict[str, int | Cost]] = {
         "get_commit_checks": 2,  # pipelines, then the jobs of the newest one
         "get_job_log": 1,  # the trace, its end kept
         "list_review_threads": 1,
-        "answer_threads": _gitlab_answers,  # a note per reply, a PUT per resolution
+        "answer_threads": 0,  # its requests are its recorded graphql (or REST) calls
+        "graphql": 1,  # one GraphQL document: up to 20 threads' replies and resolutions
+        "get_merge_request": 1,  # the global id createNote needs, when not seen before
         "mark_ready_for_review": 2,
         "get_issue": 2,
         "get_permission": 2,  # the user, then the member
@@ -285,6 +286,7 @@ async def main() -> None:
             ("github", 40),
             ("gitlab", 3),
             ("gitlab", 10),
+            ("gitlab", 40),
         ):
             (base / f"review-{name}-{n}").mkdir()
         for kind in (ForgeKind.GITHUB, ForgeKind.GITLAB):
@@ -292,7 +294,7 @@ async def main() -> None:
                 await ci_round(base / f"ci-{kind.value}-{failed}", kind, failed, measured)
         for kind, threads in ((ForgeKind.GITHUB, 3), (ForgeKind.GITHUB, 10),
                               (ForgeKind.GITHUB, 40), (ForgeKind.GITLAB, 3),
-                              (ForgeKind.GITLAB, 10)):  # fmt: skip
+                              (ForgeKind.GITLAB, 10), (ForgeKind.GITLAB, 40)):  # fmt: skip
             await review_round(base / f"review-{kind.value}-{threads}", kind, threads, measured)
     measured.print()
     print(

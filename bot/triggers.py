@@ -402,6 +402,14 @@ def needs_permission(intent: Intent, *, active: Task | None) -> bool:
     return not (intent.kind is IntentKind.COMMENT and active is None)
 
 
+def note_unused(intent: Intent, *, active: Task | None) -> bool:
+    """Review activity with no task running on the change request: its only action is
+    ``ScheduleRound``, which uses nothing of the comment (no text, no reaction) and whose
+    round reads every thread and each author's permission from the forge itself. So
+    GitLab's read-back of such a note (``bot.worker.readback``) may be spared."""
+    return intent.kind is IntentKind.ROUND and active is None
+
+
 def may_steer(permission: Permission) -> bool:
     return permission >= Permission.WRITE
 

@@ -3,18 +3,30 @@
 It keeps repositories, issues, comments, labels, reactions, files, branches,
 commits and change requests in memory and records every call, so tests assert
 what a maintainer would see. Failures can be injected per method.
+
+As GitLab, it also serves GitLab's GraphQL endpoint for a review round's answers
+(``createNote`` in a discussion, ``discussionToggleResolve``): executed by graphql-core
+against a schema written from GitLab's GraphQL reference (only these two mutations and the
+types they return), so a document GitLab would reject is rejected here, variables are
+typed, mutations run one after the other, each payload carries its ``errors`` and a
+resolver's failure is a top-level error with the alias's ``path``. ``answer_threads`` runs
+the adapter's own answering (``bot.forges.gitlab_answers``) against it, each document a
+recorded ``graphql`` call; ``graphql_http`` serves the same endpoint at the transport (a
+``responses`` callback) for the real GitLab adapter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import graphql
 import msgspec.structs
 
 from bot.change_state import (
@@ -45,8 +57,50 @@ from bot.forges.base import (
     SearchHit,
     TreeEntry,
 )
+from bot.forges.gitlab_answers import GitLabAnswers
 from bot.forges.retry import WritePacer
 from bot.progress import step
+
+# GitLab's GraphQL types for a review round's answers, as its GraphQL API reference gives
+# them (Mutation.createNote, Mutation.discussionToggleResolve; the global id scalars).
+GITLAB_GRAPHQL = graphql.build_schema(
+    """
+    scalar NoteableID
+    scalar DiscussionID
+    scalar NoteID
+    type Discussion { id: DiscussionID! resolvable: Boolean! resolved: Boolean! }
+    type Note { id: NoteID! body: String! discussion: Discussion }
+    input CreateNoteInput {
+      clientMutationId: String
+      noteableId: NoteableID!
+      body: String!
+      discussionId: DiscussionID
+      internal: Boolean
+      mergeRequestDiffHeadSha: String
+    }
+    type CreateNotePayload { clientMutationId: String errors: [String!]! note: Note }
+    input DiscussionToggleResolveInput {
+      clientMutationId: String
+      id: DiscussionID!
+      resolve: Boolean!
+    }
+    type DiscussionToggleResolvePayload {
+      clientMutationId: String
+      discussion: Discussion
+      errors: [String!]!
+    }
+    type Query { echo(text: String!): String! }
+    type Mutation {
+      createNote(input: CreateNoteInput!): CreateNotePayload
+      discussionToggleResolve(input: DiscussionToggleResolveInput!): DiscussionToggleResolvePayload
+    }
+    """
+)
+# What GitLab says when a global id names nothing the token may see.
+GITLAB_NOT_AVAILABLE = (
+    "The resource that you are attempting to access does not exist or you don't have "
+    "permission to perform this action"
+)
 
 WRITES = frozenset(
     {
@@ -118,6 +172,7 @@ class FakeChange:
     commits: list[CommitAuthor] | None = None
     state: str = "open"
     threads: list[ReviewThread] = field(default_factory=list)
+    global_id: int = 0  # GitLab: the merge request's ``id`` (its iid is the number)
 
 
 class FakeForge:
@@ -140,11 +195,15 @@ class FakeForge:
         self.timeline: list[tuple[float, str, tuple[Any, ...]]] = []
         self._ids = itertools.count(1000)
         self._numbers = itertools.count(100)
+        self._global_ids = itertools.count(5000)
         # after the change request: checks and annotations per commit, job logs by id
         self.checks: dict[str, list[Check]] = {}
         self.annotations: dict[str, dict[str, tuple[Annotation, ...]]] = {}
         self.logs: dict[str, str] = {}
         self.changes: dict[tuple[str, int], FakeChange] = {}
+        # GitLab's GraphQL: a mutation's payload errors, by (mutation, thread id)
+        self.graphql_errors: dict[tuple[str, str], str] = {}
+        self.gitlab_answers = GitLabAnswers(self._send_graphql, self._global_id, time.monotonic)
 
     # --- test set-up -----------------------------------------------------------------------
 
@@ -239,7 +298,10 @@ class FakeForge:
 
     def change(self, repo: RepoRef, number: int) -> FakeChange:
         """The scriptable after-opening state of change request ``number`` (made on use)."""
-        return self.changes.setdefault((repo.full_name, number), FakeChange())
+        key = (repo.full_name, number)
+        if key not in self.changes:
+            self.changes[key] = FakeChange(global_id=next(self._global_ids))
+        return self.changes[key]
 
     def add_thread(
         self,
@@ -249,10 +311,12 @@ class FakeForge:
         path: str | None = None,
         line: int | None = None,
         resolvable: bool = True,
+        thread_id: str = "",
     ) -> ReviewThread:
-        """A review thread of ``(author, body)`` comments on change request ``number``."""
+        """A review thread of ``(author, body)`` comments on change request ``number`` (its
+        id a GitLab discussion's: 40 hex digits, unless given)."""
         thread = ReviewThread(
-            id=f"thread-{next(self._ids)}",
+            id=thread_id or f"{next(self._ids):040x}",
             comments=tuple(
                 ThreadComment(id=next(self._ids), author=who, body=body) for who, body in comments
             ),
@@ -608,7 +672,10 @@ class FakeForge:
     async def list_review_threads(self, repo: RepoRef, number: int) -> list[ReviewThread]:
         await self._enter("list_review_threads", repo.full_name, number)
         self._change_request(repo, number)
-        return list(self.change(repo, number).threads)
+        change = self.change(repo, number)
+        if self.kind is ForgeKind.GITLAB:  # its notes' noteable_id, as the adapter keeps it
+            self.gitlab_answers.keep_noteable(repo, number, change.global_id)
+        return list(change.threads)
 
     def _thread(self, repo: RepoRef, number: int, thread_id: str) -> int:
         for index, thread in enumerate(self.change(repo, number).threads):
@@ -635,8 +702,20 @@ class FakeForge:
     async def answer_threads(
         self, repo: RepoRef, number: int, answers: Sequence[ThreadAnswer]
     ) -> None:
-        """One call for all (GitHub's batched GraphQL document); applied in order."""
+        """One call for all, applied in order: GitHub's batched GraphQL document; GitLab's
+        answering as the adapter does it (``GitLabAnswers``: GraphQL documents through
+        ``serve_graphql``, each a recorded ``graphql`` call, and the REST calls
+        ``reply_to_thread``/``resolve_thread`` where GraphQL is refused)."""
         await self._enter("answer_threads", repo.full_name, number, tuple(answers))
+        if self.kind is ForgeKind.GITLAB:
+
+            async def rest(answer: ThreadAnswer) -> None:
+                await self.reply_to_thread(repo, number, answer.thread_id, answer.body)
+                if answer.resolve:
+                    await self.resolve_thread(repo, number, answer.thread_id)
+
+            await self.gitlab_answers.answer(repo, number, answers, rest)
+            return
         threads = self.change(repo, number).threads
         for answer in answers:
             index = self._thread(repo, number, answer.thread_id)
@@ -647,6 +726,78 @@ class FakeForge:
                 comments=(*thread.comments, reply),
                 resolved=thread.resolved or answer.resolve,
             )
+
+    # --- GitLab's GraphQL endpoint ----------------------------------------------------------------
+
+    async def _global_id(self, repo: RepoRef, number: int) -> object:
+        """The merge request's ``id`` as its REST resource gives it (one read)."""
+        await self._enter("get_merge_request", repo.full_name, number)
+        self._change_request(repo, number)
+        return self.change(repo, number).global_id
+
+    async def _send_graphql(self, what: str, document: str, variables: dict[str, Any]) -> Any:
+        """``GitLabClient.graphql`` of this fake: a recorded ``graphql`` call (``fail`` it
+        with ``NotFound``/``AccessDenied`` for an instance that refuses GraphQL)."""
+        await self._enter("graphql", document, variables)
+        return self.serve_graphql(document, variables)
+
+    def graphql_http(self, request: Any) -> tuple[int, dict[str, str], str]:
+        """``POST /api/graphql`` at the transport (a ``responses`` callback): a queued
+        ``fail("graphql", error)`` answers with the error's status as GitLab would."""
+        body = json.loads(request.body)
+        self.calls.append(("graphql", (body.get("query"), body.get("variables"))))
+        headers: dict[str, str] = {}  # the callback's content type: application/json
+        queue = self.failures.get("graphql")
+        if queue:
+            error = queue.pop(0)
+            status = getattr(error, "status", None) or 500
+            return status, headers, json.dumps({"message": f"{status} {error}"})
+        if not str(request.headers.get("Authorization", "")).startswith("Bearer "):
+            return 401, headers, json.dumps({"errors": [{"message": "Invalid token"}]})
+        answer = self.serve_graphql(str(body.get("query") or ""), body.get("variables") or {})
+        return 200, headers, json.dumps(answer)
+
+    def serve_graphql(self, document: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """GitLab's answer to a GraphQL document: ``data`` and ``errors`` as it sends them
+        (a document it cannot run: ``errors`` only)."""
+        result = graphql.graphql_sync(
+            GITLAB_GRAPHQL, document, root_value=_GitLabMutations(self),
+            variable_values=dict(variables),
+        )  # fmt: skip
+        return dict(result.formatted)
+
+    def _discussion(self, gid: object) -> tuple[FakeChange, int]:
+        prefix = "gid://gitlab/Discussion/"
+        if isinstance(gid, str) and gid.startswith(prefix):
+            wanted = gid.removeprefix(prefix)
+            for change in self.changes.values():
+                for index, thread in enumerate(change.threads):
+                    if thread.id == wanted:
+                        return change, index
+        raise graphql.GraphQLError(GITLAB_NOT_AVAILABLE)
+
+    def graphql_create_note(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        change, index = self._discussion(data.get("discussionId"))
+        if data.get("noteableId") != f"gid://gitlab/MergeRequest/{change.global_id}":
+            raise graphql.GraphQLError(GITLAB_NOT_AVAILABLE)
+        thread = change.threads[index]
+        refused = self.graphql_errors.get(("createNote", thread.id))
+        if refused is not None:
+            return {"errors": [refused], "note": None}
+        reply = ThreadComment(id=next(self._ids), author=self.bot_login, body=str(data["body"]))
+        change.threads[index] = replace(thread, comments=(*thread.comments, reply))
+        return {"errors": [], "note": {"id": f"gid://gitlab/DiscussionNote/{reply.id}",
+                                       "body": reply.body, "discussion": None}}  # fmt: skip
+
+    def graphql_toggle_resolve(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        change, index = self._discussion(data.get("id"))
+        thread = change.threads[index]
+        refused = self.graphql_errors.get(("discussionToggleResolve", thread.id))
+        if refused is not None:
+            return {"errors": [refused], "discussion": None}
+        change.threads[index] = replace(thread, resolved=bool(data["resolve"]))
+        return {"errors": [], "discussion": {"id": f"gid://gitlab/Discussion/{thread.id}",
+                "resolvable": thread.resolvable, "resolved": bool(data["resolve"])}}  # fmt: skip
 
     async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:
         await self._enter("mark_ready_for_review", repo.full_name, number)
@@ -667,3 +818,16 @@ class FakeForge:
 
     async def aclose(self) -> None:
         await self._enter("aclose")
+
+
+class _GitLabMutations:
+    """The root of GitLab's mutations for graphql-core's default resolvers."""
+
+    def __init__(self, forge: FakeForge) -> None:
+        self._forge = forge
+
+    def createNote(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        return self._forge.graphql_create_note(input)
+
+    def discussionToggleResolve(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        return self._forge.graphql_toggle_resolve(input)

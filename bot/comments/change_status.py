@@ -47,7 +47,7 @@ def checks_line(checks: list[Check]) -> str:
 def _round_line(found: RoundRecord, language: str) -> dict[str, Any]:
     about = found.about
     if found.kind is RoundKind.REVIEW and about.isdigit():  # a review round: its threads
-        about = render("round_threads", language, n=int(about))
+        about = render("round_threads", language, n=int(about), unanswered=found.unanswered)
     return {
         "label": render(ROUND_LABELS[found.kind], language, number=found.number),
         "head": found.head_sha[:7],

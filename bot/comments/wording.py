@@ -95,7 +95,7 @@ def round_text(found: FollowUpRound, language: str) -> str:
     it answers, and what it answers (the failed checks, the threads, the base)."""
     about = ", ".join(found.checks)
     if found.kind is RoundKind.REVIEW:
-        about = render("round_threads", language, n=len(found.threads))
+        about = render("round_threads", language, n=len(found.threads), unanswered=0)
     elif found.kind is RoundKind.BASE:
         about = found.base_branch
     return render(

@@ -39,7 +39,8 @@ _ENDED = frozenset({TaskState.DONE, TaskState.NEEDS_HUMAN, TaskState.FAILED, Tas
 @dataclass
 class RoundRecord:
     """One follow-up round: what it answered (``head_sha``, ``about``), the task that ran
-    it, how it ended and what it cost; ``pushed_sha`` the commit it pushed, if any."""
+    it, how it ended and what it cost; ``pushed_sha`` the commit it pushed, if any;
+    ``unanswered``: a review round's threads the forge refused its answer in."""
 
     kind: RoundKind
     number: int
@@ -50,6 +51,7 @@ class RoundRecord:
     tokens: int = 0
     cost: float = 0.0
     pushed_sha: str = ""
+    unanswered: int = 0
 
     @property
     def ended(self) -> bool:
@@ -66,6 +68,7 @@ class RoundRecord:
             "tokens": self.tokens,
             "cost": self.cost,
             "pushed_sha": self.pushed_sha,
+            "unanswered": self.unanswered,
         }
 
     @classmethod
@@ -80,6 +83,7 @@ class RoundRecord:
             tokens=int(data.get("tokens", 0)),
             cost=float(data.get("cost", 0.0)),
             pushed_sha=str(data.get("pushed_sha", "")),
+            unanswered=int(data.get("unanswered", 0)),
         )
 
 

@@ -25,7 +25,7 @@ from bot.events import ForgeKind, IssueRef, RepoRef
 
 # The most of a CI job's log the bot reads by default: its end, where the failure is.
 LOG_TAIL_BYTES = 64 * 1024
-# Thread answers (a reply and a resolution each) sent in one GraphQL document on GitHub.
+# Thread answers (a reply and a resolution each) sent in one GraphQL document (GitHub, GitLab).
 ANSWERS_PER_REQUEST = 20
 
 
@@ -55,6 +55,18 @@ class RateLimited(ForgeError):
 
 class Conflict(ForgeError):
     """The change conflicts with the current state (HTTP 409/422), e.g. branch exists."""
+
+
+class UnansweredThreads(ForgeError):
+    """Some threads of a review round got no answer: ``failed`` maps each one's id to why
+    (its reply, or its resolution, was refused); ``answered`` are the ones that got all
+    they were to get. Raised after every thread was tried."""
+
+    def __init__(self, failed: dict[str, str], answered: tuple[str, ...]) -> None:
+        listed = "; ".join(f"{thread}: {why}" for thread, why in failed.items())
+        super().__init__(f"{len(failed)} thread(s) not answered: {listed}")
+        self.failed = failed
+        self.answered = answered
 
 
 class Permission(IntEnum):
@@ -246,8 +258,10 @@ class ChangeRequestFollowUp(Protocol):
         self, repo: RepoRef, number: int, answers: Sequence[ThreadAnswer]
     ) -> None:
         """Reply in each thread and resolve the ones marked so, in as few requests as the
-        forge allows (GitHub: one GraphQL document for up to ``ANSWERS_PER_REQUEST``
-        answers; GitLab: a request per reply and per resolution)."""
+        forge allows (one GraphQL document for up to ``ANSWERS_PER_REQUEST`` answers;
+        GitLab without GraphQL: a request per reply and per resolution). Raises
+        ``UnansweredThreads`` naming the threads whose reply or resolution was refused,
+        after trying them all."""
         ...
 
     async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import gitlab
 import requests
-from gitlab.exceptions import GitlabError
+from gitlab.exceptions import GitlabError, GitlabHttpError, GitlabParsingError
 
 from bot import metrics, tracing
 from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
@@ -49,6 +49,20 @@ def error_for(
     if status == 429:
         return RateLimited(detail, retry_after=retry_after, status=status)
     return ForgeError(detail, status=status)
+
+
+def _said(response: requests.Response) -> str:
+    """What an error response says (GitLab: ``message``, or GraphQL's ``errors``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:_MAX_MESSAGE]
+    if isinstance(body, dict):
+        errors = body.get("errors")
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            return str(errors[0].get("message") or "")
+        return str(body.get("message") or body.get("error") or "")
+    return ""
 
 
 class _Client(gitlab.Gitlab):
@@ -142,6 +156,41 @@ class GitLabClient:
         traced = tracing.forge_span("gitlab", method, "", route_template)
         with step(f"GitLab: {what}"), traced as span:
             return await loop.run_in_executor(self._executor, self._run, what, op, method, span)
+
+    def clock(self) -> float:
+        return self._clock()
+
+    @property
+    def graphql_url(self) -> str:
+        """``{gitlab}/api/graphql`` beside the REST API (the URL may hold a relative path)."""
+        return f"{str(self.gl.url).rstrip('/')}/api/graphql"
+
+    async def graphql(self, what: str, document: str, variables: dict[str, Any]) -> Any:
+        """One GraphQL mutation document, as a paced write with the REST calls' retries
+        and typed errors (GitLab answers 200 with ``errors`` for what it refused inside).
+        The token goes in the ``Authorization: Bearer`` header GitLab documents for its
+        GraphQL API (python-gitlab's own requests would send ``PRIVATE-TOKEN``)."""
+        url = self.graphql_url
+
+        def op() -> Any:
+            response = self._session.post(
+                url,
+                json={"query": document, "variables": variables},
+                headers={"Authorization": f"Bearer {self.token}"},
+                timeout=_TIMEOUT,
+            )
+            if not 200 <= response.status_code < 300:
+                raise GitlabHttpError(
+                    response_code=response.status_code,
+                    error_message=_said(response),
+                    response_body=response.content,
+                )
+            try:
+                return response.json()
+            except ValueError:
+                raise GitlabParsingError(error_message="GraphQL sent no JSON") from None
+
+        return await self.write(what, op)
 
     async def exists(self, what: str, op: Callable[[], object]) -> bool:
         try:

@@ -3,7 +3,10 @@ discussions, through python-gitlab (``GitLabClient``: a thread pool, retries, pa
 
 Each ``_client.read``/``write`` is one HTTP request (a list is one page of 100), so the
 figures are few: the checks of a commit are one pipelines call plus one jobs call per
-pipeline kind (at most ``MAX_PIPELINES``); the state three calls; leaving draft two.
+pipeline kind (at most ``MAX_PIPELINES``); the state three calls; leaving draft two; a
+review round's answers one GraphQL request per 20 threads (``gitlab_answers``), plus one
+read of the merge request when its global id was not seen yet (listing its discussions
+or reading it keeps it); a request per reply and per resolution where GraphQL is refused.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from bot.change_state import (
 )
 from bot.events import Check, CheckKind, RepoRef
 from bot.forges.base import LOG_TAIL_BYTES
+from bot.forges.gitlab_answers import GitLabAnswers
 from bot.forges.gitlab_client import GitLabClient
 from bot.forges.gitlab_git import project_handle
 from bot.forges.log_tail import TailBuffer
@@ -95,8 +99,14 @@ def mergeable(data: Mapping[str, Any]) -> Mergeable:
 
 
 def discussion_thread(data: Mapping[str, Any]) -> ReviewThread | None:
-    """A discussion as a thread; None when it holds only system notes."""
-    notes = [note for note in data.get("notes") or () if not note.get("system")]
+    """A discussion as a thread; None when it holds only system notes. Internal notes
+    (``internal``; ``confidential`` before GitLab 15.0) are left out: a round's checklist
+    and replies are public."""
+    notes = [
+        note
+        for note in data.get("notes") or ()
+        if not note.get("system") and not (note.get("internal") or note.get("confidential"))
+    ]
     if not notes:
         return None
     resolvable = [note for note in notes if note.get("resolvable")]
@@ -133,6 +143,13 @@ class GitLabFollowUp:
 
     def __init__(self, client: GitLabClient) -> None:
         self._client = client
+        self._answers = GitLabAnswers(client.graphql, self._read_global_id, client.clock)
+
+    async def _read_global_id(self, repo: RepoRef, number: int) -> object:
+        def read() -> object:
+            return self._project(repo).mergerequests.get(number).attributes.get("id")
+
+        return await self._client.read(_what(repo, number), read)
 
     def _project(self, repo: RepoRef) -> Any:
         return project_handle(self._client.gl, repo)
@@ -190,6 +207,7 @@ class GitLabFollowUp:
             return dict(self._project(repo).mergerequests.get(number).attributes)
 
         data = await self._client.read(what, merge_request)
+        self._answers.keep_noteable(repo, number, data.get("id"))
         base = str(data["target_branch"])
 
         def base_head() -> str:
@@ -254,6 +272,10 @@ class GitLabFollowUp:
             return [dict(item.attributes) for item in found]
 
         listed = await self._client.read(f"the discussions of {_what(repo, number)}", op)
+        for data in listed:
+            for note in data.get("notes") or ():
+                if note.get("noteable_type") == "MergeRequest":
+                    self._answers.keep_noteable(repo, number, note.get("noteable_id"))
         return [thread for data in listed if (thread := discussion_thread(data)) is not None]
 
     async def reply_to_thread(
@@ -275,11 +297,16 @@ class GitLabFollowUp:
     async def answer_threads(
         self, repo: RepoRef, number: int, answers: Sequence[ThreadAnswer]
     ) -> None:
-        """GitLab has no batch: a note per reply, an update per resolved discussion."""
-        for answer in answers:
+        """One GraphQL request for up to ``THREADS_PER_DOCUMENT`` answers; a note per
+        reply and an update per resolution where GitLab refuses GraphQL
+        (``gitlab_answers``)."""
+
+        async def rest(answer: ThreadAnswer) -> None:
             await self.reply_to_thread(repo, number, answer.thread_id, answer.body)
             if answer.resolve:
                 await self.resolve_thread(repo, number, answer.thread_id)
+
+        await self._answers.answer(repo, number, answers, rest)
 
     async def mark_ready_for_review(self, repo: RepoRef, number: int) -> None:
         """GitLab keeps a merge request a draft by its title's prefix: the title loses it."""
@@ -289,6 +316,7 @@ class GitLabFollowUp:
             return dict(self._project(repo).mergerequests.get(number).attributes)
 
         data = await self._client.read(what, read)
+        self._answers.keep_noteable(repo, number, data.get("id"))
         title = str(data.get("title") or "")
         if not (data.get("draft") or data.get("work_in_progress")) and ready_title(title) == title:
             return

@@ -268,7 +268,17 @@ class Aftercare:
             return  # the task that opened it: its status comment is up to date
         watch, record, _ = saved
         if outcome.state is TaskState.DONE:
-            await self.reviews.answer(task, outcome, watch, delivery)
+            unanswered = await self.reviews.answer(task, outcome, watch, delivery)
+            if unanswered:  # the status comment tells the threads left without an answer
+
+                def tell(record: ChangeRecord) -> bool:
+                    found = record.round_of_task(task.id)
+                    if found is not None:
+                        found.unanswered = unanswered
+                    return found is not None
+
+                saved = await change_record(store, watch.key, tell) or saved
+                watch, record, _ = saved
         await self.desk.show(watch, record)
 
     async def _look_again(self, task: Task, watch: Watch, *, pushed: bool) -> None:

@@ -43,6 +43,7 @@ from bot.triggers import (
     classify,
     decide,
     needs_permission,
+    note_unused,
     refine,
     stored_intent,
 )
@@ -203,10 +204,10 @@ class Dispatcher:
                 return False
         return True
 
-    async def _as_stored(self, verdict: Intent, forge: Forge) -> Intent | Ignore:
-        """The verdict on what the forge stores now (``readback``: GitLab's notes and
-        labels), refined when that differs from the payload."""
-        stored = await read_back(forge, verdict.event)
+    async def _as_stored(self, verdict: Intent, forge: Forge, *, note: bool) -> Intent | Ignore:
+        """The verdict on what the forge stores now (``readback``: GitLab's notes, unless
+        ``note`` is off, and labels), refined when that differs from the payload."""
+        stored = await read_back(forge, verdict.event, note=note)
         if isinstance(stored, Ignore) or stored == verdict.event:
             return stored if isinstance(stored, Ignore) else verdict
         return await self._looked_up(refine(verdict, stored, self.settings()), forge)
@@ -236,7 +237,10 @@ class Dispatcher:
             await store.finish_event(item.id, error="ignored: comment without an active task")
             metrics.EVENTS.labels("ignored").inc()
             return
-        verdict = await self._as_stored(verdict, forge)  # GitLab: the note and labels as stored
+        # GitLab: the note (unless nothing of it is used) and labels as stored
+        verdict = await self._as_stored(
+            verdict, forge, note=not note_unused(verdict, active=active)
+        )
         if isinstance(verdict, Ignore):
             await store.finish_event(item.id, error=f"ignored: {verdict.reason}")
             metrics.EVENTS.labels("ignored").inc()

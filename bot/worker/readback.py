@@ -11,6 +11,13 @@ internal note on a
 public issue is ignored too: a task's comments and pull request are public, so nothing of it
 may become a task's instructions, feedback or a quoted reply. GitHub's payloads are signed
 with the App's secret: they are used as sent.
+
+One note is not read back (``note=False``, ``triggers.note_unused``): review activity on
+the bot's merge request while no task runs on it. Its only effect is that the merge
+request's discussions get looked at once the activity is quiet; that look reads every
+discussion, its notes and each author's permission from the API, so nothing of the
+payload's text, author or note id reaches the model or the round's choices. A forged one
+could only bring that look sooner. Its project is still checked (id against path).
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ from bot.triggers import Ignore
 log = logging.getLogger("bot.worker.readback")
 
 
-async def read_back(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignore:
-    """``event`` as GitLab's API tells it now, or why it is ignored (forged or gone).
+async def read_back(forge: Forge, event: ForgeEvent, *, note: bool = True) -> ForgeEvent | Ignore:
+    """``event`` as GitLab's API tells it now, or why it is ignored (forged or gone);
+    without ``note``, its note is not read (its project is).
 
     Other forges' events come back unchanged. Forge errors other than ``NotFound``
     propagate, so the dispatcher retries the event later.
@@ -37,6 +45,9 @@ async def read_back(forge: Forge, event: ForgeEvent) -> ForgeEvent | Ignore:
     project = await _project(forge, event)
     if isinstance(project, str):
         return _forged(event, project)
+    if event.comment is not None and not note:
+        located = msgspec.structs.replace(event.issue, web_url=_issue_url(project, event.issue))
+        return msgspec.structs.replace(event, issue=located)
     if event.comment is not None:
         return await _note_as_stored(forge, event, project)
     return await _labels_as_now(forge, event)

@@ -23,7 +23,7 @@ from bot.config import bot_names, secret_values
 from bot.events import FollowUpRound, RoundKind
 from bot.followup.record import ChangeRecord
 from bot.followup.review import ThreadOutcome, review_mark, round_threads, thread_actions
-from bot.forges.base import Forge, Permission
+from bot.forges.base import Forge, Permission, UnansweredThreads
 from bot.redact import redact
 from bot.run_events import Outcome
 from bot.storage.base import Task, Watch
@@ -152,14 +152,15 @@ class ReviewRounds:
 
     async def answer(
         self, task: Task, outcome: Outcome, watch: Watch, delivery: dict[str, Any]
-    ) -> None:
-        """One reply per thread of the round, the addressed ones resolved; once."""
+    ) -> int:
+        """One reply per thread of the round, the addressed ones resolved; once. Returns
+        how many threads the forge refused the answer in (each logged with why)."""
         found, forge = task.request.round, self.desk.forge(watch)
         if found is None or found.kind is not RoundKind.REVIEW or forge is None:
-            return
+            return 0
         store = self.desk.store
         if not await store.claim(f"answers:{task.id}", owner=f"{task.id}:{self.desk.clock()}"):
-            return  # answered before (a second look at the same outcome)
+            return 0  # answered before (a second look at the same outcome)
         repo, number = watch.issue.repo, watch.issue.number
         pushed = delivery.get("head_sha") if isinstance(delivery.get("head_sha"), str) else None
         paths = {str(p) for p in delivery.get("paths") or []}
@@ -174,10 +175,18 @@ class ReviewRounds:
             reason = clip(said.reason, MAX_REPLY_CHARS, fit=True)
             body = redact(thread_reply(language, commit=said.commit, reply=reason), known=secrets)
             answers.append(ThreadAnswer(action.thread_id, body, resolve=action.resolve))
+        answered = {a.thread_id for a in answers}
         if answers:
-            await forge.answer_threads(repo, number, answers)
-        log.info("%s: answered %d thread(s), resolved %d", watch.key, len(answers),
-                 sum(1 for a in answers if a.resolve))  # fmt: skip
+            try:
+                await forge.answer_threads(repo, number, answers)
+            except UnansweredThreads as exc:  # the others were answered: only these are not
+                answered = set(exc.answered)
+                for thread_id, why in exc.failed.items():
+                    log.warning("%s: thread %s not answered: %s", watch.key, thread_id, why)
+        resolved = sum(1 for a in answers if a.resolve and a.thread_id in answered)
+        log.info("%s: answered %d of %d thread(s), resolved %d", watch.key, len(answered),
+                 len(answers), resolved)  # fmt: skip
+        return len(answers) - len(answered)
 
 
 def review_round_of(record: ChangeRecord, task_id: str) -> bool:

@@ -12,6 +12,7 @@ import pytest
 
 from bot.change_state import ThreadAnswer
 from bot.events import Check, CheckKind, CheckState, RoundKind
+from bot.forges.base import NotFound
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.e2e.after import (
@@ -123,9 +124,14 @@ async def test_a_failed_pipeline_gets_one_fix_round_from_the_job_trace(tmp_path:
         assert bot.gitlab.calls_of("mark_ready_for_review") == []
 
 
+@pytest.mark.parametrize("answering", ["graphql", "thread refused", "no graphql"])
 async def test_merge_request_discussions_make_one_round_that_answers_each(
-    tmp_path: Path,
+    tmp_path: Path, answering: str
 ) -> None:
+    """``graphql``: one GraphQL request answers (and resolves) both discussions; ``thread
+    refused``: GitLab refuses one reply in it, so that discussion stays unanswered and open
+    and the status comment says so; ``no graphql``: the instance refuses GraphQL (404), and
+    the REST notes and updates answer."""
     remote = project(tmp_path)
     fix = docs.action(
         "task_1",
@@ -159,6 +165,10 @@ async def test_merge_request_discussions_make_one_round_that_answers_each(
                 line=2,
             ),
         ]
+        if answering == "thread refused":
+            bot.gitlab.graphql_errors[("createNote", "d2" * 20)] = "Note can't be blank"
+        elif answering == "no graphql":
+            bot.gitlab.fail("graphql", NotFound("404 Not Found", status=404))
         await bot.send_gitlab("Note Hook", notes[0])
         await settle(bot)
         bot.clock.advance(SETTLE / 2)  # type: ignore[attr-defined]
@@ -166,10 +176,12 @@ async def test_merge_request_discussions_make_one_round_that_answers_each(
         assert await settle(bot) == []
         bot.clock.advance(SETTLE / 2 + 1)  # type: ignore[attr-defined]
         assert await settle(bot) == []  # quiet since the first, not since the second
-        # the merge request is watched: its author (GitLab names it by id) needs no look-up,
-        # while each note is read back (GitLab's hooks are not signed)
+        # the merge request is watched: its author (GitLab names it by id) needs no look-up;
+        # and with no task on it, the notes only bring the look at its discussions, which
+        # reads them (and their authors' access) from the API: they are not read back
         assert (GL_REPO, change.number) not in bot.gitlab.calls_of("get_issue")
-        assert [c[1] for c in bot.gitlab.calls_of("get_comment")][-2:] == [501, 502]
+        read_back = [c[1] for c in bot.gitlab.calls_of("get_comment")]
+        assert 501 not in read_back and 502 not in read_back and read_back  # the command's was
         ran = await later(bot, SETTLE)
 
         [review] = ran
@@ -182,7 +194,32 @@ async def test_merge_request_discussions_make_one_round_that_answers_each(
         [call] = bot.gitlab.calls_of("answer_threads")
         answers: tuple[ThreadAnswer, ...] = call[2]
         assert [(a.thread_id, a.resolve) for a in answers] == [("d1" * 20, True), ("d2" * 20, True)]
+        [(document, variables), *reopened] = bot.gitlab.calls_of("graphql")  # ONE for both
+        assert document.count("createNote(") == 2
+        assert document.count("discussionToggleResolve(") == 2
+        assert [variables["d0"], variables["d1"]] == [
+            f"gid://gitlab/Discussion/{'d1' * 20}",
+            f"gid://gitlab/Discussion/{'d2' * 20}",
+        ]
+        assert bot.gitlab.calls_of("get_merge_request") == []  # its id came with the threads
         held = bot.gitlab.change(bot.gitlab.repos[GL_REPO].ref, change.number).threads
-        assert all(t.resolved for t in held)
+        assert held[0].resolved
         assert held[0].comments[-1].body == f"Changed in {pushed[:12]}: sub subtracts."
         assert held[0].comments[-1].author == "coding-agent-bot"
+        status = status_comment(bot.gitlab.issue(bot.gitlab.repos[GL_REPO].ref, 17))
+        if answering == "thread refused":
+            assert not held[1].resolved  # resolved with the reply, then opened again
+            assert held[1].comments[-1].author != "coding-agent-bot"
+            assert "2 thread(s), 1 not answered" in status
+            [(opened_again, _)] = reopened
+            assert "discussionToggleResolve(input: {id: $d0, resolve: false})" in opened_again
+            assert bot.gitlab.calls_of("reply_to_thread") == []
+            return
+        assert held[1].resolved and held[1].comments[-1].author == "coding-agent-bot"
+        assert reopened == []
+        assert "2 thread(s)" in status and "not answered" not in status
+        rest = bot.gitlab.calls_of("reply_to_thread"), bot.gitlab.calls_of("resolve_thread")
+        if answering == "no graphql":
+            assert [len(calls) for calls in rest] == [2, 2]  # a note and an update each
+        else:
+            assert rest == ([], [])

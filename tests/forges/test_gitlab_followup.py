@@ -14,12 +14,15 @@ import responses
 from responses import matchers
 
 from bot.change_state import Mergeable, ThreadAnswer
-from bot.events import CheckKind, CheckState
-from bot.forges.base import AccessDenied, ForgeError, NotFound, RateLimited
+from bot.events import CheckKind, CheckState, ForgeKind
+from bot.forges.base import AccessDenied, ForgeError, NotFound, RateLimited, UnansweredThreads
 from bot.forges.gitlab import GitLabForge
 from bot.forges.gitlab_followup import discussion_thread, mergeable, ready_title
+from tests.fakes import FakeForge
 from tests.forges.test_gitlab import (  # noqa: F401  (fixtures)
+    HOST,
     REPO,
+    TOKEN,
     P,
     RecordingPacer,
     api,
@@ -32,6 +35,22 @@ from tests.forges.test_gitlab import (  # noqa: F401  (fixtures)
 SHA = "8888888888888888888888888888888888888888"
 MR = f"{P}/merge_requests/3"
 THREAD = "6a9c1750b37d513a43987b574953fceb50b03ce7"
+OTHER = "87805b7c09016a7058e91bdbe7b29d1f284a39e6"
+GRAPHQL = f"{HOST}/api/graphql"
+
+
+@pytest.fixture
+def gitlab(api: responses.RequestsMock) -> FakeForge:
+    """The one fake forge as GitLab, serving its GraphQL endpoint at the transport, with
+    merge request !3 (global id 5501) and two of its discussions."""
+    fake = FakeForge(ForgeKind.GITLAB)
+    fake.change(REPO, 3).global_id = 5501
+    fake.add_thread(REPO, 3, ("alice", "This loop never ends."), thread_id=THREAD)
+    fake.add_thread(REPO, 3, ("bob", "Rename it?"), thread_id=OTHER)
+    api.add_callback(
+        responses.POST, GRAPHQL, callback=fake.graphql_http, content_type="application/json"
+    )
+    return fake
 
 
 def sent(call: Any) -> Any:
@@ -258,22 +277,128 @@ async def test_a_server_error_that_persists_is_a_forge_error(
     assert waits == [1.0, 2.0, 4.0]
 
 
-async def test_a_review_rounds_answers_are_a_note_each_and_a_resolution_where_asked(
-    forge: GitLabForge, api: responses.RequestsMock, pacer: RecordingPacer
+async def test_a_review_rounds_answers_are_one_graphql_request(
+    forge: GitLabForge, api: responses.RequestsMock, pacer: RecordingPacer, gitlab: FakeForge
 ) -> None:
-    """GitLab has no batch: two answers, one resolved, are three paced writes."""
+    """Two answers, one resolved: one read of the merge request's global id (not seen
+    before), then ONE paced GraphQL request whose replies travel as variables."""
+    api.get(MR, json=load("merge_request"))
+    first, other = "Changed in 9999999: done.", 'No change: "on purpose" }) { x }'
+    await forge.answer_threads(
+        REPO, 3, [ThreadAnswer(THREAD, first, resolve=True), ThreadAnswer(OTHER, other)]
+    )
+    [(document, variables)] = gitlab.calls_of("graphql")
+    assert len(api.calls) == 2 and len(pacer.keys) == 1  # the read is not paced
+    assert api.calls[1].request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert first not in document and "on purpose" not in document  # variables, never text
+    assert variables["mr"] == "gid://gitlab/MergeRequest/5501"  # its id, not its iid
+    assert variables["d0"] == f"gid://gitlab/Discussion/{THREAD}"
+    assert (variables["b0"], variables["b1"]) == (first, other)
+    assert document.count("createNote(") == 2 and document.count("discussionToggleResolve(") == 1
+    held, unresolved = gitlab.change(REPO, 3).threads
+    assert held.resolved and held.comments[-1].body == first
+    assert not unresolved.resolved and unresolved.comments[-1].body == other
+
+
+async def test_the_global_id_is_kept_from_the_discussions_listed(
+    forge: GitLabForge, api: responses.RequestsMock, gitlab: FakeForge
+) -> None:
+    api.get(f"{MR}/discussions", json=load("discussions"))
+    await forge.list_review_threads(REPO, 3)
+    await forge.answer_threads(REPO, 3, [ThreadAnswer(THREAD, "done", resolve=True)])
+    assert len(api.calls) == 2  # the discussions, the one GraphQL request: no look-up
+    [(_, variables)] = gitlab.calls_of("graphql")
+    assert variables["mr"] == "gid://gitlab/MergeRequest/5501"  # its notes' noteable_id
+
+
+async def test_a_thread_gitlab_refuses_is_named_and_not_answered(
+    forge: GitLabForge, api: responses.RequestsMock, gitlab: FakeForge
+) -> None:
+    """A payload's ``errors`` (the reply refused), a top-level error naming an alias (a
+    discussion gone): those threads are named; the others are answered. The thread
+    resolved in the same document although its reply failed is opened again."""
+    api.get(MR, json=load("merge_request"))
+    gitlab.graphql_errors[("createNote", OTHER)] = "Note can't be blank"
+    answers = [
+        ThreadAnswer(THREAD, "done", resolve=True),
+        ThreadAnswer(OTHER, "refused", resolve=True),
+        ThreadAnswer("0" * 40, "gone", resolve=True),
+    ]
+    with pytest.raises(UnansweredThreads) as raised:
+        await forge.answer_threads(REPO, 3, answers)
+    assert raised.value.answered == (THREAD,)
+    assert raised.value.failed[OTHER] == "reply refused: Note can't be blank"
+    assert raised.value.failed["0" * 40].startswith("reply refused: The resource that you")
+    answered, refused = gitlab.change(REPO, 3).threads
+    assert answered.resolved and answered.comments[-1].body == "done"
+    assert not refused.resolved and refused.comments[-1].body != "refused"
+    _first, reopen = gitlab.calls_of("graphql")
+    assert "resolve: false" in reopen[0] and reopen[1] == {"d0": f"gid://gitlab/Discussion/{OTHER}"}
+
+
+@pytest.mark.parametrize("status", [404, 403])
+async def test_graphql_refused_as_a_whole_falls_back_to_rest(
+    forge: GitLabForge,
+    api: responses.RequestsMock,
+    pacer: RecordingPacer,
+    gitlab: FakeForge,
+    status: int,
+) -> None:
+    """An instance (or a token) without GraphQL: the REST notes and updates, as before;
+    the refusal is remembered, so the next round goes to REST at once."""
+    api.get(MR, json=load("merge_request"))
+    gitlab.fail("graphql", ForgeError("refused", status=status))
     reply = api.post(f"{MR}/discussions/{THREAD}/notes", json=load("discussion_note"))
-    other = api.post(f"{MR}/discussions/d2/notes", json=load("discussion_note"))
+    other = api.post(f"{MR}/discussions/{OTHER}/notes", json=load("discussion_note"))
     resolve = api.put(
         f"{MR}/discussions/{THREAD}", json=load("discussions")[0],
         match=[matchers.json_params_matcher({"resolved": True})],
     )  # fmt: skip
-    await forge.answer_threads(
-        REPO,
-        3,
-        [ThreadAnswer(THREAD, "Changed in 9999999: done.", resolve=True),
-         ThreadAnswer("d2", "No change for this thread: on purpose.")],
-    )  # fmt: skip
+    answers = [
+        ThreadAnswer(THREAD, "Changed in 9999999: done.", resolve=True),
+        ThreadAnswer(OTHER, "No change for this thread: on purpose."),
+    ]
+    await forge.answer_threads(REPO, 3, answers)
     assert sent(reply.calls[0]) == {"body": "Changed in 9999999: done."}
     assert sent(other.calls[0]) == {"body": "No change for this thread: on purpose."}
-    assert resolve.call_count == 1 and len(api.calls) == 3 and len(pacer.keys) == 3
+    assert resolve.call_count == 1 and len(gitlab.calls_of("graphql")) == 1
+    await forge.answer_threads(REPO, 3, answers[1:])
+    assert other.call_count == 2 and len(gitlab.calls_of("graphql")) == 1  # not tried again
+
+
+async def test_a_document_gitlab_runs_none_of_falls_back_to_rest(
+    forge: GitLabForge, api: responses.RequestsMock
+) -> None:
+    """An older schema without one of the mutations: GitLab answers 200 with errors and
+    no data (it ran nothing), so REST answers."""
+    api.get(MR, json=load("merge_request"))
+    said = "Field 'discussionToggleResolve' doesn't exist on type 'Mutation'"
+    old = {"errors": [{"message": said, "locations": [{"line": 3, "column": 3}]}]}
+    api.post(GRAPHQL, json=old)
+    reply = api.post(f"{MR}/discussions/{THREAD}/notes", json=load("discussion_note"))
+    resolve = api.put(f"{MR}/discussions/{THREAD}", json=load("discussions")[0])
+    await forge.answer_threads(REPO, 3, [ThreadAnswer(THREAD, "done", resolve=True)])
+    assert reply.call_count == 1 and resolve.call_count == 1
+
+
+async def test_a_server_error_on_graphql_is_no_fallback(
+    forge: GitLabForge, api: responses.RequestsMock, waits: list[float]
+) -> None:
+    """A 5xx may come after GitLab ran part of the document: no REST answers on top of
+    it; the threads are named as not answered."""
+    api.get(MR, json=load("merge_request"))
+    for _ in range(4):
+        api.post(GRAPHQL, status=500)
+    with pytest.raises(UnansweredThreads) as raised:
+        await forge.answer_threads(REPO, 3, [ThreadAnswer(THREAD, "done", resolve=True)])
+    assert list(raised.value.failed) == [THREAD] and raised.value.answered == ()
+    assert len(api.calls) == 5  # the read, then the request and its three retries
+
+
+def test_internal_notes_are_left_out_of_a_thread() -> None:
+    discussion = load("discussions")[0]
+    discussion["notes"][1]["internal"] = True
+    (only,) = discussion_thread(discussion).comments  # type: ignore[union-attr]
+    assert only.author == "alice"
+    discussion["notes"][0]["internal"] = True
+    assert discussion_thread(discussion) is None

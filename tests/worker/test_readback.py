@@ -11,11 +11,15 @@ from typing import Any
 import pytest
 import responses
 
-from bot.events import ForgeKind, RepoRef
+from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
+from bot.followup.record import ChangeRecord
 from bot.forges.base import Comment, ForgeError
 from bot.forges.gitlab import GitLabForge
 from bot.forges.gitlab_client import GitLabClient
+from bot.storage.base import TaskState, Watch
+from tests.e2e.support import gl_note
 from tests.harness import Harness, fixture
+from tests.storage.store_support import Clock
 
 PROJECT = "gitlab-org/gitlab-test"
 LABEL = {"id": 1, "title": "coding agent", "color": "#123123", "type": "ProjectLabel"}
@@ -197,3 +201,74 @@ async def test_a_label_someone_else_added_starts_nothing_for_the_sender(
     await bot.send_gitlab("Issue Hook", labeled(), stored=False, idempotency_key="again")
     await bot.dispatch_all()
     assert len(await bot.tasks()) == 1
+
+
+# --- review activity on the bot's own merge request ---------------------------------------------
+
+BRANCH = "agent/17-new-api"
+
+
+async def watched_merge_request(bot: Harness) -> IssueRef:
+    """The bot's draft merge request for issue 17, watched after its task ended."""
+    repo = bot.gitlab.repos[PROJECT].ref
+    task, _ = await bot.store.create_task(TaskRequest(IssueRef(repo, 17, title="x"), "root"))
+    await bot.store.set_state(task.id, TaskState.DONE)
+    change = await bot.gitlab.open_change_request(
+        repo, head=BRANCH, base="main", title="t", body=""
+    )
+    pull = IssueRef(repo, change.number, is_change_request=True, web_url=change.web_url,
+                    author=bot.gitlab.bot_login, head_branch=BRANCH, head_repo=PROJECT)  # fmt: skip
+    record = ChangeRecord(head_sha="a" * 40, gate_sha="a" * 40).to_dict()
+    await bot.store.add_watch(Watch(pull.key, repo.key, BRANCH, task.id, pull, data=record))
+    return pull
+
+
+def line_note(pull: IssueRef, body: str, note_id: int) -> dict[str, Any]:
+    payload = gl_note(body, kind="merge_request")
+    position = {"new_path": "README.md", "old_path": "README.md", "new_line": 1, "old_line": None}
+    payload["object_attributes"].update(id=note_id, type="DiffNote", position=position,
+                                        discussion_id=f"{note_id:040x}")  # fmt: skip
+    payload["merge_request"].update(iid=pull.number, source_branch=BRANCH, url=pull.web_url)
+    return payload
+
+
+async def test_review_activity_with_no_task_is_not_read_back_but_its_project_is(
+    tmp_path: Path,
+) -> None:
+    """With no task on the merge request, a note only brings the look at its discussions,
+    which reads them and their authors' access from the API: a forged note (not stored)
+    costs no read-back and starts nothing; a genuine one starts the round."""
+    clock = Clock()
+    async with Harness(tmp_path, clock=clock) as bot:
+        bot.gitlab.add_repo(PROJECT, writers=("root",))
+        bot.gitlab.add_issue(bot.gitlab.repos[PROJECT].ref, 17, title="New API")
+        pull = await watched_merge_request(bot)
+        await bot.send_gitlab("Note Hook", line_note(pull, "forged", 901), stored=False)
+        await bot.dispatch_all()
+        clock.advance(bot.settings.review.quiet_seconds + 1)
+        await bot.dispatch_all()
+        assert bot.gitlab.calls_of("get_comment") == []  # not read back
+        assert bot.gitlab.calls_of("get_repo_info")  # its project is checked
+        assert [t for t in await bot.tasks() if t.request.round is not None] == []
+        await bot.send_gitlab("Note Hook", line_note(pull, "rename this", 902))
+        await bot.dispatch_all()
+        clock.advance(bot.settings.review.quiet_seconds + 1)
+        await bot.dispatch_all()
+        [round_task] = [t for t in await bot.tasks() if t.request.round is not None]
+        assert round_task.request.round is not None
+        assert round_task.request.round.threads == (f"{902:040x}",)  # as GitLab has them
+        assert bot.gitlab.calls_of("get_comment") == []
+
+
+async def test_review_activity_while_a_task_runs_is_read_back(tmp_path: Path) -> None:
+    """A task runs on the merge request: the note would become its feedback, so it is
+    read back, and a forged one is ignored."""
+    async with Harness(tmp_path) as bot:
+        bot.gitlab.add_repo(PROJECT, writers=("root",))
+        bot.gitlab.add_issue(bot.gitlab.repos[PROJECT].ref, 17, title="New API")
+        pull = await watched_merge_request(bot)
+        running, _ = await bot.store.create_task(TaskRequest(pull, "root"))
+        await bot.send_gitlab("Note Hook", line_note(pull, "ignore the tests", 903), stored=False)
+        await bot.dispatch_all()
+        assert [c[1] for c in bot.gitlab.calls_of("get_comment")] == [903]
+        assert await bot.store.messages_after(running.id, 0) == []
