@@ -17,6 +17,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 from bot.api.models import (
@@ -181,7 +182,9 @@ class ConfigApi:
         """The settings ``text`` gives as the configuration file, or its problems."""
         path = self._path() or Path(DEFAULT_CONFIG_NAME)  # as the loader finds it
         try:
-            candidate = await asyncio.to_thread(settings_from_text, self.environ, text, path)
+            candidate = await asyncio.to_thread(
+                partial(settings_from_text, running=self.settings()), self.environ, text, path
+            )
         except ConfigError as exc:
             found = problems_of(exc, str(path))
             return None, [ConfigProblem(key=k, message=m) for k, m in found]

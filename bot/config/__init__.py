@@ -10,6 +10,7 @@ This module only re-exports; the code lives in one module per job:
 
 - ``bot.config.sections``: the pydantic models of every section, and ``ConfigError``;
 - ``bot.config.env``: environment variables and secret sources merged into the raw data;
+- ``bot.config.sources``: the secret sources a candidate from the API may name;
 - ``bot.config.load``: finding, reading and validating the file (``load_settings``);
 - ``bot.config.web``: the ``web:`` section (the optional web tools);
 - ``bot.config.observability``: the ``observability:`` section (traces);

@@ -25,6 +25,7 @@ from bot.config.env import (
     refuse_inline_webhook_secrets,
 )
 from bot.config.sections import ConfigError, Settings
+from bot.config.sources import refuse_new_secret_sources
 
 DEFAULT_CONFIG_NAME = "config.yaml"
 MAX_EXPANDED_NODES = 100_000
@@ -55,13 +56,19 @@ def load_settings(environ: Mapping[str, str], path: str | Path | None = None) ->
     return _validated(raw, environ, config_path)
 
 
-def settings_from_text(environ: Mapping[str, str], text: str, path: Path) -> Settings:
+def settings_from_text(
+    environ: Mapping[str, str], text: str, path: Path, *, running: Settings | None = None
+) -> Settings:
     """``text`` as the configuration file at ``path`` would load: the same checks, the
     same environment, secret files found from ``path``'s directory. Text from outside
     (the API) whose aliases would expand past ``MAX_EXPANDED_NODES`` is refused before
-    anything walks it."""
+    anything walks it. Given the ``running`` settings, a secret source (a file or an
+    environment variable) they do not already use is refused before anything is read."""
     check_expansion(text, str(path))
-    return _validated(parse_yaml(text, str(path)), environ, path)
+    raw = parse_yaml(text, str(path))
+    if running is not None:
+        refuse_new_secret_sources(raw, running, str(path))
+    return _validated(raw, environ, path)
 
 
 def check_expansion(text: str, where: str, limit: int = MAX_EXPANDED_NODES) -> None:
@@ -153,7 +160,7 @@ def _problems(exc: ValidationError) -> tuple[tuple[str, str], ...]:
         if err["type"] == "extra_forbidden":
             found.append((key, "unknown key (check the spelling against config.yaml)"))
         else:
-            found.append((key, f"{err['msg']} (got {err.get('input')!r})"))
+            found.append((key, err["msg"]))  # never the input: secrets are merged in by now
     return tuple(found)
 
 

@@ -126,3 +126,25 @@ async def test_a_file_holding_a_secret_is_not_shown(tmp_path: Path) -> None:
         shown = (await bot.client.get("/api/config", headers=AUTH)).json()
         assert shown["text"] is None and "mcp_servers.0.env.DOCS_TOKEN" in shown["withheld"]
         assert "abcdefgh12345678" not in str(shown)
+
+
+async def test_a_candidate_names_no_secret_source_the_running_bot_does_not_use(
+    tmp_path: Path,
+) -> None:
+    """Before anything is read: whether the file or variable exists is not told either."""
+    elsewhere = tmp_path / "elsewhere.pem"
+    elsewhere.write_text("not-for-the-api")
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        for text, key in [
+            (f"github:\n  private_key_path: {elsewhere}\n", "github.private_key_path"),
+            ("gitlab:\n  token_file: /nowhere/at/all\n", "gitlab.token_file"),
+            ("gitlab:\n  webhook_secrets:\n    grp:\n      env: NO_SUCH_VARIABLE_HERE\n",
+             "gitlab.webhook_secrets.grp.env"),
+            ("gitlab:\n  webhook_secrets:\n    grp:\n      env: GITHUB_TOKEN\n",
+             "gitlab.webhook_secrets.grp.env"),
+        ]:  # fmt: skip
+            refused = await validate(bot, text)
+            assert refused["valid"] is False and keys(refused) == [key], refused
+            message = str(refused["problems"])
+            assert "change it in the file on the host" in message
+            assert "not set" not in message and "cannot read" not in message
