@@ -231,3 +231,16 @@ async def test_an_environment_override_does_not_hide_a_host_only_change(tmp_path
     assert [p.key for p in check.refused_by_put] == ["llm.base_url"]
     same = await api.validate_config(ConfigText(text="labels:\n  done: done\n"))
     assert same.refused_by_put == []
+
+
+async def test_a_candidate_over_256_kib_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """Counted in bytes: 150,000 two-byte characters are fewer characters than the body's
+    bound but 300,000 bytes of YAML to parse."""
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        wide = "labels:\n  done: finished\n# " + "é" * 150_000 + "\n"
+        refused = await validate(bot, wide)
+        assert refused["valid"] is False and keys(refused) == [""], refused
+        assert "262144" in str(refused["problems"])
+        assert (await validate(bot, "labels:\n  done: finished\n# " + "é" * 1000 + "\n"))["valid"]
+        # A value YAML cannot build (a date with month 13): a problem, not an error.
+        assert keys(await validate(bot, "labels:\n  done: 2001-13-45\n")) == [""]
