@@ -45,8 +45,11 @@ def bot_environment(tmp_path: Path, script: Sequence[object] = ()) -> dict[str, 
     script_path = tmp_path / "script.json"
     script_path.write_text(json.dumps(list(script)))
     config = tmp_path / "config.yaml"  # the bot's own copy: PUT /api/config replaces it
-    if not config.exists():
-        config.write_bytes((ROOT / "config.yaml").read_bytes())
+    if not config.exists():  # the repository's, with the model the harness runs
+        text = (ROOT / "config.yaml").read_text(encoding="utf-8")
+        text = text.replace("\n  provider: openai ", "\n  provider: scripted ", 1)
+        text = text.replace("\n  script_path: null ", f"\n  script_path: {script_path} ", 1)
+        config.write_text(text, encoding="utf-8")
     return {
         "BOT_CONFIG": str(config),
         "BOT_DATA_DIR": str(tmp_path / "data"),

@@ -293,3 +293,33 @@ def test_an_llm_base_url_that_is_not_an_http_url_is_refused_by_its_key(
 def test_an_empty_llm_model_is_refused_by_its_key(tmp_path: Path, model: str) -> None:
     with pytest.raises(ConfigError, match=r"llm\.model: .*must name the model"):
         load_settings({}, write(tmp_path, f"llm:\n  model: {model}\n"))
+
+
+def test_a_candidate_may_keep_the_secret_sources_the_running_settings_use(
+    tmp_path: Path,
+) -> None:
+    from bot.config.sources import new_secret_sources
+
+    key = tmp_path / "app.pem"
+    key.write_text("k")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"github:\n  private_key_path: {key}\n"
+        "gitlab:\n  webhook_secrets:\n    grp: {env: GRP_SECRET}\n"
+    )
+    running = load_settings({"GRP_SECRET": "s"}, config)
+    kept = {
+        "github": {"private_key_path": str(key)},
+        "gitlab": {"webhook_secrets": {"other/grp": {"env": "GRP_SECRET"}}},
+    }
+    assert new_secret_sources(kept, running) == []
+    moved = {
+        "github": {"private_key_path": str(tmp_path / "other.pem")},
+        "gitlab": {"token_file": "t", "webhook_secrets": {"grp": {"env": "HOME", "file": "f"}}},
+    }
+    assert new_secret_sources(moved, running) == [
+        "github.private_key_path",
+        "gitlab.token_file",
+        "gitlab.webhook_secrets.grp.file",
+        "gitlab.webhook_secrets.grp.env",
+    ]

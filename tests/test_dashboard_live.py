@@ -58,3 +58,22 @@ def test_an_unchanged_answer_is_a_bodiless_304() -> None:
     assert again.status_code == 304 and again.body == b"" and again.headers["etag"] == etag
     changed = conditional_json(request(etag), {"queued": 2})
     assert changed.status_code == 200 and changed.headers["etag"] != etag
+
+
+async def test_the_live_answer_is_for_the_logged_in_browser_only(tmp_path: Path) -> None:
+    """Through the app: no shared cache may keep it (private), the browser asks again."""
+    from tests.e2e.test_api import TOKEN, WITH_API
+    from tests.harness import Harness
+
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        login = await bot.client.post("/dashboard/login", data={"token": TOKEN})
+        assert login.status_code == 303
+        answer = await bot.client.get("/dashboard/live.json")
+        assert answer.status_code == 200, answer.text
+        again = await bot.client.get(
+            "/dashboard/live.json", headers={"If-None-Match": answer.headers["etag"]}
+        )
+        assert again.status_code == 304
+    for reply in (answer, again):
+        parts = {p.strip() for p in reply.headers["cache-control"].split(",")}
+        assert parts == {"private", "no-cache"}, reply.headers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bot.config import load_settings
 from bot.events import ForgeKind
@@ -62,6 +64,35 @@ def test_an_invalid_file_changes_nothing(tmp_path: Path) -> None:
     [line] = runtime.reload({})
     assert line.startswith("configuration not reloaded") and "comments.languag" in line
     assert runtime.settings.comments.language == "en"
+
+
+def test_a_refused_reload_logs_no_secret(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A whole-settings error (the input at that level holds the merged secrets) is logged
+    with its key and message only."""
+    token, key_text = "ghp_" + "S" * 36, "-----BEGIN KEY-----in-a-file-only-0123456789"
+    key_file = tmp_path / "app.pem"
+    key_file.write_text(key_text)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"github:\n  private_key_path: {key_file}\n")
+    environ = {"BOT_DATA_DIR": str(tmp_path / "d"), "GITHUB_TOKEN": token}
+    runtime = runtime_for(config, tmp_path)
+    config.write_text(f"github:\n  private_key_path: {key_file}\nworker:\n  stall_seconds: 1\n")
+
+    async def hang_up() -> None:
+        runtime.watch_reload_signal(environ)
+        try:
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(100):
+                await asyncio.sleep(0.01)
+                if "not reloaded" in caplog.text:
+                    break
+        finally:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+
+    with caplog.at_level(logging.WARNING, logger="bot"):
+        asyncio.run(hang_up())
+    assert "configuration not reloaded" in caplog.text and "stall_seconds" in caplog.text
+    assert token not in caplog.text and key_text not in caplog.text, caplog.text
 
 
 def test_sighup_reloads_a_running_server(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ the file changed since the client read it (its hash in ``If-Match``), written
 atomically with the file it replaces kept beside it (``config.yaml.previous``), then
 reloaded as SIGHUP reloads it. A candidate may not carry a secret (``secrets_in_file``
 and the loader's own refusals): secrets stay in the environment and secret files.
-Parsing and checking a candidate run in a thread, after a bound on its aliases.
+Parsing and checking a candidate run in a thread of their own, after bounds on its size
+and aliases. Keys only the file on the host may change (``bot.config.host_only``) are
+refused by ``PUT`` (403, the keys named) and listed by ``POST /config/validate``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from bot.api.models import (
     ConfigCheck,
@@ -34,15 +39,23 @@ from bot.config import (
     ConfigError,
     CurrentSettings,
     Settings,
+    host_only_changes,
     masked,
     previous_config_path,
     problems_of,
     secrets_in_file,
     settings_from_text,
+    without_overrides,
 )
+from bot.config.host_only import REFUSED
 from bot.runtime import RESTART_SECTIONS
 
+T = TypeVar("T")
 NO_FILE = "the bot was started without a configuration file (set BOT_CONFIG to one)"
+HOST_ONLY_REFUSAL = (
+    "the candidate changes keys only the file on the host may change: change it in the file "
+    "on the host"
+)
 
 
 def file_hash(data: bytes) -> str:
@@ -106,6 +119,12 @@ class ConfigApi:
         self.environ = environ
         self.reload = reload
         self._lock = asyncio.Lock()  # one replacement at a time
+        # Candidates are parsed and checked here, one at a time, never in the shared
+        # default pool: a large one waits for its turn without holding up anything else.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-check")
+
+    async def _in_pool(self, call: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call, *args)
 
     def _path(self) -> Path | None:
         return self.settings().source_path
@@ -119,7 +138,7 @@ class ConfigApi:
         data = await asyncio.to_thread(_read, path)
         text = data.decode("utf-8", errors="replace")
         try:
-            on_disk = await asyncio.to_thread(settings_from_text, self.environ, text, path)
+            on_disk = await self._in_pool(settings_from_text, self.environ, text, path)
         except ConfigError:  # edited since it was loaded: judged by what was loaded
             on_disk = self.settings()
         held = secrets_in_file(on_disk)
@@ -141,8 +160,13 @@ class ConfigApi:
             return ConfigCheck(valid=False, problems=problems, settings=None, restart_needed=[])
         running = self.settings()
         later = [s for s in RESTART_SECTIONS if getattr(candidate, s) != getattr(running, s)]
+        host_only = await self._in_pool(self._host_only, params.text, candidate)
         return ConfigCheck(
-            valid=True, problems=[], settings=masked(candidate), restart_needed=later
+            valid=True,
+            problems=[],
+            settings=masked(candidate),
+            restart_needed=later,
+            refused_by_put=[ConfigProblem(key=key, message=REFUSED) for key in host_only],
         )
 
     async def replace_config(self, params: ConfigPut) -> ConfigSaved:
@@ -164,6 +188,12 @@ class ConfigApi:
                     "the configuration is not valid",
                     extra={"problems": [p.model_dump() for p in problems]},
                 )
+            host_only = await self._in_pool(self._host_only, params.text, candidate)
+            if host_only:
+                problems = [ConfigProblem(key=key, message=REFUSED) for key in host_only]
+                raise Refusal(
+                    403, HOST_ONLY_REFUSAL, extra={"problems": [p.model_dump() for p in problems]}
+                )
             try:
                 previous = await asyncio.to_thread(replace_keeping_previous, path, params.text)
             except OSError as exc:
@@ -177,11 +207,35 @@ class ConfigApi:
             settings=masked(self.settings()),
         )
 
+    def _host_only(self, text: str, candidate: Settings) -> list[str]:
+        """The keys only the file on the host may change that ``text`` changes, compared
+        with the file on disk now, both loaded without the environment's overrides (so an
+        override does not hide what the file says); with them, or compared with the
+        running settings, when that is the only way they load."""
+        path = self._path()
+        disk = _read(path).decode("utf-8", errors="replace") if path is not None else None
+        where = path or Path(DEFAULT_CONFIG_NAME)
+        try:
+            plain = without_overrides(self.environ)
+            if disk is not None:
+                return host_only_changes(
+                    settings_from_text(plain, disk, where), settings_from_text(plain, text, where)
+                )
+        except ConfigError:
+            pass
+        try:
+            before = settings_from_text(self.environ, disk, where) if disk is not None else None
+        except ConfigError:  # edited on the host since it was loaded
+            before = None
+        return host_only_changes(before or self.settings(), candidate)
+
     async def _check(self, text: str) -> tuple[Settings | None, list[ConfigProblem]]:
         """The settings ``text`` gives as the configuration file, or its problems."""
         path = self._path() or Path(DEFAULT_CONFIG_NAME)  # as the loader finds it
         try:
-            candidate = await asyncio.to_thread(settings_from_text, self.environ, text, path)
+            candidate = await self._in_pool(
+                partial(settings_from_text, running=self.settings()), self.environ, text, path
+            )
         except ConfigError as exc:
             found = problems_of(exc, str(path))
             return None, [ConfigProblem(key=k, message=m) for k, m in found]

@@ -232,6 +232,11 @@ class ConfigCheck(BaseModel):
     restart_needed: list[str] = Field(
         description="sections that differ from the running ones and apply only after a restart"
     )
+    refused_by_put: list[ConfigProblem] = Field(
+        default_factory=list,
+        description="keys it changes that only the file on the host may change: "
+        "PUT /config refuses it (403) while any is listed",
+    )
 
 
 class ConfigRefused(Problem):

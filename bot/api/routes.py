@@ -311,10 +311,11 @@ class TaskApi:
                 "PUT", "/config", config.replace_config, ConfigPut, ConfigSaved,
                 body=Body(text="text", media_types=YAML_TYPES), headers={"if_match": "If-Match"},
                 refusals={
+                    403: "it changes keys only the file on the host may change (problems)",
                     409: "the file changed since it was read (its hash), or cannot be written",
                     422: "the configuration is not valid (problems, key by key), or no If-Match",
                 },
-                refusal_models={422: ConfigRefused},
+                refusal_models={403: ConfigRefused, 422: ConfigRefused},
             ),
         ]  # fmt: skip
 

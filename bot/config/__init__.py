@@ -10,6 +10,8 @@ This module only re-exports; the code lives in one module per job:
 
 - ``bot.config.sections``: the pydantic models of every section, and ``ConfigError``;
 - ``bot.config.env``: environment variables and secret sources merged into the raw data;
+- ``bot.config.host_only``: the keys only the file on the host may change (not the API);
+- ``bot.config.sources``: the secret sources a candidate from the API may name;
 - ``bot.config.load``: finding, reading and validating the file (``load_settings``);
 - ``bot.config.web``: the ``web:`` section (the optional web tools);
 - ``bot.config.observability``: the ``observability:`` section (traces);
@@ -21,6 +23,8 @@ Import from ``bot.config``; the split is an implementation detail.
 
 from __future__ import annotations
 
+from bot.config.env import without_overrides
+from bot.config.host_only import HOST_ONLY, host_only_changes
 from bot.config.load import (
     DEFAULT_CONFIG_NAME,
     config_path_from,
@@ -72,6 +76,7 @@ from bot.config.web import WebFetchSettings, WebSearchSettings, WebSettings
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",
+    "HOST_ONLY",
     "BotIdentity",
     "CacheSettings",
     "CiSettings",
@@ -108,6 +113,7 @@ __all__ = [
     "bot_names",
     "config_path_from",
     "disabled_forges",
+    "host_only_changes",
     "load_settings",
     "masked",
     "previous_config_path",
@@ -116,4 +122,5 @@ __all__ = [
     "secrets_in_file",
     "settings_digest",
     "settings_from_text",
+    "without_overrides",
 ]

@@ -156,6 +156,12 @@ def _section(raw: dict[str, Any], path: tuple[str, ...], where: str = "") -> dic
     return node
 
 
+def without_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the variables of ``ENV_OVERRIDES`` (its secrets kept): loaded
+    with it, settings say what the file itself sets."""
+    return {name: value for name, value in environ.items() if name not in ENV_OVERRIDES}
+
+
 def apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
     """Write the overrides and secrets that ``environ`` sets into ``raw``."""
     for var, (path, key) in ENV_OVERRIDES.items():

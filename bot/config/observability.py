@@ -18,7 +18,8 @@ TRACE_ID = "{trace_id}"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Errors never carry the input: by validation, secrets are merged into it.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 def _http_url(value: str, what: str) -> str:

@@ -38,7 +38,8 @@ def is_http_url(value: str) -> bool:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Errors never carry the input: by validation, secrets are merged into it.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 # --- planning (docs/planning.md#settings) ----------------------------------------------

@@ -37,7 +37,8 @@ def normalize_domain(entry: str) -> str:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Errors never carry the input: by validation, secrets are merged into it.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class WebFetchSettings(_Section):

@@ -103,7 +103,8 @@ def conditional_json(request: Request, data: dict[str, Any]) -> Response:
     """``data`` as JSON with its ETag, or a bodiless 304 when the client has it already."""
     body = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    # private: the figures are the logged-in person's, for no shared cache to keep
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
     sent = {tag.strip() for tag in request.headers.get("if-none-match", "").split(",")}
     if etag in sent:
         return Response(status_code=304, headers=headers)

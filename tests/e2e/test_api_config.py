@@ -126,3 +126,121 @@ async def test_a_file_holding_a_secret_is_not_shown(tmp_path: Path) -> None:
         shown = (await bot.client.get("/api/config", headers=AUTH)).json()
         assert shown["text"] is None and "mcp_servers.0.env.DOCS_TOKEN" in shown["withheld"]
         assert "abcdefgh12345678" not in str(shown)
+
+
+async def test_a_candidate_names_no_secret_source_the_running_bot_does_not_use(
+    tmp_path: Path,
+) -> None:
+    """Before anything is read: whether the file or variable exists is not told either."""
+    elsewhere = tmp_path / "elsewhere.pem"
+    elsewhere.write_text("not-for-the-api")
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        for text, key in [
+            (f"github:\n  private_key_path: {elsewhere}\n", "github.private_key_path"),
+            ("gitlab:\n  token_file: /nowhere/at/all\n", "gitlab.token_file"),
+            ("gitlab:\n  webhook_secrets:\n    grp:\n      env: NO_SUCH_VARIABLE_HERE\n",
+             "gitlab.webhook_secrets.grp.env"),
+            ("gitlab:\n  webhook_secrets:\n    grp:\n      env: GITHUB_TOKEN\n",
+             "gitlab.webhook_secrets.grp.env"),
+        ]:  # fmt: skip
+            refused = await validate(bot, text)
+            assert refused["valid"] is False and keys(refused) == [key], refused
+            message = str(refused["problems"])
+            assert "change it in the file on the host" in message
+            assert "not set" not in message and "cannot read" not in message
+
+
+HOST_ONLY_CHANGES = {
+    "mcp_servers:\n  - name: docs\n    command: docs-server\n": ["mcp_servers"],
+    "sandbox:\n  network: true\n  egress_allow: ['*']\n": [
+        "sandbox.network",
+        "sandbox.egress_allow",
+    ],
+    "planning:\n  security:\n    require_approval_paths: []\n": [
+        "planning.security.require_approval_paths"
+    ],
+    "planning:\n  user_config_api:\n    enabled: true\n    url: https://x.example/{user}\n": [
+        "planning.user_config_api.enabled",
+        "planning.user_config_api.url",
+    ],
+    "github:\n  api_url: https://github.evil.example/api/v3\n": ["github.api_url"],
+    "gitlab:\n  url: https://gitlab.evil.example\n": ["gitlab.url"],
+    "server:\n  forwarded_allow_ips: [0.0.0.0/0]\n": ["server.forwarded_allow_ips"],
+    "storage:\n  data_dir: /tmp/elsewhere\n": ["storage.data_dir"],
+    "web:\n  fetch:\n    enabled: true\n    allowed_domains: ['*']\n": [
+        "web.fetch.enabled",
+        "web.fetch.allowed_domains",
+    ],
+    "observability:\n  traces:\n    endpoint: https://collector.evil.example\n": [
+        "observability.traces.endpoint"
+    ],
+}
+
+
+async def test_put_refuses_what_only_the_file_on_the_host_may_change(tmp_path: Path) -> None:
+    """The API token tunes the bot; it cannot widen what commands may do nor send a
+    credential elsewhere: each such key named, the file left as it was."""
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        path = bot.settings.source_path
+        assert path is not None
+        before = path.read_text()
+        shown = (await bot.client.get("/api/config", headers=AUTH)).json()
+        matching = {**YAML, "If-Match": f'"{shown["hash"]}"'}
+        base = scripted(bot)
+        llm_elsewhere = base.replace("provider: scripted", "provider: openai") + (
+            "  base_url: https://models.evil.example/v1\n"
+        )
+        cases = {**{base + k: v for k, v in HOST_ONLY_CHANGES.items()},
+                 llm_elsewhere: ["llm.provider", "llm.base_url"]}  # fmt: skip
+        for candidate, named in cases.items():
+            check = await validate(bot, candidate)
+            assert check["valid"] is True, check
+            refused_keys = [p["key"] for p in check["refused_by_put"]]  # type: ignore[attr-defined]
+            assert refused_keys == named, candidate
+            answer = await bot.client.put("/api/config", content=candidate, headers=matching)
+            assert answer.status_code == 403, (candidate, answer.text)
+            body = answer.json()
+            assert "change it in the file on the host" in body["detail"]
+            assert [p["key"] for p in body["problems"]] == named
+            assert path.read_text() == before and not previous_config_path(path).exists()
+
+        kept = await validate(bot, base + "labels:\n  done: finished\n")
+        assert kept["valid"] is True and kept["refused_by_put"] == []
+        saved = await bot.client.put(
+            "/api/config", content=base + "labels:\n  done: finished\n", headers=matching
+        )
+        assert saved.status_code == 200, saved.text
+
+
+async def test_an_environment_override_does_not_hide_a_host_only_change(tmp_path: Path) -> None:
+    """LLM_BASE_URL sets llm.base_url over the file; a candidate changing the file's value
+    is still refused (the file would send the key there once the variable is gone)."""
+    from bot.api.config_file import ConfigApi
+    from bot.api.models import ConfigText
+    from bot.config import load_settings
+
+    config = tmp_path / "config.yaml"
+    config.write_text("labels:\n  done: finished\n")
+    environ = {"LLM_BASE_URL": "http://127.0.0.1:9/v1", "BOT_DATA_DIR": str(tmp_path / "d")}
+    running = load_settings(environ, config)
+    api = ConfigApi(settings=lambda: running, environ=environ, reload=list)
+    text = "labels:\n  done: finished\nllm:\n  base_url: https://models.evil.example/v1\n"
+    check = await api.validate_config(ConfigText(text=text))
+    assert check.valid and check.settings is not None
+    assert check.settings["llm"]["base_url"] == "http://127.0.0.1:9/v1"  # the override wins
+    assert [p.key for p in check.refused_by_put] == ["llm.base_url"]
+    same = await api.validate_config(ConfigText(text="labels:\n  done: done\n"))
+    assert same.refused_by_put == []
+
+
+async def test_a_candidate_over_256_kib_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """Counted in bytes: 150,000 two-byte characters are fewer characters than the body's
+    bound but 300,000 bytes of YAML to parse."""
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        wide = "labels:\n  done: finished\n# " + "é" * 150_000 + "\n"
+        refused = await validate(bot, wide)
+        assert refused["valid"] is False and keys(refused) == [""], refused
+        assert "262144" in str(refused["problems"])
+        assert (await validate(bot, "labels:\n  done: finished\n# " + "é" * 1000 + "\n"))["valid"]
+        # A value YAML cannot build (a date with month 13): a problem, not an error.
+        assert keys(await validate(bot, "labels:\n  done: 2001-13-45\n")) == [""]
