@@ -3,11 +3,10 @@
 ``start_task`` creates a task as the dispatcher does for an issue's command: the issue
 looked up on its forge and named as the forge names it (``canonical_issue``: the key
 its webhooks give, whatever case the address was typed in), at most one active task per
-issue (the store's rule), the
-requester recorded as ``<token name> (API)``. It asks the model first: a task that
-cannot make its first call is refused (503) with the set-up steps ``/health/ai`` gives,
-instead of queued to pause at once. ``run_files`` lists a run directory without
-following a link out of it.
+issue (the store's rule), the requester recorded as ``<token name> (API)``. It asks
+the model first: a task that cannot make its first call is refused (503) with the
+set-up steps ``/health/ai`` gives, instead of queued to pause at once. ``run_files``
+lists a run directory without following a link out of it.
 """
 
 from __future__ import annotations
