@@ -12,7 +12,9 @@ GitLab send, and counts what the bot asks of the forge:
    -> ready for review.
 2. Review round: a review of N line comments (the review and each comment, as GitHub
    sends them; GitLab: N notes) -> one round queued; its end -> N replies, the addressed
-   threads resolved, the status comment shown.
+   threads resolved, the status comment shown. The "repliers" rows: 6 threads also hold a
+   reply by another person without write access (held by the forge, no event of their
+   own), whose access the round asks about up to its cap (``MAX_REPLIER_LOOKUPS``).
 
 The round's own task run (clone, plan, gate, push, its status comment on the change
 request) is any task's run and is not counted here. Each forge method is counted once
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import math
 import sys
 import tempfile
@@ -43,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bot.change_state import Mergeable, ThreadAnswer  # noqa: E402
+from bot.change_state import Mergeable, ThreadAnswer, ThreadComment  # noqa: E402
 from bot.events import CheckState, ForgeKind, IssueRef, TaskRequest  # noqa: E402
 from bot.followup.record import ChangeRecord  # noqa: E402
 from bot.forges.base import ANSWERS_PER_REQUEST  # noqa: E402
@@ -237,7 +240,19 @@ def gl_pipeline(sha: str, iid: int, status: str) -> dict[str, Any]:
     return pipeline(sha, iid, GL_BRANCH, status=status, job=(31, "test", job))
 
 
-async def review_round(root: Path, kind: ForgeKind, threads: int, measured: Measured) -> None:
+def replied(forge: Any, change: Any, repliers: int) -> None:
+    """The first ``repliers`` threads each get a reply by another person (none of them with
+    write access): the round asks the forge about each, up to its cap."""
+    repo = forge.repos[GH_REPO if forge.kind is ForgeKind.GITHUB else GL_REPO].ref
+    held = forge.change(repo, change.number).threads
+    for n in range(min(repliers, len(held))):
+        reply = ThreadComment(id=800_000 + n, author=f"reader-{n}", body="me too")
+        held[n] = dataclasses.replace(held[n], comments=(*held[n].comments, reply))
+
+
+async def review_round(
+    root: Path, kind: ForgeKind, threads: int, measured: Measured, repliers: int = 0
+) -> None:
     clock = Clock()
     async with Harness(root, clock=clock) as bot:
         forge, change = await watched(bot, kind)
@@ -257,6 +272,7 @@ async def review_round(root: Path, kind: ForgeKind, threads: int, measured: Meas
                 note["merge_request"].update(iid=change.number, source_branch=GL_BRANCH,
                                              url=change.web_url)  # fmt: skip
                 await bot.send_gitlab("Note Hook", note)
+        replied(forge, change, repliers)
         await step(bot, clock, bot.settings.review.quiet_seconds)
         started = list(forge.calls)
         forge.calls.clear()
@@ -270,6 +286,8 @@ async def review_round(root: Path, kind: ForgeKind, threads: int, measured: Meas
                                for n in range(threads)]}  # fmt: skip
         await bot.worker.aftercare.task_ended(done, Outcome(TaskState.DONE, summary=answers))
         label = f"{kind.value}: review round, {threads} comments: start, answers"
+        if repliers:
+            label = f"{kind.value}: review round, {threads} comments, {repliers} repliers"
         measured.add(label, kind, started + forge.calls)
 
 
@@ -289,6 +307,7 @@ async def main() -> None:
             ("gitlab", 40),
         ):
             (base / f"review-{name}-{n}").mkdir()
+            (base / f"replied-{name}-{n}").mkdir()
         for kind in (ForgeKind.GITHUB, ForgeKind.GITLAB):
             for failed in (1, 2):
                 await ci_round(base / f"ci-{kind.value}-{failed}", kind, failed, measured)
@@ -296,6 +315,10 @@ async def main() -> None:
                               (ForgeKind.GITHUB, 40), (ForgeKind.GITLAB, 3),
                               (ForgeKind.GITLAB, 10), (ForgeKind.GITLAB, 40)):  # fmt: skip
             await review_round(base / f"review-{kind.value}-{threads}", kind, threads, measured)
+        for kind in (ForgeKind.GITHUB, ForgeKind.GITLAB):
+            for threads in (10, 40):  # replies by 6 people without write access
+                await review_round(base / f"replied-{kind.value}-{threads}", kind, threads,
+                                   measured, repliers=6)  # fmt: skip
     measured.print()
     print(
         "\nA CI round: the burst of CI events on a failed head, its one decision (the change"

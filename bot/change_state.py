@@ -102,10 +102,14 @@ class LogTail:
 
 @dataclass(frozen=True, slots=True)
 class ThreadComment:
+    """One comment of a review thread. ``own``: the bot's own (set by ``round_threads``,
+    so a round's checklist shows it as the bot's, not as a reviewer's)."""
+
     id: int
     author: str
     body: str
     web_url: str = ""
+    own: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -371,6 +371,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _run_now(settings: Settings, ref: IssueRef, *, dry_run: bool) -> int:
+    from bot.forges.issue_urls import canonical_issue
     from bot.oneshot import plan_once, run_once
 
     runtime = Runtime.from_settings(settings)
@@ -383,7 +384,8 @@ async def _run_now(settings: Settings, ref: IssueRef, *, dry_run: bool) -> int:
         await runtime.store.open()
         runtime.start_traces(os.environ)
         details = await forge.get_issue(ref.repo, ref.number, change_request=ref.is_change_request)
-        request = TaskRequest(issue=details.issue, requested_by="cli", mode=TaskMode.RUN)
+        issue = canonical_issue(ref, details.issue, settings)  # named as the forge names it
+        request = TaskRequest(issue=issue, requested_by="cli", mode=TaskMode.RUN)
         if dry_run:
             print(json.dumps(await plan_once(runtime, request), indent=2, ensure_ascii=False))
             return 0

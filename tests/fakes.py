@@ -384,11 +384,20 @@ class FakeForge:
     async def get_issue(
         self, repo: RepoRef, number: int, *, change_request: bool, comments: bool = True
     ) -> IssueDetails:
+        """As the adapters: the repository found whatever the case of its name (as GitHub
+        and GitLab do), and named in the answer as the caller named it; the issue's own
+        ``web_url`` is the forge's (canonical) address."""
         await self._enter("get_issue", repo.full_name, number)
         found = self.issues.get((repo.full_name, number))
+        for (name, at), fake in self.issues.items():
+            if found is None and at == number and name.lower() == repo.full_name.lower():
+                found = fake
         if found is None:
             raise NotFound(f"issue {number} not found", status=404)
-        ref = msgspec.structs.replace(found.ref, labels=tuple(found.labels))
+        asked = msgspec.structs.replace(
+            found.ref.repo, full_name=repo.full_name, web_url=repo.web_url or found.ref.repo.web_url
+        )
+        ref = msgspec.structs.replace(found.ref, repo=asked, labels=tuple(found.labels))
         return IssueDetails(
             issue=ref,
             comments=tuple(found.comments) if comments else (),

@@ -1,11 +1,12 @@
 """A task started over the API (``POST /tasks``), and a run directory's files listed.
 
 ``start_task`` creates a task as the dispatcher does for an issue's command: the issue
-looked up on its forge, at most one active task per issue (the store's rule), the
-requester recorded as ``<token name> (API)``. It asks the model first: a task that
-cannot make its first call is refused (503) with the set-up steps ``/health/ai`` gives,
-instead of queued to pause at once. ``run_files`` lists a run directory without
-following a link out of it.
+looked up on its forge and named as the forge names it (``canonical_issue``: the key
+its webhooks give, whatever case the address was typed in), at most one active task per
+issue (the store's rule), the requester recorded as ``<token name> (API)``. It asks
+the model first: a task that cannot make its first call is refused (503) with the
+set-up steps ``/health/ai`` gives, instead of queued to pause at once. ``run_files``
+lists a run directory without following a link out of it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from bot.api.operations import Refusal
 from bot.config import Settings
 from bot.events import TaskMode, TaskRequest
 from bot.forges.base import AccessDenied, ForgeError, ForgeLookup, NotFound
-from bot.forges.issue_urls import NotAnIssueUrl, parse_issue_url
+from bot.forges.issue_urls import NotAnIssueUrl, canonical_issue, parse_issue_url
 from bot.llm.base import HealthReport
 from bot.storage.base import Tasks
 
@@ -58,7 +59,10 @@ async def start_task(
         raise Refusal(404, f"{params.issue_url} cannot be read: {exc}") from None
     except ForgeError as exc:
         raise Refusal(502, f"the forge did not answer: {exc}") from None
-    issue = details.issue
+    try:  # the repository as the forge names it: the key its webhooks give
+        issue = canonical_issue(ref, details.issue, settings)
+    except NotAnIssueUrl as exc:
+        raise Refusal(502, f"the forge's answer for {params.issue_url} is refused: {exc}") from None
     if not issue.is_open:
         raise Refusal(409, f"{issue.web_url or params.issue_url} is closed")
     mode = TaskMode(params.mode.value)

@@ -5,13 +5,16 @@ round once ``review.quiet_seconds`` passed without another comment (``round_due`
 The round sees every unresolved thread opened by someone the bot acts for as a
 checklist item (``round_threads``), and afterwards each item gets its own reply and,
 when it was addressed and ``review.resolve_threads`` is on, its resolution
-(``thread_actions``). Threads of people without write access are left alone.
+(``thread_actions``). Threads of people without write access are left alone, and so
+are their replies in the threads of people with it: a round's thread keeps only the
+comments of writers and the bot's own (marked ``own``), the only ones its checklist
+shows and the ones its last word is read from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.change_state import ReviewThread
 from bot.config import ReviewSettings
@@ -37,14 +40,33 @@ class ReviewRound:
 
     items: tuple[ReviewThread, ...]
     ignored: tuple[tuple[ReviewThread, str], ...] = ()
+    dropped: int = 0  # comments of people without write access left out of the items
 
     @property
     def empty(self) -> bool:
         return not self.items
 
 
-def _is(login: str, names: Collection[str]) -> bool:
-    return bool(login) and login.lower() in {name.lower() for name in names}
+def _folded(names: Collection[str]) -> frozenset[str]:
+    return frozenset(name.lower() for name in names if name)
+
+
+def _is(login: str, names: frozenset[str]) -> bool:
+    return bool(login) and login.lower() in names
+
+
+def _said_by_writers(
+    thread: ReviewThread, writers: frozenset[str], bots: frozenset[str]
+) -> tuple[ReviewThread, int]:
+    """``thread`` with only the comments of writers and the bot's (marked ``own``), and
+    how many others were left out."""
+    kept = []
+    for comment in thread.comments:
+        if _is(comment.author, bots):
+            kept.append(replace(comment, own=True))
+        elif _is(comment.author, writers):
+            kept.append(comment)
+    return replace(thread, comments=tuple(kept)), len(thread.comments) - len(kept)
 
 
 def round_threads(
@@ -52,21 +74,29 @@ def round_threads(
 ) -> ReviewRound:
     """The unresolved threads to work on: opened by someone with write access (the
     caller asks the forge who has it), not by the bot, and with the last word not the
-    bot's (a thread it answered waits for the reviewer)."""
+    bot's (a thread it answered waits for the reviewer). Each keeps only what writers
+    and the bot said in it: a reply by someone without write access is neither an
+    instruction for the round nor a new last word."""
+    can_write, bots = _folded(writers), _folded(bot_names)
     items: list[ReviewThread] = []
     ignored: list[tuple[ReviewThread, str]] = []
+    dropped = 0
     for thread in threads:
         if thread.resolved or not thread.comments:
             continue
-        if _is(thread.author, bot_names):
+        if _is(thread.author, bots):
             ignored.append((thread, "opened by the bot"))
-        elif not _is(thread.author, writers):
+            continue
+        if not _is(thread.author, can_write):
             ignored.append((thread, f"{thread.author or 'a deleted user'} has no write access"))
-        elif _is(thread.last_author, bot_names):
-            ignored.append((thread, "answered by the bot; waiting for the reviewer"))
+            continue
+        kept, left_out = _said_by_writers(thread, can_write, bots)
+        dropped += left_out
+        if _is(kept.last_author, bots):
+            ignored.append((kept, "answered by the bot; waiting for the reviewer"))
         else:
-            items.append(thread)
-    return ReviewRound(tuple(items), tuple(ignored))
+            items.append(kept)
+    return ReviewRound(tuple(items), tuple(ignored), dropped)
 
 
 @dataclass(frozen=True, slots=True)

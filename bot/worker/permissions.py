@@ -1,5 +1,5 @@
 """People's access to a repository, asked of the forge and kept for a minute: the
-dispatcher asks for whoever sent an event, a review round for whoever opened a thread."""
+dispatcher asks for whoever sent an event, a review round for whoever wrote in a thread."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ class PermissionCache:
 
     def __init__(self, *, ttl: float = 60.0, maxsize: int = 4096) -> None:
         self._cache: TTLCache[tuple[str, str, str], Permission] = TTLCache(maxsize, ttl)
+
+    def cached(self, repo: RepoRef, login: str) -> Permission | None:
+        """The answer kept for ``login``, if any (asks nothing)."""
+        return self._cache.get((repo.forge.value, repo.full_name, login))
 
     async def of(self, forge: Forge, repo: RepoRef, login: str) -> Permission:
         key = (repo.forge.value, repo.full_name, login)

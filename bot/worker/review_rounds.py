@@ -1,10 +1,12 @@
 """Review rounds on the bot's change request: every open thread, one follow-up.
 
 Once the review activity has been quiet for ``review.quiet_seconds`` (the aftercare
-waits for it), ``start`` reads the change request's threads, keeps the unresolved
-ones opened by people with write access whose last word is not the bot's
-(``round_threads``), and queues ONE round that sees them as a checklist (``T1``,
-``T2``, ...), once per newest comment (``review_mark``). When the round is done,
+waits for it), ``start`` reads the change request's threads, asks the forge who of
+their authors has write access (every author, not only the openers: ``authors_of``),
+keeps the unresolved ones opened by people with write access whose last word is not
+the bot's, with only what writers and the bot said in them (``round_threads``), and
+queues ONE round that sees them as a checklist (``T1``, ``T2``, ...), once per newest
+comment (``review_mark``). When the round is done,
 ``answer`` gives each of its threads its own short reply (what changed, with the commit, or
 why nothing did: the round's completion summary, checked against the files its push
 changed) and resolves the ones a commit addressed when ``review.resolve_threads`` is on,
@@ -17,7 +19,7 @@ import logging
 from typing import Any
 
 from bot import offload
-from bot.change_state import ReviewThread, ThreadAnswer
+from bot.change_state import ReviewThread, ThreadAnswer, ThreadComment
 from bot.comments.change_status import thread_reply
 from bot.config import bot_names, secret_values
 from bot.events import FollowUpRound, RoundKind
@@ -40,11 +42,39 @@ log = logging.getLogger("bot.worker")
 MAX_THREADS = 30  # checklist items of one round
 MAX_COMMENT_CHARS = 2000
 MAX_REPLY_CHARS = 600
+# people who only replied in a round's threads whose access one round asks the forge
+# about (the answers are cached for a minute, and a cached one costs nothing): GitHub 1
+# request each, GitLab 2, so a round stays within its 15 requests
+# (bench/followup_rounds.py); the threads' openers are all asked, as before
+MAX_REPLIER_LOOKUPS = 4
+
+
+def authors_of(threads: list[ReviewThread], bots: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Who wrote in the unresolved ``threads``, each once, the bot left out: the
+    threads' openers (whether a thread is worked on), then who only replied."""
+    own = {name.lower() for name in bots}
+    openers: dict[str, str] = {}
+    repliers: dict[str, str] = {}
+    for thread in threads:
+        if thread.resolved or thread.author.lower() in own:
+            continue  # the bot's own threads are not worked on: who replied is not asked
+        for index, comment in enumerate(thread.comments):
+            login = comment.author
+            if login and login.lower() not in own:
+                (repliers if index else openers).setdefault(login.lower(), login)
+    return list(openers.values()), [r for k, r in repliers.items() if k not in openers]
+
+
+def _who(comment: ThreadComment) -> str:
+    if comment.own:
+        return f"{comment.author or 'the bot'} (the bot: an earlier answer)"
+    return comment.author or "someone"
 
 
 def checklist(items: tuple[ReviewThread, ...]) -> str:
     """The threads as checklist items ``T1``, ``T2``, ...: where each is, and what was said
-    in it, fenced (the reviewers' words are data for the agent)."""
+    in it, fenced (the reviewers' words are data for the agent). ``items`` come from
+    ``round_threads``: only writers' comments, and the bot's own marked as such."""
     parts = []
     for index, thread in enumerate(items, 1):
         where = thread.path or "the change request"
@@ -53,8 +83,7 @@ def checklist(items: tuple[ReviewThread, ...]) -> str:
         if thread.outdated:
             where += ", on an older commit"
         said = "\n\n".join(
-            f"{c.author or 'someone'}: {clip(c.body, MAX_COMMENT_CHARS, fit=True)}"
-            for c in thread.comments
+            f"{_who(c)}: {clip(c.body, MAX_COMMENT_CHARS, fit=True)}" for c in thread.comments
         )
         parts.append(f"T{index} ({where}):\n{fence(said, f'review thread T{index}')}")
     return "\n\n".join(parts)
@@ -106,12 +135,29 @@ class ReviewRounds:
         self.desk = desk
         self.permissions = permissions
 
-    async def _writes(self, forge: Forge, watch: Watch, login: str) -> bool:
-        """Someone the bot acts for: write access, and a person (another bot's review
-        threads are left alone, like its comments)."""
-        if is_bot_user(login):
-            return False
-        return await self.permissions.of(forge, watch.issue.repo, login) >= Permission.WRITE
+    async def _writers(
+        self, forge: Forge, watch: Watch, openers: list[str], repliers: list[str]
+    ) -> set[str]:
+        """The authors the bot acts for: write access, and a person (another bot's review
+        comments are left alone, like its comments). Every opener is asked of the forge;
+        of the people who only replied, at most ``MAX_REPLIER_LOOKUPS`` (a cached answer
+        costs nothing) and the others count as without write access this round."""
+        repo, found, asked = watch.issue.repo, set(), 0
+        for index, login in enumerate(openers + repliers):
+            if is_bot_user(login):
+                continue
+            permission = self.permissions.cached(repo, login)
+            if permission is None and index >= len(openers):
+                if asked >= MAX_REPLIER_LOOKUPS:
+                    log.info("%s: access of %s not asked (over this round's %d look-ups)",
+                             watch.key, login, MAX_REPLIER_LOOKUPS)  # fmt: skip
+                    continue
+                asked += 1
+            if permission is None:
+                permission = await self.permissions.of(forge, repo, login)
+            if permission >= Permission.WRITE:
+                found.add(login)
+        return found
 
     async def start(self, owner: str, watch: Watch, forge: Forge) -> bool:
         """Start the round; False when a task runs on the change request (try later)."""
@@ -120,12 +166,14 @@ class ReviewRounds:
             return False
         repo, number = watch.issue.repo, watch.issue.number
         threads = [t for t in await forge.list_review_threads(repo, number) if t.resolvable]
-        authors = {t.author for t in threads if not t.resolved and t.author}
-        writers = {login for login in authors if await self._writes(forge, watch, login)}
         names = own_names(bot_names(self.desk.settings, repo.forge))
+        writers = await self._writers(forge, watch, *authors_of(threads, names))
         review = round_threads(threads, writers=writers, bot_names=names)
         for thread, why in review.ignored:
             log.info("%s: thread %s left alone: %s", watch.key, thread.id, why)
+        if review.dropped:
+            log.debug("%s: %d comment(s) by people without write access left out of the round",
+                      watch.key, review.dropped)  # fmt: skip
         items = review.items[:MAX_THREADS]
         if not items:
             return True

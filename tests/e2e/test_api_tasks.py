@@ -103,6 +103,7 @@ async def test_delete_stops_a_task_and_bad_requests_are_refused(
             ("https://github.com/Codertocat/Hello-World/wiki", 404, "not a GitHub issue"),
             ("Codertocat/Hello-World#1", 422, "should match pattern"),
             ("https://github.com/Codertocat/Hello-World/issues/404", 404, "cannot be read"),
+            ("https://github.com/Codertocat/../issues/1", 404, "'.' or '..' segments"),
         ]:
             refused = await bot.client.post("/api/tasks", json={"issue_url": url}, headers=AUTH)
             assert refused.status_code == status and says in str(refused.json()["detail"]), url
@@ -126,6 +127,24 @@ async def test_delete_stops_a_task_and_bad_requests_are_refused(
         issue.ref = msgspec.structs.replace(issue.ref, state="closed")
         closed = await bot.client.post("/api/tasks", json={"issue_url": ISSUE_URL}, headers=AUTH)
         assert closed.status_code == 409 and "is closed" in closed.json()["detail"]
+
+
+async def test_one_issue_gets_one_active_task_whatever_the_case_of_its_address(
+    tmp_path: Path, remote: Remote
+) -> None:
+    """The task is keyed as the forge names the repository (as its webhooks do), not as
+    the address was typed: a second request in other letters is the same issue."""
+    async with Harness(tmp_path, script=[write_plan()], overrides=WITH_API) as bot:
+        github_repo(bot, remote)
+        typed = "https://github.com/codertocat/HELLO-world/issues/1"
+        started = await bot.client.post("/api/tasks", json={"issue_url": typed}, headers=AUTH)
+        assert started.status_code == 201, started.text
+        task_id = started.json()["task_id"]
+        again = await bot.client.post("/api/tasks", json={"issue_url": ISSUE_URL}, headers=AUTH)
+        assert again.status_code == 409 and again.json()["task_id"] == task_id
+        [task] = await bot.tasks()
+        assert task.issue_key == "github:Codertocat/Hello-World#issue/1"
+        assert task.request.issue.repo.full_name == "Codertocat/Hello-World"
 
 
 async def test_a_task_is_refused_with_the_set_up_steps_while_the_model_is_down(
