@@ -41,10 +41,14 @@ MAX_QUEUE = 8192  # recorded spans waiting for their export; beyond, dropped
 BATCH = 512
 # A recorded span: the route and the forge, start and end (ns), the event, the action,
 # the status and the bot's outcome, the delivery's id, its key (ids.py derives the span's
-# ids from it), any other attributes, the error type.
-Recorded = tuple[str, str, int, int, str, str, int, str, str, str, dict[str, Value], str]
+# ids from it), any other attributes (``()``: none), the error type.
+Recorded = tuple[
+    str, str, int, int, str, str, int, str, str, str, dict[str, Value] | tuple[()], str
+]
 
-_NONE: dict[str, Value] = {}  # never written: a delivery with no other attribute shares it
+# A delivery with no other attribute: a recorded span of plain strings and numbers only,
+# which the garbage collector stops tracking (a dict would keep it tracked).
+_NONE: tuple[()] = ()
 _time_ns = time.time_ns
 
 
@@ -61,7 +65,7 @@ class Delivery(Span):
         self._recorder = recorder
         self._route = route
         self._forge = forge
-        self._extra: dict[str, Value] = _NONE  # a dict of its own once something is set
+        self._extra: dict[str, Value] | tuple[()] = _NONE  # a dict once something is set
         self._error = self._event = self._action = self._outcome = self._delivery = ""
         self._key = ""
         self._status = 0
@@ -113,11 +117,12 @@ class Delivery(Span):
         self.update({key: value})
 
     def update(self, attributes: Mapping[str, Value | None]) -> None:
-        if self._extra is _NONE:
-            self._extra = {}
+        extra = self._extra
+        if not isinstance(extra, dict):
+            extra = self._extra = {}
         for key, value in attributes.items():
             if value is not None:
-                self._extra[key] = value
+                extra[key] = value
 
     def fail(self, error_type: str) -> None:
         self._error = error_type

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bot.tracing import core, deliveries, ids
@@ -31,7 +31,7 @@ from bot.tracing.core import (
     span,
     until_run_ends,
 )
-from bot.tracing.deliveries import Delivery, DeliverySpans
+from bot.tracing.deliveries import Delivery
 
 if TYPE_CHECKING:
     from bot.events import IssueRef, TaskRequest
@@ -216,7 +216,7 @@ def webhook_span(forge: str, route: str) -> AbstractContextManager[Span]:
     if on is None:
         return _NO_SPAN
     if on.deliveries is not None:
-        return cast(DeliverySpans, on.deliveries).delivery(route, forge)
+        return Delivery(on.deliveries, route, forge)
     attributes = {"http.request.method": "POST", "http.route": route, "bot.forge": forge}
     return span(f"POST {route}", attributes, kind=Kind.SERVER)
 

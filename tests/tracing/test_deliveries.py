@@ -72,7 +72,7 @@ def test_the_ack_path_records_what_is_at_hand_and_the_ids_come_from_the_key() ->
     [[recorded]] = sent
     route, forge, start, end, *rest = recorded
     assert (route, forge) == ("/webhooks/github", "github") and end >= start > 0
-    assert rest == ["issues", "labeled", 202, "queued", "d-1", KEY, {}, ""]
+    assert rest == ["issues", "labeled", 202, "queued", "d-1", KEY, (), ""]
 
     [made] = decoded(ENCODER, [recorded])
     digest = blake(KEY)
