@@ -11,7 +11,9 @@
    request (all its threads, from /proc: what bounds its throughput, and steadier than
    req/s on a shared machine), then on/off and off/baseline (the ratio of the medians,
    with the per-round min-max). Targets: off costs nothing measurable (off/baseline within
-   the rounds' own spread), on at most 5% (req/s >= 95%, CPU per request <= 105%).
+   the rounds' own spread), on at most 5% (req/s >= 95%, CPU per request <= 105%). With
+   traces on, the export process's CPU time per request too (it shares the machine).
+   ``--compare DIR``: another checkout's server with traces on joins the turns.
 2. A task: the README task of bench/agent_tokens and a plan of ``--actions`` instant actions
    (the real coordinator, prompts, tools, SQLite, the FakeForge, scripted answers), run with
    traces off and on (sampling 1.0, OTLP/HTTP to the receiver) in turns; median wall time
@@ -72,13 +74,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children_cpu_seconds(pid: int) -> float:
+    """The CPU time of a process's children (the export process of delivery spans)."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(OSError):
+                total += cpu_seconds(int(child))
+    return total
+
+
 def measured(pid: int, port: int, level: int, args: argparse.Namespace, body_path: Path,
              body: bytes) -> dict[str, float]:  # fmt: skip
     """One wrk run, with the server's CPU time per request (all its threads): what bounds
-    its throughput, and far steadier than req/s on a shared machine."""
-    before = cpu_seconds(pid)
+    its throughput, and far steadier than req/s on a shared machine; beside it, its export
+    process's CPU time per request (one span each at sampling 1.0)."""
+    before, before_export = cpu_seconds(pid), children_cpu_seconds(pid)
     got = fire_wrk(port, level, args.seconds, body_path, body)
-    got["cpu_us"] = (cpu_seconds(pid) - before) / (got["rps"] * args.seconds) * 1e6
+    requests = got["rps"] * args.seconds
+    got["cpu_us"] = (cpu_seconds(pid) - before) / requests * 1e6
+    got["export_us"] = (children_cpu_seconds(pid) - before_export) / requests * 1e6
     return got
 
 
@@ -122,6 +137,8 @@ def ack_path(args: argparse.Namespace, workdir: Path, receiver_url: str) -> None
         "on": (ROOT, {"BOT_TRACES_ENABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver_url,
                       "OTEL_SERVICE_NAME": "bench-web"}),
     }  # fmt: skip
+    if args.compare is not None:  # another checkout's server, traces on, in the same turns
+        servers["other on"] = (args.compare.resolve(), servers["on"][1])
     ref = baseline_ref() if args.baseline == "auto" else args.baseline
     if ref and ref != "none":
         servers = {"baseline": (checkout(ref, workdir / "baseline"), {}), **servers}
@@ -137,7 +154,7 @@ def ack_path(args: argparse.Namespace, workdir: Path, receiver_url: str) -> None
         print(f"\n1. the ack path (wrk, {args.seconds} s runs, {args.repeat} rounds, servers "
               f"in turns; baseline: {ref or 'none'})")  # fmt: skip
         print(f"{'concurrency':>11} {'server':>8} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
-              f"{'CPU us/req':>10}")  # fmt: skip
+              f"{'CPU us/req':>10} {'export us/req':>13}")  # fmt: skip
         for level in LEVELS:
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
             for _ in range(args.repeat):
@@ -147,10 +164,15 @@ def ack_path(args: argparse.Namespace, workdir: Path, receiver_url: str) -> None
             for name, got in runs.items():
                 print(f"{level:>11} {name:>8} {median(got, 'rps'):>8.0f} "
                       f"{median(got, 'p50'):>7.2f} {median(got, 'p99'):>7.2f} "
-                      f"{median(got, 'cpu_us'):>10.1f}")  # fmt: skip
+                      f"{median(got, 'cpu_us'):>10.1f} "
+                      f"{median(got, 'export_us'):>13.1f}")  # fmt: skip
             print(f"{'':>11} on/off: req/s {ratio(runs['on'], runs['off'])}, CPU per request "
                   f"{ratio(runs['on'], runs['off'], 'cpu_us')} (target: req/s >= 95%, CPU "
                   "<= 105%)")  # fmt: skip
+            if "other on" in runs:
+                print(f"{'':>11} other on/off: req/s {ratio(runs['other on'], runs['off'])}, "
+                      f"CPU per request {ratio(runs['other on'], runs['off'], 'cpu_us')} "
+                      f"({args.compare})")  # fmt: skip
             if "baseline" in runs:
                 print(f"{'':>11} off/baseline: req/s {ratio(runs['off'], runs['baseline'])}, "
                       f"CPU per request {ratio(runs['off'], runs['baseline'], 'cpu_us')} "
@@ -246,6 +268,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=5, help="tasks of each kind, off and on")
     parser.add_argument("--actions", type=int, default=200, help="actions of the long task")
     parser.add_argument("--parts", default="1,2,3", help="which parts to run, e.g. 1 or 2,3")
+    parser.add_argument("--compare", type=Path, help="another checkout: its server with "
+                        "traces on joins the turns of part 1 (e.g. the main branch)")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, drop_receiver() as url:
         workdir = Path(tmp)

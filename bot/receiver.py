@@ -197,7 +197,7 @@ class Receiver:
             log.info("ignored %s %s/%s: %s", key, event.name, event.action, verdict.reason)
             return _answer(202, "ignored", reason=verdict.reason)
         payload = tracing.stamp_event(inbox_payload(verdict), event.name, event.action,
-                                      event.delivery_id)  # fmt: skip
+                                      event.delivery_id, key)  # fmt: skip
         try:
             fresh = await self.inbox.record_delivery(key, event.forge.value, payload)
         except StoreError as exc:
@@ -208,7 +208,7 @@ class Receiver:
             return _answer(202, "duplicate delivery: already queued")
         metrics.webhook(event.forge.value, "queued")
         self.wake()  # a worker in this process looks at the inbox now
-        return _answer(202, "queued")
+        return _answer(202, tracing.QUEUED)  # the word its span's ids depend on
 
 
 class WebhookEndpoint:

@@ -5,7 +5,8 @@ attributes)`` is a context manager around one step; the helpers of ``spans`` nam
 bot's own paths (a webhook delivery, its dispatch, a task's run, a stage, a model call in
 the GenAI conventions, a tool call, a forge request, a set-up or gate step, a wait for
 people); ``inject`` gives the current context as a W3C ``traceparent`` carrier to keep in
-a stored payload (the inbox row, the task request), and ``parent=`` / ``links=`` take it
+a stored payload (the task request; a webhook's inbox row gets its context derived from
+its key: ``ids``), and ``parent=`` / ``links=`` take it
 back in another process. ``core`` holds the machinery and ``sdk`` the OpenTelemetry SDK's
 provider and exporter, imported only when ``start`` turns traces on.
 """
@@ -31,6 +32,7 @@ from bot.tracing.core import (
     traceparent,
     until_run_ends,
 )
+from bot.tracing.ids import QUEUED
 from bot.tracing.spans import (
     CONTEXT_KEY,
     RUN_SPAN,
@@ -58,6 +60,7 @@ from bot.tracing.switch import install, start, stop, uninstall
 __all__ = [
     "CONTEXT_KEY",
     "NOOP",
+    "QUEUED",
     "RUN_SPAN",
     "TRACEPARENT",
     "Kind",

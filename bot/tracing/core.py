@@ -125,6 +125,7 @@ class On:
     owned: bool  # started by ``switch.start`` (``stop`` shuts it down), not ``install``ed
     # Webhook deliveries' lean spans (bot.tracing.deliveries); None: SDK spans (tests).
     deliveries: Any = None
+    ratio: float = 1.0  # the sampling ratio (the worker's parent of a delivery's row)
 
 
 _on: On | None = None

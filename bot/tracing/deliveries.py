@@ -5,12 +5,15 @@ The ack path is the bot's hot path (every comment on every installed repository)
 span and the SDK's OTLP encoding of it cost more there than the rest of the delivery's
 handling, and even a lean encoding and its HTTP requests, done in this process, take the
 GIL from the event loop for a measurable share (``bench/trace_overhead.py``). So while
-traces are on (OTLP/HTTP), a delivery's span is ids, times and a few attributes: sampled by
-the SDK's rule (the trace id against the ratio), its context propagated as usual; a thread
-makes the ids (and their ``traceparent``) ahead of the deliveries that take them, and hands
-the recorded spans in batches (``marshal``: a C copy of plain tuples) through a pipe to
-``bot.tracing.export_proc``, which writes them as OTLP protobuf (``bot.tracing.otlp``) and
-sends them. A full queue drops spans (counted), never makes a delivery wait.
+traces are on (OTLP/HTTP), the ack path records a delivery's span as what it has at hand:
+its clock readings, the route, the event, the status and outcome, the delivery's id and
+key, in a tuple appended to a queue. No id is made and nothing is formatted or added to
+the inbox row: the ids are derived from the key (``bot.tracing.ids``), by the export
+process and, for the row, by the worker. A thread hands the recorded spans in batches
+(``marshal``: a C copy of plain tuples) through a pipe to ``bot.tracing.export_proc``,
+which derives their ids, samples them by the SDK's rule, writes them as OTLP protobuf
+(``bot.tracing.otlp``) and sends them. A full queue drops spans (counted), never makes a
+delivery wait.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import marshal
-import random
 import struct
 import subprocess
 import sys
@@ -30,57 +32,49 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from typing import Any
 
+from bot.tracing import ids
 from bot.tracing.core import Span, Value
 
 log = logging.getLogger("bot.tracing")
 
 MAX_QUEUE = 8192  # recorded spans waiting for their export; beyond, dropped
 BATCH = 512
-MADE = 2048  # ids made ahead by the recorder's thread (it wakes once per BATCH spans)
-_MASK = (1 << 64) - 1
-Base = tuple[tuple[str, Value], ...]  # the attributes every delivery of a route has
-# What most deliveries share: the event, the action, the status and the bot's outcome.
-Common = tuple[str, str, int, str]
-# A recorded span: trace id, span id, name, kind, start and end (ns), the route's
-# attributes, the common ones, the delivery's id, any other attributes, the error type.
-Recorded = tuple[int, int, str, str, int, int, Base, Common, str, dict[str, Value], str]
+# A recorded span: the route and the forge, start and end (ns), the event, the action,
+# the status and the bot's outcome, the delivery's id, its key (ids.py derives the span's
+# ids from it), any other attributes (``()``: none), the error type.
+Recorded = tuple[
+    str, str, int, int, str, str, int, str, str, str, dict[str, Value] | tuple[()], str
+]
 
-
-# A delivery's ids made ahead: trace id, span id, its traceparent, whether it is sampled.
-Ids = tuple[int, int, str, bool]
-
-_NONE: dict[str, Value] = {}  # never written: a delivery with no other attribute shares it
-_getrandbits = random.getrandbits
+# A delivery with no other attribute: a recorded span of plain strings and numbers only,
+# which the garbage collector stops tracking (a dict would keep it tracked).
+_NONE: tuple[()] = ()
 _time_ns = time.time_ns
 
 
 class Delivery(Span):
     """One delivery's span: the context manager around its handling, and the ``Span``
-    the webhook code sees. On the request path it is a few stores: its ids and their
-    ``traceparent`` (made ahead by the recorder's thread: one random number for both ids,
-    the trace id its high 128 bits, the span id its low 64), two clock readings, what the
-    delivery is and what it got; everything else happens in the export process."""
+    the webhook code sees. On the request path it is a few stores of what is at hand (two
+    clock readings, what the delivery is and what it got) and a tuple appended to a
+    queue: its ids are derived from its key later, in the export process."""
 
-    __slots__ = ("_action", "_delivery", "_error", "_event", "_extra", "_ids", "_outcome",
-                 "_parent", "_recorder", "_route", "_sampled", "_span", "_start", "_status",
-                 "_token", "_trace")  # fmt: skip
+    __slots__ = ("_action", "_delivery", "_error", "_event", "_extra", "_forge", "_key",
+                 "_outcome", "_recorder", "_route", "_start", "_status", "_token")  # fmt: skip
 
-    def __init__(self, recorder: DeliverySpans, route: tuple[str, Base]) -> None:
+    def __init__(self, recorder: DeliverySpans, route: str, forge: str) -> None:
         self._recorder = recorder
-        self._route = route  # the span's name and the route's attributes
-        self._extra: dict[str, Value] = _NONE  # a dict of its own once something is set
+        self._route = route
+        self._forge = forge
+        self._extra: dict[str, Value] | tuple[()] = _NONE  # a dict once something is set
         self._error = self._event = self._action = self._outcome = self._delivery = ""
+        self._key = ""
         self._status = 0
 
     @property
     def name(self) -> str:
-        return self._route[0]
+        return f"POST {self._route}"
 
     def __enter__(self) -> Delivery:
-        try:  # ids the recorder's thread made beforehand, off the request path
-            self._trace, self._span, self._parent, self._sampled = self._recorder.made.pop()
-        except IndexError:  # a burst used them all: made here
-            self._trace, self._span, self._parent, self._sampled = self._recorder.ids()
         self._token: Token[Delivery | None] = _current.set(self)
         self._start = _time_ns()
         return self
@@ -90,41 +84,45 @@ class Delivery(Span):
         _current.reset(self._token)
         if kind is not None and not issubclass(kind, asyncio.CancelledError):
             self._error = kind.__qualname__
-        if self._sampled:
-            name, base = self._route
-            common = (self._event, self._action, self._status, self._outcome)
-            self._recorder.keep((self._trace, self._span, name, "server", self._start, end, base,
-                                 common, self._delivery, self._extra, self._error))  # fmt: skip
+        self._recorder.keep((self._route, self._forge, self._start, end, self._event,
+                             self._action, self._status, self._outcome, self._delivery,
+                             self._key, self._extra, self._error))  # fmt: skip
 
-    def delivered(self, event: str, action: str, delivery: str) -> str:
-        """What the delivery is; its ``traceparent``."""
-        self._event, self._action, self._delivery = event, action, delivery
-        return self._parent
+    def delivered(self, event: str, action: str, delivery: str, key: str) -> None:
+        """What the delivery is, and its key (the inbox row's)."""
+        self._event, self._action, self._delivery, self._key = event, action, delivery, key
 
     def answered(self, status: int, outcome: str) -> None:
         self._status, self._outcome = status, outcome
 
     @property
     def recording(self) -> bool:
-        return self._sampled
+        """Whether it is sampled: known from its key (before the key, from the ratio)."""
+        limit = self._recorder.bound
+        if not self._key:
+            return limit > 0
+        return ids.sampled(ids.derived(self._key.encode("utf-8")), limit)
 
     @property
     def trace_id(self) -> str:
-        return self._parent[3:35]
+        """The trace id derived from its key ("" before the key is known)."""
+        return ids.derived(self._key.encode("utf-8"))[:16].hex() if self._key else ""
 
     @property
     def traceparent(self) -> str:
-        return self._parent
+        """The context the worker continues for the row this delivery makes."""
+        return ids.traceparent(self._key, self._recorder.ratio) if self._key else ""
 
     def set(self, key: str, value: Value | None) -> None:
         self.update({key: value})
 
     def update(self, attributes: Mapping[str, Value | None]) -> None:
-        if self._extra is _NONE:
-            self._extra = {}
+        extra = self._extra
+        if not isinstance(extra, dict):
+            extra = self._extra = {}
         for key, value in attributes.items():
             if value is not None:
-                self._extra[key] = value
+                extra[key] = value
 
     def fail(self, error_type: str) -> None:
         self._error = error_type
@@ -139,7 +137,8 @@ def current() -> Delivery | None:
 
 
 class DeliverySpans:
-    """Records delivery spans; a thread hands them to ``send`` in batches."""
+    """Records delivery spans; a thread hands them to ``send`` in batches (the export
+    process derives their ids and samples them: ``bot.tracing.ids``)."""
 
     def __init__(
         self,
@@ -149,13 +148,13 @@ class DeliverySpans:
         delay: float,
         on_close: Callable[[], None] = lambda: None,
     ) -> None:
-        self.bound = round(ratio * (_MASK + 1))  # the SDK's TraceIdRatioBased rule
+        self.ratio = ratio
+        self.bound = ids.bound(ratio)
+        if not self.bound:  # nothing is ever sampled: nothing is kept
+            self.keep = self._drop  # type: ignore[method-assign]
         self._send = send  # a batch -> its export (in this recorder's thread)
         self._on_close = on_close
         self._delay = delay
-        self._routes: dict[tuple[str, str], tuple[str, Base]] = {}
-        # Ids for the next deliveries, made by the thread (popped by the loop).
-        self.made: deque[Ids] = deque(self.ids() for _ in range(MADE))
         self._pending: deque[Recorded] = deque()  # appended by the loop, taken by the thread
         self._wake = threading.Event()
         self._closed = False
@@ -166,12 +165,7 @@ class DeliverySpans:
 
     def delivery(self, route: str, forge: str) -> Delivery:
         """The span for one delivery to ``route`` (entered by ``with``)."""
-        known = self._routes.get((route, forge))
-        if known is None:
-            base: Base = (("http.request.method", "POST"), ("http.route", route),
-                          ("bot.forge", forge))  # fmt: skip
-            known = self._routes[(route, forge)] = (f"POST {route}", base)
-        return Delivery(self, known)
+        return Delivery(self, route, forge)
 
     def keep(self, recorded: Recorded) -> None:
         pending = self._pending
@@ -182,30 +176,14 @@ class DeliverySpans:
         if len(pending) % BATCH == 0:  # a batch more: the thread sends all there is
             self._wake.set()
 
-    def ids(self) -> Ids:
-        """A delivery's trace and span ids (random, never zero), its ``traceparent`` and
-        whether it is sampled (the SDK's rule: the trace id's low 64 bits against the
-        ratio)."""
-        ids = _getrandbits(192)
-        while not ids >> 64 or not ids & _MASK:  # neither id may be zero
-            ids = _getrandbits(192)
-        trace = ids >> 64
-        sampled = self.bound > _MASK or (trace & _MASK) < self.bound
-        hexed = ids.to_bytes(24, "big").hex()
-        return (
-            trace,
-            ids & _MASK,
-            f"00-{hexed[:32]}-{hexed[32:]}-{'01' if sampled else '00'}",
-            sampled,
-        )
+    def _drop(self, recorded: Recorded) -> None:
+        return None
 
     def _run(self) -> None:
         while not self._closed:
             self._wake.wait(self._delay)
             self._wake.clear()
             self._flush()
-            made = self.made
-            made.extend(self.ids() for _ in range(MADE - len(made)))
 
     def _flush(self) -> None:
         pending = self._pending

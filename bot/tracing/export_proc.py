@@ -4,7 +4,8 @@
 
 It reads length-prefixed ``marshal`` frames from its parent: first where to send (the OTLP
 endpoint, headers, timeout, compression, the resource's attributes), then batches of
-recorded spans, which it writes as OTLP protobuf (``bot.tracing.otlp``) and POSTs, off the
+recorded spans, whose ids it derives and samples (``bot.tracing.ids``) and which it writes
+as OTLP protobuf (``bot.tracing.otlp``) and POSTs, off the
 parent's GIL. At the end of its input it has sent what it read, and ends.
 """
 
@@ -34,12 +35,14 @@ def main(stream: IO[bytes]) -> None:
     config = read(stream)
     if config is None:
         return
-    encoder = Encoder(config["resource"])
+    encoder = Encoder(config["resource"], ratio=config.get("ratio", 1.0))
     poster = Poster(config["endpoint"], config["headers"], timeout=config["timeout"],
                     compression=config["compression"])  # fmt: skip
     try:
         while (batch := read(stream)) is not None:
-            poster.post(encoder.request(encoder.span(recorded) for recorded in batch))
+            spans = encoder.spans(batch)
+            if spans:  # none when none was sampled
+                poster.post(encoder.request(spans))
     finally:
         poster.close()
 

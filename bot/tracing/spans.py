@@ -13,10 +13,10 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from bot.tracing import core, deliveries
+from bot.tracing import core, deliveries, ids
 from bot.tracing.core import (
     _NO_SPAN,
     TRACEPARENT,
@@ -31,7 +31,7 @@ from bot.tracing.core import (
     span,
     until_run_ends,
 )
-from bot.tracing.deliveries import Delivery, DeliverySpans
+from bot.tracing.deliveries import Delivery
 
 if TYPE_CHECKING:
     from bot.events import IssueRef, TaskRequest
@@ -216,7 +216,7 @@ def webhook_span(forge: str, route: str) -> AbstractContextManager[Span]:
     if on is None:
         return _NO_SPAN
     if on.deliveries is not None:
-        return cast(DeliverySpans, on.deliveries).delivery(route, forge)
+        return Delivery(on.deliveries, route, forge)
     attributes = {"http.request.method": "POST", "http.route": route, "bot.forge": forge}
     return span(f"POST {route}", attributes, kind=Kind.SERVER)
 
@@ -232,12 +232,16 @@ def answered(span: Span, status: int, outcome: str) -> None:
         span.fail(str(status))
 
 
-def stamp_event(payload: dict[str, Any], name: str, action: str, delivery: str) -> dict[str, Any]:
-    """``payload`` (an event about to be stored, the caller's own dict) with the delivery's
-    context added, and the delivery's span told what it carries; untouched while off."""
+def stamp_event(
+    payload: dict[str, Any], name: str, action: str, delivery: str, key: str
+) -> dict[str, Any]:
+    """``payload`` (an event about to be stored under ``key``, the caller's own dict), the
+    delivery's span told what it carries. A lean span leaves the payload as it is (the
+    worker derives the context from ``key``: ``bot.tracing.ids``); an SDK span adds its
+    context; untouched while off."""
     lean = deliveries.current()
     if lean is not None:
-        payload[CONTEXT_KEY] = {TRACEPARENT: lean.delivered(name, action, delivery)}
+        lean.delivered(name, action, delivery, key)
         return payload
     if not core.enabled():
         return payload
@@ -251,11 +255,14 @@ def stamp_event(payload: dict[str, Any], name: str, action: str, delivery: str) 
 
 
 def dispatch_span(
-    payload: Mapping[str, Any], event_id: int, attempts: int
+    payload: Mapping[str, Any], event_id: int, attempts: int, key: str = ""
 ) -> AbstractContextManager[Span]:
-    """The worker's span for one inbox event: the child of its delivery's span (the web
-    process kept the context in the event), so one trace follows it across processes."""
-    if not core.enabled():
+    """The worker's span for one inbox event: the child of its delivery's span, so one
+    trace follows it across processes. The parent is the context kept in the event (an
+    SDK span's, or a row written before the ids were derived), else the one derived from
+    the delivery's ``key`` (a webhook's row; "" for the bot's own rows)."""
+    on = core._on
+    if on is None:
         return _NO_SPAN
     name = str(payload.get("name") or "event")
     attributes: dict[str, Value | None] = {
@@ -264,7 +271,10 @@ def dispatch_span(
         "bot.webhook.event": name,
         "bot.forge": str(payload.get("forge") or ""),
     }
-    return span(f"dispatch {name}", attributes, parent=stored_context(payload))
+    parent = stored_context(payload)
+    if not parent and key:
+        parent = {TRACEPARENT: ids.traceparent(key, on.ratio)}
+    return span(f"dispatch {name}", attributes, parent=parent)
 
 
 def stored_context(payload: Mapping[str, Any]) -> dict[str, str]:

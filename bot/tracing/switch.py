@@ -16,10 +16,16 @@ if TYPE_CHECKING:
 
 
 def install(
-    provider: TracerProvider, *, capture_content: bool = False, secrets: Sequence[str] = ()
+    provider: TracerProvider,
+    *,
+    capture_content: bool = False,
+    secrets: Sequence[str] = (),
+    sample_ratio: float = 1.0,
 ) -> None:
-    """Trace into ``provider``; ``uninstall`` forgets it without shutting it down."""
-    _set(provider, capture_content=capture_content, secrets=secrets, owned=False)
+    """Trace into ``provider`` (its sampler's ratio ``sample_ratio``); ``uninstall``
+    forgets it without shutting it down."""
+    _set(provider, capture_content=capture_content, secrets=secrets, owned=False,
+         ratio=sample_ratio)  # fmt: skip
 
 
 def uninstall() -> None:
@@ -33,10 +39,11 @@ def _set(
     secrets: Sequence[str],
     owned: bool,
     deliveries: DeliverySpans | None = None,
+    ratio: float = 1.0,
 ) -> None:
     tracer = provider.get_tracer("bot")
     kept = tuple(s for s in secrets if s)
-    core.activate(core.On(tracer, provider, capture_content, kept, owned, deliveries))
+    core.activate(core.On(tracer, provider, capture_content, kept, owned, deliveries, ratio))
 
 
 def start(options: TraceOptions, environ: Mapping[str, str]) -> str:
@@ -56,7 +63,7 @@ def start(options: TraceOptions, environ: Mapping[str, str]) -> str:
         return f"traces could not start: {exc}: running WITHOUT traces"
     lean = _delivery_spans(options, environ, delay=sdk.schedule_delay(environ))
     _set(provider, capture_content=options.capture_content, secrets=options.secrets,
-         owned=True, deliveries=lean)  # fmt: skip
+         owned=True, deliveries=lean, ratio=options.sample_ratio)  # fmt: skip
     return str(said)
 
 
@@ -76,6 +83,7 @@ def _delivery_spans(
         "headers": sdk.headers_of(environ),
         "timeout": sdk.timeout_of(environ),
         "compression": sdk.compression_of(environ),
+        "ratio": options.sample_ratio,
         "resource": {k: v for k, v in resource.items() if isinstance(v, str | bool | int | float)},
     }
     process = ExportProcess(config)

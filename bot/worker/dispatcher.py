@@ -136,7 +136,8 @@ class Dispatcher:
             await store.finish_event(item.id, error=f"unreadable event: {exc}")
             metrics.EVENTS.labels("unreadable").inc()
             return
-        with tracing.dispatch_span(item.payload, item.id, item.attempts):
+        key = "" if event.name == POLL_EVENT else item.delivery_key  # a webhook's row
+        with tracing.dispatch_span(item.payload, item.id, item.attempts, key):
             try:
                 if event.name == POLL_EVENT:  # queued by the bot itself, never by a webhook
                     await self.aftercare.on_poll(item, event)

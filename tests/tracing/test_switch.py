@@ -29,7 +29,8 @@ def test_while_off_a_span_is_the_shared_no_op_and_nothing_is_kept() -> None:
         first.fail("nothing")
     assert tracing.inject() == {} and tracing.traceparent() == ""
     payload = {"name": "issues"}
-    assert tracing.stamp_event(payload, "issues", "labeled", "d-1") is payload
+    assert tracing.stamp_event(payload, "issues", "labeled", "d-1", "github:1:d-1") is payload
+    assert payload == {"name": "issues"}
     with tracing.webhook_span("github", "/webhooks/github") as hook:
         assert hook is tracing.NOOP
 
