@@ -605,18 +605,20 @@ class FakeForge:
         return LogTail(log_id=log_id, text=tail, truncated=len(data) > max_bytes)
 
     def _head_sha(self, repo: RepoRef, opened: ChangeRequest) -> str:
-        change = self.change(repo, opened.number)
-        if change.head_sha is not None:
-            return change.head_sha
-        url = self._repo(repo).clone_url
-        return remote_git(url, "rev-parse", f"refs/heads/{opened.head_branch}") or "0" * 40
+        known = self.change(repo, opened.number).head_sha
+        return self._branch_sha(repo, known, opened.head_branch, fill="0")
 
     def _base_sha(self, repo: RepoRef, opened: ChangeRequest) -> str:
-        change = self.change(repo, opened.number)
-        if change.base_sha is not None:
-            return change.base_sha
+        known = self.change(repo, opened.number).base_sha
+        return self._branch_sha(repo, known, opened.base_branch, fill="b")
+
+    def _branch_sha(self, repo: RepoRef, known: str | None, branch: str, *, fill: str) -> str:
+        """The sha a test set, else the branch's head on the real remote (``fill`` x 40
+        when the branch is not there)."""
+        if known is not None:
+            return known
         url = self._repo(repo).clone_url
-        return remote_git(url, "rev-parse", f"refs/heads/{opened.base_branch}") or "b" * 40
+        return remote_git(url, "rev-parse", f"refs/heads/{branch}") or fill * 40
 
     def _mergeable(self, repo: RepoRef, opened: ChangeRequest) -> Mergeable:
         change = self.change(repo, opened.number)
