@@ -54,7 +54,8 @@ _NEXT: dict[Stage, frozenset[Stage]] = {
     Stage.EXECUTE: frozenset(
         {Stage.EXECUTE, Stage.REFLECT, Stage.REVISE, Stage.WAIT, Stage.DELIVER, Stage.DONE}
     ),
-    Stage.REFLECT: frozenset({Stage.EXECUTE, Stage.REVISE, Stage.DELIVER, Stage.DONE}),
+    # a result nobody could judge goes to its author (``planning.reflection.unjudged: ask``)
+    Stage.REFLECT: frozenset({Stage.EXECUTE, Stage.REVISE, Stage.WAIT, Stage.DELIVER, Stage.DONE}),
     Stage.REVISE: frozenset({Stage.EXECUTE, Stage.WAIT, Stage.DONE}),
     Stage.DELIVER: frozenset({Stage.REVISE, Stage.WAIT, Stage.DONE}),
     Stage.DONE: frozenset(),

@@ -11,10 +11,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.comments.status import StatusView
 from bot.llm.scripted import ScriptedLLM
 from bot.record.history import history_path
-from bot.run_events import ProgressKind, WaitKind
+from bot.record.state import AgentState, Stage
+from bot.run_events import ProgressEvent, ProgressKind, WaitKind
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.agent.conftest import Harness, make_harness, planning_settings
@@ -195,3 +198,52 @@ async def test_a_moderate_task_reflects_every_five_actions(
     assert outcome.state is TaskState.DONE, outcome
     assert [r.phase for r in llm.requests] == ["planning", "reflection", "completion"]
     assert "[task_5]" in llm.requests[1].messages[-1].content  # after five actions, not three
+
+
+async def test_a_resumed_batch_nobody_can_judge_asks_its_author_and_resumes_on_the_answer(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
+    # issue 31: the worker died after the batch ran and before it was reflected on; the
+    # restarted run reflects on it (stage reflect), cannot judge it, and asks the author.
+    harness, _bare = await _cloned(tmp_path, stack)
+    same = {"path": "README.md", "old_text": "# Widgets", "new_text": "# Widgets"}
+    edit = docs.action("task_1", "replace_in_file", arguments=same)
+    llm = ScriptedLLM([docs.plan([edit]), *UNREADABLE, docs.completion(done=1)])
+
+    class Crash(Exception):
+        pass
+
+    async def crashing(event: ProgressEvent) -> None:
+        harness.events.append(event)
+        if event.kind is ProgressKind.ACTION and event.data.get("status") == "done":
+            raise Crash("the worker process died")
+
+    harness.emit = crashing  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await harness.run(llm)
+    saved = await harness.store.load_checkpoint(harness.task.id)
+    assert saved is not None and AgentState.from_dict(saved).batch == ["task_1"]
+    assert [r.phase for r in llm.requests] == ["planning"]  # not reflected on yet
+
+    async def normal(event: ProgressEvent) -> None:
+        harness.events.append(event)
+
+    harness.emit = normal  # type: ignore[method-assign]
+    asked = await harness.run(llm)  # a fresh loop, as after a restart
+
+    assert asked.state is TaskState.AWAITING_APPROVAL, asked
+    [request] = harness.of(ProgressKind.APPROVAL_REQUEST)
+    assert request["subject"] is WaitKind.JUDGEMENT
+    assert "README.md, which is unchanged" in request["details"]
+    saved = await harness.store.load_checkpoint(harness.task.id)
+    assert saved is not None
+    waiting = AgentState.from_dict(saved)
+    assert waiting.stage is Stage.WAIT and waiting.batch == []
+    assert waiting.waiting is not None and waiting.waiting.kind is WaitKind.JUDGEMENT
+    await harness.command("approve")
+
+    outcome = await harness.run(llm)
+
+    assert outcome.state is TaskState.DONE, outcome
+    assert outcome.summary["revision_attempts"] == 0 and harness.of(ProgressKind.REVISION) == []
+    assert [r.phase for r in llm.requests].count("reflection") == len(UNREADABLE)
