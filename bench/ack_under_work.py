@@ -167,9 +167,9 @@ class Load:
     async def _task(self, n: int, settings: Any) -> None:
         from bot.config import secret_values
         from bot.forges.base import CloneAuth
+        from bot.sandbox.sandbox import Sandbox
+        from bot.sandbox.workspace import Workspace
         from bot.tools.registry import ToolRegistry
-        from bot.tools.sandbox import Sandbox
-        from bot.tools.workspace import Workspace
         from bot.tools.workspace_tools import workspace_tools
 
         try:

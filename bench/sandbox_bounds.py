@@ -2,7 +2,7 @@
 
 1. Measuring a workspace of ``--files`` (100,000) empty files: the walk the sandbox did
    before each command (Python's ``os.scandir`` over the tree, in ``asyncio.to_thread``:
-   the server's shared pool), against ``bot.tools.disk.disk_usage`` (two ``du``
+   the server's shared pool), against ``bot.sandbox.disk.disk_usage`` (two ``du``
    processes). For each: the wall time and the event loop's worst lag meanwhile (a 5 ms
    ticker), the median of ``--repeat`` runs.
 2. One sandboxed command, the median of ``--repeat`` runs, through the overlay whose
@@ -30,13 +30,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.config import SandboxSettings
-from bot.tools import sandbox as sandbox_module
-from bot.tools.disk import disk_usage
-from bot.tools.sandbox import Sandbox, WorkspaceBound
+from bot.sandbox import sandbox as sandbox_module
+from bot.sandbox.disk import disk_usage
+from bot.sandbox.sandbox import Sandbox, WorkspaceBound
 
 
 def python_walk(root: Path) -> int:
-    """The measure the sandbox took before this change (bot/tools/disk.py: tree_bytes)."""
+    """The measure the sandbox took before this change (bot/sandbox/disk.py: tree_bytes)."""
     total = 0
     stack = [root]
     while stack:

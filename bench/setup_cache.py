@@ -8,7 +8,7 @@ real sandbox (bubblewrap, network on); a second task clones it again and must re
 environment from the cache instead of installing. Then a follow-up on the bot's own branch
 (an earlier run changed a source file) with the cache pruned: set-up runs with network in a
 clean checkout of the base branch and the environment is copied into the working tree
-(``bot/tools/setup_base.py``). Each workspace then runs the project's tests offline with what
+(``bot/sandbox/setup_base.py``). Each workspace then runs the project's tests offline with what
 set-up left. Needs bubblewrap and the package index.
 """
 
@@ -26,8 +26,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bot.config import SandboxSettings  # noqa: E402
-from bot.tools.sandbox import Sandbox  # noqa: E402
-from bot.tools.setup import SetupResult  # noqa: E402
+from bot.sandbox.sandbox import Sandbox  # noqa: E402
+from bot.sandbox.setup import SetupResult  # noqa: E402
 from tests.tools.conftest import make_remote  # noqa: E402
 from tests.tools.test_setup import PACKAGE, _preparer, _workspace  # noqa: E402
 from tests.tools.test_setup_base import _push_branch  # noqa: E402

@@ -9,8 +9,8 @@ from bot.config import Settings, disabled_forges
 from bot.events import ForgeKind
 from bot.forges.base import ForgeError
 from bot.runtime import Runtime
+from bot.sandbox.sandbox import Sandbox, SandboxUnavailable, WorkspaceBound
 from bot.storage.base import StoreError
-from bot.tools.sandbox import Sandbox, SandboxUnavailable, WorkspaceBound
 
 
 @dataclass(frozen=True, slots=True)

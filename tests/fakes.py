@@ -120,7 +120,7 @@ WRITES = frozenset(
         "mark_ready_for_review",
     }
 )
-# The bot's git identity (bot.tools.workspace): its commits on a real remote are its own.
+# The bot's git identity (bot.sandbox.workspace): its commits on a real remote are its own.
 BOT_EMAIL = "coding-agent@users.noreply.localhost"
 
 

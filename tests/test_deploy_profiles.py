@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from bot.config import SandboxSettings
-from bot.tools.bwrap import Limits, Mounts, bwrap_argv, limit_argv, sandbox_env
-from bot.tools.sandbox import Sandbox
-from bot.tools.sandbox_runs import Command, probe_overlay
+from bot.sandbox.bwrap import Limits, Mounts, bwrap_argv, limit_argv, sandbox_env
+from bot.sandbox.sandbox import Sandbox
+from bot.sandbox.sandbox_runs import Command, probe_overlay
 
 ROOT = Path(__file__).resolve().parents[1]
 SECCOMP = ROOT / "deploy" / "seccomp" / "bwrap.json"
@@ -83,7 +83,7 @@ def workspace() -> Iterator[Path]:
 
 
 def sandboxed(seccomp: Path, ws: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
-    """``command`` in the bot's real sandbox (bot/tools/bwrap.py), started by bwrap as
+    """``command`` in the bot's real sandbox (bot/sandbox/bwrap.py), started by bwrap as
     the pods' user under ``seccomp``."""
     hidden = tuple(p for p in (Path("/root"), Path("/home"), Path("/run")) if p.is_dir())
     assert BWRAP is not None

@@ -6,7 +6,7 @@ import pytest
 
 from bot.doctor import failed, format_checks, run_checks
 from bot.llm.openai import OpenAICompatibleLLM
-from bot.tools import sandbox as sandbox_module
+from bot.sandbox import sandbox as sandbox_module
 from tests.harness import Harness
 from tests.llm.model_server import Reply, Sent, model_server
 from tests.llm.payloads import chat_completion, model_list_owned, openai_error

@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bot.config import Settings
-from bot.tools.sandbox import Sandbox, SandboxUnavailable, hidden_paths
+from bot.sandbox.sandbox import Sandbox, SandboxUnavailable, hidden_paths
 
 PROBE_TIMEOUT = 60.0
 

@@ -43,8 +43,9 @@ from bot.record.texts import (
     push_text,
 )
 from bot.run_events import ErrorCategory, LinksShown, WaitKind
+from bot.sandbox.gitcmd import WorkspaceError
+from bot.sandbox.workspace import content_digest
 from bot.tools.factory import BuiltTools
-from bot.tools.gitcmd import WorkspaceError
 from bot.tools.quality import (
     GateResult,
     QualityCommands,
@@ -53,7 +54,6 @@ from bot.tools.quality import (
     run_quality_gate,
 )
 from bot.tools.registry import Tool
-from bot.tools.workspace import content_digest
 
 CHANGE_REQUEST_TOOLS = ("create_pull_request", "create_merge_request")
 QUALITY_ROUNDS = 3  # fix rounds after the first failing run: at most four gate runs

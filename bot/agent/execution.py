@@ -1,7 +1,7 @@
 """Execution: setting the workspace up, then running planned actions, one at a time or a
 parallel group at once.
 
-Before a run's first batch, ``prepare`` asks the task's ``Preparer`` (bot/tools/setup.py)
+Before a run's first batch, ``prepare`` asks the task's ``Preparer`` (bot/sandbox/setup.py)
 once per run; what it did (the commands, their exit codes and times, or the cache it
 restored) goes into ``AgentState.setup`` and the planning history (a server without a
 sandbox skips set-up: no command could use it). A failing set-up is a ``SetupFailed``
@@ -45,9 +45,9 @@ from bot.record.plan_rules import next_batch
 from bot.record.state import ActionRecord, ActionStatus, ToolCall
 from bot.record.texts import SetupFailed, setup_failed
 from bot.run_events import ActionProgress, CourseChanged, ErrorCategory, PlanMade
+from bot.sandbox.setup import SetupStatus
 from bot.tools.inspect import PathWatch, exists
 from bot.tools.registry import ApprovalRequired, Tool
-from bot.tools.setup import SetupStatus
 
 MAX_OUTPUT_CHARS = 20_000
 MAX_LOGGED_CHARS = 2_000  # of a failed action's output, in errors.log

@@ -32,11 +32,11 @@ from bot.llm.prices import dollars
 from bot.record.state import ActionRecord, AgentState
 from bot.redact import redact
 from bot.run_events import ErrorCategory
+from bot.sandbox.gitcmd import WorkspaceError
+from bot.sandbox.setup import SetupStatus
 from bot.storage.base import Task
 from bot.storage.runs import RunDirectory, copy_artifacts, render_report
 from bot.tools.factory import BuiltTools
-from bot.tools.gitcmd import WorkspaceError
-from bot.tools.setup import SetupStatus
 from bot.tracing import trace_id_of
 
 log = logging.getLogger("bot.record.runlog")

@@ -243,7 +243,7 @@ class AgentState:
     task_text: str = ""
     milestones: dict[str, int] = field(default_factory=dict)
     delivery: dict[str, Any] = field(default_factory=dict)
-    setup: dict[str, Any] = field(default_factory=dict)  # bot/tools/setup.py SetupResult
+    setup: dict[str, Any] = field(default_factory=dict)  # bot/sandbox/setup.py SetupResult
     # Where the bot changed course after an unexpected result, in words (the status comment).
     course: list[str] = field(default_factory=list)
     # planning.enabled: false: one open tool loop instead of a plan (docs/planning.md), and

@@ -34,9 +34,9 @@ from bot.record.plan import PlanDocument
 from bot.record.plan_rules import named_plan, plan_id
 from bot.record.state import ActionRecord
 from bot.run_events import SubtaskStatus
+from bot.sandbox.setup import SetupResult
 from bot.text import clip
 from bot.tools.quality import GateResult, gate_steps, stored_result
-from bot.tools.setup import SetupResult
 
 MAX_SHOWN_CHARS = 4000
 JUDGED_CHARS = 1200  # of the arguments and of the result shown for a person's judgement

@@ -13,7 +13,7 @@ JSON files are replaced atomically; the JSONL and log files are appended and flu
 line by line, so a crash loses at most the line being written.
 
 A run directory has a bound (``storage.run_dir_mb``): command and set-up logs
-(``bot.tools.output.LogQuota``) and artifacts stop where it is reached; the record
+(``bot.sandbox.output.LogQuota``) and artifacts stop where it is reached; the record
 itself (task, conversation, errors, report) is always written. Run directories of tasks
 that ended more than ``storage.runs_retention_days`` ago are deleted (``old_runs``,
 ``remove_runs``; the worker's maintenance asks the store which tasks ended).

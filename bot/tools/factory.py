@@ -21,20 +21,20 @@ from pathlib import Path
 from bot.config import Settings, secret_values
 from bot.events import IssueRef
 from bot.forges.base import Forge
+from bot.sandbox.output import LogQuota
+from bot.sandbox.sandbox import Sandbox, hidden_paths
+from bot.sandbox.setup import Preparer
+from bot.sandbox.setup_cache import SetupCache
+from bot.sandbox.setup_env import package_config
+from bot.sandbox.setup_plan import sandbox_which
+from bot.sandbox.workspace import Workspace, branch_name
 from bot.tools.forge_tools import CommentFinisher, forge_tools
 from bot.tools.mcp import McpToolset
-from bot.tools.output import LogQuota
 from bot.tools.quality import QualityCommands
 from bot.tools.registry import Tool, ToolRegistry
 from bot.tools.repo_config import EffectivePolicy, RepoConfig, apply_repo_config
-from bot.tools.sandbox import Sandbox, hidden_paths
-from bot.tools.setup import Preparer
-from bot.tools.setup_cache import SetupCache
-from bot.tools.setup_env import package_config
-from bot.tools.setup_plan import sandbox_which
 from bot.tools.web_policy import web_limits
 from bot.tools.web_tools import web_tools
-from bot.tools.workspace import Workspace, branch_name
 from bot.tools.workspace_tools import workspace_tools
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.paths import PathRefused, ensure_writable, read_regular, resolve_inside
-from bot.tools.textfiles import DecodedText, decode_text, encode_text
+from bot.sandbox.textfiles import DecodedText, decode_text, encode_text
 
 MAX_LIST_ENTRIES = 2000
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import re2
 
 from bot.paths import PathRefused, TooLarge, read_regular, resolve_inside
+from bot.sandbox.textfiles import decode_text
 from bot.tools.file_ops import FileOpError, Limits, rel_name
-from bot.tools.textfiles import decode_text
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     "node_modules", ".venv", "venv", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache",

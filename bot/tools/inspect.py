@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.paths import PathRefused
+from bot.sandbox.gitcmd import WorkspaceError
+from bot.sandbox.workspace import Workspace, content_digest
 from bot.text import clip
-from bot.tools.gitcmd import WorkspaceError
 from bot.tools.policy import repo_path
 from bot.tools.registry import Tool
-from bot.tools.workspace import Workspace, content_digest
 
 # The file tools whose intended paths the watch compares (a folder is not in git's view).
 COMPARED = frozenset({"write_file", "replace_in_file", "move_path", "delete_file"})

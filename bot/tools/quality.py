@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bot import tracing
+from bot.sandbox.bwrap import DEFAULT_PATH
+from bot.sandbox.sandbox import CommandRefused, Sandbox, SandboxUnavailable, WorkspaceFull
 from bot.text import clip
-from bot.tools.bwrap import DEFAULT_PATH
 from bot.tools.quality_feedback import (
     coverage_percent,
     problems,
@@ -34,7 +35,6 @@ from bot.tools.quality_feedback import (
     tail_lines,
     warning_count,
 )
-from bot.tools.sandbox import CommandRefused, Sandbox, SandboxUnavailable, WorkspaceFull
 
 RUFF = ("ruff", "check", "--output-format", "concise", ".")
 PYTEST = ("pytest", "-q", "-p", "no:cacheprovider")

@@ -28,6 +28,7 @@ from pydantic import (
 from bot.config import SecuritySettings, Settings
 from bot.events import RepoRef
 from bot.forges.base import Forge, NotFound
+from bot.sandbox.setup_plan import Argv
 from bot.tools.ci_includes import load_ci_includes
 from bot.tools.policy import ToolPolicy
 from bot.tools.web_policy import RepoWeb
@@ -45,9 +46,6 @@ class RepoConfigError(Exception):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-Argv = tuple[str, ...]
 
 
 def command_argv(value: object) -> Argv:
@@ -192,7 +190,7 @@ def apply_repo_config(settings: Settings, repo: RepoConfig) -> EffectivePolicy:
     )
     notes: list[str] = []
     # The agent's commands get network only when the server and the repository both allow
-    # it; set-up always has it (bot/tools/setup.py).
+    # it; set-up always has it (bot/sandbox/setup.py).
     network = settings.sandbox.network and repo.sandbox.network is True
     if repo.sandbox.network is True and not settings.sandbox.network:
         notes.append(

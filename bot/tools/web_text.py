@@ -8,7 +8,7 @@ names no type is read as text unless it looks binary.
 The encoding, first that applies (as browsers choose, WHATWG "encoding sniffing"): a byte
 order mark; the ``charset`` of the Content-Type header; for HTML, a ``<meta charset>`` or
 ``<meta http-equiv="Content-Type">`` in the first 4 KiB; UTF-8 when the body is valid
-UTF-8; else detection (charset-normalizer, through ``bot/tools/textfiles.py``, on the
+UTF-8; else detection (charset-normalizer, through ``bot/sandbox/textfiles.py``, on the
 first 64 KiB). A label names a text encoding or is ignored (``base64``, ``rot13``,
 ``unicode_escape``... are not a page's charset); ``Shift_JIS`` reads as Windows-31J and
 ``ISO-8859-1`` as Windows-1252, as browsers read them. Undecodable bytes become U+FFFD.
@@ -23,7 +23,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from bot.tools.textfiles import decode_text, looks_binary
+from bot.sandbox.textfiles import decode_text, looks_binary
 from bot.tools.web_html import html_text
 
 META_BYTES = 4096

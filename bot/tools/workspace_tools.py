@@ -25,10 +25,18 @@ from typing import Any
 
 from bot import offload
 from bot.paths import PathRefused
+from bot.sandbox.gitcmd import WorkspaceError
+from bot.sandbox.sandbox import (
+    CommandRefused,
+    CommandResult,
+    Sandbox,
+    SandboxUnavailable,
+    WorkspaceFull,
+)
+from bot.sandbox.workspace import Workspace, content_digest
 from bot.text import clip, omitted_note
 from bot.tools import file_ops, file_search
 from bot.tools.file_ops import FileOpError, Limits
-from bot.tools.gitcmd import WorkspaceError
 from bot.tools.policy import repo_path
 from bot.tools.quality import (
     GateResult,
@@ -37,14 +45,6 @@ from bot.tools.quality import (
     run_quality_gate,
 )
 from bot.tools.registry import Tool, ToolResult, arg_paths
-from bot.tools.sandbox import (
-    CommandRefused,
-    CommandResult,
-    Sandbox,
-    SandboxUnavailable,
-    WorkspaceFull,
-)
-from bot.tools.workspace import Workspace, content_digest
 
 _PATH = {"type": "string", "minLength": 1, "description": "path relative to the workspace root"}
 _DIR = {"type": "string", "description": "directory relative to the workspace root (default .)"}

@@ -30,11 +30,11 @@ from bot.llm.base import LLM
 from bot.record.snapshot import run_traces, status_snapshot
 from bot.record.state import consumed_message_seq
 from bot.run_events import Outcome, SettingsRefused
+from bot.sandbox.gitcmd import WorkspaceError
 from bot.storage.base import ACTIVE_STATES, CommentIds, StoreError, Task, Tasks, TaskState
 from bot.storage.retry import PersistenceFailed, persist
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
-from bot.tools.gitcmd import WorkspaceError
 from bot.tools.repo_config import RepoConfigError, load_repo_config
 from bot.worker.outcomes import (
     crashed,

@@ -16,9 +16,9 @@ from typing import TypeVar
 
 from bot import offload
 from bot.config import SandboxSettings
+from bot.sandbox.sandbox import Sandbox
+from bot.sandbox.workspace import Workspace
 from bot.tools.registry import ToolRegistry, ToolResult
-from bot.tools.sandbox import Sandbox
-from bot.tools.workspace import Workspace
 from bot.tools.workspace_tools import workspace_tools
 
 T = TypeVar("T")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings
-from bot.tools.sandbox import Sandbox, WorkspaceFull
+from bot.sandbox.sandbox import Sandbox, WorkspaceFull
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings
-from bot.tools.sandbox import Sandbox
-from bot.tools.setup import SetupStatus
-from bot.tools.setup_cache import SetupCache
-from bot.tools.setup_key import cache_key
-from bot.tools.setup_plan import plan_setup
+from bot.sandbox.sandbox import Sandbox
+from bot.sandbox.setup import SetupStatus
+from bot.sandbox.setup_cache import SetupCache
+from bot.sandbox.setup_key import cache_key
+from bot.sandbox.setup_plan import plan_setup
 from tests.loopback import serving
 from tests.tools.conftest import git
 from tests.tools.test_setup import _preparer, _which_all, _workspace, _write, needs_index

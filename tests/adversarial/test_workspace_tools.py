@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from bot.config import SandboxSettings
+from bot.sandbox.sandbox import Sandbox
+from bot.sandbox.workspace import Workspace
 from bot.tools.registry import ToolRegistry, ToolResult
-from bot.tools.sandbox import Sandbox
-from bot.tools.workspace import Workspace
 from bot.tools.workspace_tools import workspace_tools
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")

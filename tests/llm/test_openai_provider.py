@@ -11,7 +11,8 @@ import pytest
 
 from bot.llm.base import LLMBadRequest, LLMError, LLMRequest, LLMUnavailable, Message
 from bot.llm.dialect import Dialect
-from bot.llm.openai import OpenAICompatibleLLM, Quirks, adjust
+from bot.llm.openai import OpenAICompatibleLLM
+from bot.llm.openai_wire import Quirks, adjust
 from bot.llm.tokens import count_messages, count_tokens
 from tests.llm.payloads import (
     Replay,

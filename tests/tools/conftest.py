@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bot.forges.base import CloneAuth
-from bot.tools.workspace import Workspace
+from bot.sandbox.workspace import Workspace
 from tests.loopback import serving
 
 BASE_FILES: dict[str, bytes] = {

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.tools.egress import EgressProxy
-from bot.tools.egress_policy import (
+from bot.sandbox.egress import EgressProxy
+from bot.sandbox.egress_policy import (
     EgressPolicy,
     HostRule,
     Upstream,

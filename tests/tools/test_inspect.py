@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bot.sandbox.workspace import Workspace
 from bot.tools.inspect import PathWatch, exists, read_back
 from bot.tools.registry import Tool, ToolResult, arg_paths
-from bot.tools.workspace import Workspace
 
 
 def _tool(ws: Workspace, *, also: str = "") -> Tool:

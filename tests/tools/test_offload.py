@@ -21,9 +21,9 @@ from bot import offload
 from bot.config import SandboxSettings
 from bot.paths import TooLarge
 from bot.redact import REDACTED, redact
+from bot.sandbox.sandbox import Sandbox
+from bot.sandbox.workspace import Workspace
 from bot.tools.registry import Tool, ToolRegistry, ToolResult
-from bot.tools.sandbox import Sandbox
-from bot.tools.workspace import Workspace
 from bot.tools.workspace_tools import workspace_tools
 from tests.e2e.support import wait_until
 from tests.tools import offload_probe

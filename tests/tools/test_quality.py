@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings
-from bot.tools.bwrap import DEFAULT_PATH
+from bot.sandbox.bwrap import DEFAULT_PATH
+from bot.sandbox.sandbox import Sandbox
 from bot.tools.quality import (
     PYTEST,
     RUFF,
@@ -24,7 +25,6 @@ from bot.tools.quality import (
     stored_result,
 )
 from bot.tools.quality_feedback import coverage_percent, problems, summary_counts, warning_count
-from bot.tools.sandbox import Sandbox
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
 VENV_BIN = Path(sys.executable).parent

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings, Settings
-from bot.tools.bwrap import Mounts, bwrap_argv, limit_argv, sandbox_env
-from bot.tools.cgroups import PidsCgroup
-from bot.tools.command_guard import refusal
-from bot.tools.sandbox import (
+from bot.sandbox.bwrap import Mounts, bwrap_argv, limit_argv, sandbox_env
+from bot.sandbox.cgroups import PidsCgroup
+from bot.sandbox.command_guard import refusal
+from bot.sandbox.sandbox import (
     CommandRefused,
     Sandbox,
     SandboxUnavailable,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings
-from bot.tools.sandbox import Sandbox, WorkspaceBound
+from bot.sandbox.sandbox import Sandbox, WorkspaceBound
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
 
@@ -152,7 +152,7 @@ AS_USER = """
 import asyncio, json, sys
 from pathlib import Path
 from bot.config import SandboxSettings
-from bot.tools.sandbox import Sandbox
+from bot.sandbox.sandbox import Sandbox
 
 async def main() -> None:
     root = Path(sys.argv[1])

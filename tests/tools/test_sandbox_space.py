@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings
-from bot.tools import sandbox as sandbox_module
-from bot.tools.disk import DiskUsageError, disk_usage
-from bot.tools.sandbox import Sandbox, WorkspaceBound, WorkspaceFull
+from bot.sandbox import sandbox as sandbox_module
+from bot.sandbox.disk import DiskUsageError, disk_usage
+from bot.sandbox.sandbox import Sandbox, WorkspaceBound, WorkspaceFull
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
 PYTHON = "python3"  # the system's: the test venv's interpreter lives under the hidden /root

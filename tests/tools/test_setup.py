@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from bot.config import SandboxSettings
+from bot.sandbox.sandbox import CommandResult, Sandbox
+from bot.sandbox.setup import Preparer, SetupResult, SetupStatus
+from bot.sandbox.setup_cache import SetupCache
+from bot.sandbox.setup_env import package_config
+from bot.sandbox.setup_key import cache_key
+from bot.sandbox.setup_plan import SetupSource, plan_setup, sandbox_which
+from bot.sandbox.workspace import Workspace
 from bot.tools.repo_config import Argv
-from bot.tools.sandbox import CommandResult, Sandbox
-from bot.tools.setup import Preparer, SetupResult, SetupStatus
-from bot.tools.setup_cache import SetupCache
-from bot.tools.setup_env import package_config
-from bot.tools.setup_key import cache_key
-from bot.tools.setup_plan import SetupSource, plan_setup, sandbox_which
-from bot.tools.workspace import Workspace
 from tests.tools.conftest import git, make_remote, static_auth
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")

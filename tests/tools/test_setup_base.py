@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings
-from bot.tools.gitcmd import Identity, base_env
-from bot.tools.setup import SetupStatus
-from bot.tools.setup_base import FOLDER_SUFFIX, BaseUnavailable, _git
-from bot.tools.workspace import Workspace
+from bot.sandbox.gitcmd import Identity, base_env
+from bot.sandbox.setup import SetupStatus
+from bot.sandbox.setup_base import FOLDER_SUFFIX, BaseUnavailable, _git
+from bot.sandbox.workspace import Workspace
 from tests.tools.conftest import git
 from tests.tools.test_setup import (
     PACKAGE,

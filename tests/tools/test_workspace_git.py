@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.forges.base import CloneAuth
-from bot.tools.workspace import Workspace, WorkspaceError, branch_name, valid_branch
+from bot.sandbox.workspace import Workspace, WorkspaceError, branch_name, valid_branch
 from tests.fakes import FakeForge
 from tests.tools.conftest import HttpRemote, Remote, git, static_auth
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.tools.workspace import Workspace, WorkspaceError
+from bot.sandbox.workspace import Workspace, WorkspaceError
 from tests.tools.conftest import Remote, git
 
 MakeWorkspace = Callable[..., Workspace]

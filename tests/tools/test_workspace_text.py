@@ -6,8 +6,8 @@ import codecs
 
 import pytest
 
-from bot.tools.output import OutputCapture
-from bot.tools.textfiles import decode_output, decode_text, encode_text, looks_binary
+from bot.sandbox.output import OutputCapture
+from bot.sandbox.textfiles import decode_output, decode_text, encode_text, looks_binary
 
 JAPANESE = (
     "# 設定ファイル\n"

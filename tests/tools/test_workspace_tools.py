@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from bot.config import SandboxSettings
+from bot.sandbox.sandbox import Sandbox
+from bot.sandbox.workspace import Workspace
 from bot.tools.registry import ToolRegistry, ToolResult
-from bot.tools.sandbox import Sandbox
-from bot.tools.workspace import Workspace
 from bot.tools.workspace_tools import workspace_tools
 from tests.tools.conftest import BASE_FILES, Remote, git, make_remote
 

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from bot.tools.bwrap import DEFAULT_PATH
-from bot.tools.repo_config import Argv
+from bot.sandbox.bwrap import DEFAULT_PATH
+
+Argv = tuple[str, ...]  # a command as its arguments, never a shell line
 
 VENV = ".venv"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")

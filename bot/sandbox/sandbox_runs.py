@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bot.config import SandboxSettings
-from bot.tools.output import OutputLog
-from bot.tools.overlay import Helpers, WriteRoom, wrapper_argv
-from bot.tools.overlay_session import OverlayFailed, OverlaySession, run_overlaid
-from bot.tools.process import CommandResult
-from bot.tools.workspace_bound import after_overlay, watch_size
+from bot.config.sections import SandboxSettings
+from bot.sandbox.output import OutputLog
+from bot.sandbox.overlay import Helpers, WriteRoom, wrapper_argv
+from bot.sandbox.overlay_session import OverlayFailed, OverlaySession, run_overlaid
+from bot.sandbox.process import CommandResult
+from bot.sandbox.workspace_bound import after_overlay, watch_size
 
 __all__ = ["Command", "Launcher", "probe_overlay", "run_in_overlay", "run_measured"]
 

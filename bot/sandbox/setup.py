@@ -38,11 +38,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.forges.base import ForgeError
-from bot.tools.gitcmd import WorkspaceError
-from bot.tools.repo_config import Argv
-from bot.tools.safe_tree import TreeRefused
-from bot.tools.sandbox import Sandbox, SandboxUnavailable
-from bot.tools.setup_base import (
+from bot.sandbox.gitcmd import WorkspaceError
+from bot.sandbox.safe_tree import TreeRefused
+from bot.sandbox.sandbox import Sandbox, SandboxUnavailable
+from bot.sandbox.setup_base import (
     BaseCheckout,
     BaseUnavailable,
     Bounds,
@@ -51,14 +50,14 @@ from bot.tools.setup_base import (
     check_out,
     made_paths,
 )
-from bot.tools.setup_cache import SetupCache, copy_environment
-from bot.tools.setup_env import PackageConfig
-from bot.tools.setup_key import SetupInputs, differences, setup_inputs
-from bot.tools.setup_mark import exclude, read_marker, write_marker
-from bot.tools.setup_plan import SetupPlan, Which, plan_setup
-from bot.tools.setup_result import SetupResult, SetupStatus, SetupStep
-from bot.tools.setup_steps import StepRunner
-from bot.tools.workspace import Workspace
+from bot.sandbox.setup_cache import SetupCache, copy_environment
+from bot.sandbox.setup_env import PackageConfig
+from bot.sandbox.setup_key import SetupInputs, differences, setup_inputs
+from bot.sandbox.setup_mark import exclude, read_marker, write_marker
+from bot.sandbox.setup_plan import Argv, SetupPlan, Which, plan_setup
+from bot.sandbox.setup_result import SetupResult, SetupStatus, SetupStep
+from bot.sandbox.setup_steps import StepRunner
+from bot.sandbox.workspace import Workspace
 
 __all__ = ["Preparer", "SetupResult", "SetupStatus", "SetupStep"]
 

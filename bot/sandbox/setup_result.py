@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bot.tools.setup_plan import SetupSource
+from bot.sandbox.setup_plan import SetupSource
 
 
 class SetupStatus(StrEnum):

@@ -9,7 +9,7 @@ cache would write changes the key). Reads the clone's files; runs nothing.
 ``differences`` names what differs between two clones' inputs (the base branch's and the
 working tree's on a follow-up): what set-up would install or run otherwise.
 Whether set-up gets network does not rest on this list: it runs with network only on
-what the base branch holds (``bot/tools/setup.py``).
+what the base branch holds (``bot/sandbox/setup.py``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.tools.repo_config import Argv
-from bot.tools.setup_plan import MAKEFILES, SetupPlan, Which, plain_file, read_pyproject
+from bot.sandbox.setup_plan import MAKEFILES, Argv, SetupPlan, Which, plain_file, read_pyproject
 
 MANIFESTS = (
     "pyproject.toml", "setup.py", "setup.cfg", "Pipfile", "Pipfile.lock", "poetry.lock",

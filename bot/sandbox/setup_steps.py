@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot import tracing
-from bot.tools.repo_config import Argv
-from bot.tools.sandbox import CommandRefused, Sandbox, WorkspaceFull
-from bot.tools.setup_result import SetupStep
+from bot.sandbox.sandbox import CommandRefused, Sandbox, WorkspaceFull
+from bot.sandbox.setup_plan import Argv
+from bot.sandbox.setup_result import SetupStep
 
 TAIL_CHARS = 3000
 TAIL_LINES = 40

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.tools.bwrap import DEFAULT_PATH, WRITES_DIR
-from bot.tools.process import CommandResult
+from bot.sandbox.bwrap import DEFAULT_PATH, WRITES_DIR
+from bot.sandbox.process import CommandResult
 
 __all__ = ["OverlayFailed", "OverlaySession", "SyncReport", "run_overlaid"]
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from bot.config import SandboxSettings, Settings, previous_config_path
 from bot.progress import step
-from bot.tools.bwrap import (
+from bot.sandbox.bwrap import (
     DEFAULT_PATH,
     SECRET_DIRS,
     SECRET_FILES,
@@ -51,17 +51,17 @@ from bot.tools.bwrap import (
     limit_argv,
     sandbox_env,
 )
-from bot.tools.cgroups import PidsCgroup
-from bot.tools.command_guard import refusal
-from bot.tools.disk import DiskUsageError, Usage, disk_usage
-from bot.tools.egress import EgressProxy
-from bot.tools.egress_policy import EgressPolicy, read_policy
-from bot.tools.output import LogQuota, command_log
-from bot.tools.overlay import write_room
-from bot.tools.overlay_session import OverlayFailed
-from bot.tools.process import CommandResult, execute
-from bot.tools.sandbox_runs import Command, probe_overlay, run_in_overlay, run_measured
-from bot.tools.workspace_bound import WorkspaceBound, WorkspaceFull, refuse_when_full, turn
+from bot.sandbox.cgroups import PidsCgroup
+from bot.sandbox.command_guard import refusal
+from bot.sandbox.disk import DiskUsageError, Usage, disk_usage
+from bot.sandbox.egress import EgressProxy
+from bot.sandbox.egress_policy import EgressPolicy, read_policy
+from bot.sandbox.output import LogQuota, command_log
+from bot.sandbox.overlay import write_room
+from bot.sandbox.overlay_session import OverlayFailed
+from bot.sandbox.process import CommandResult, execute
+from bot.sandbox.sandbox_runs import Command, probe_overlay, run_in_overlay, run_measured
+from bot.sandbox.workspace_bound import WorkspaceBound, WorkspaceFull, refuse_when_full, turn
 
 __all__ = [
     "CommandRefused",
@@ -416,7 +416,7 @@ def _with_refusals(result: CommandResult, door: _Door | None) -> CommandResult:
 
 @functools.cache
 def _forwarder_source() -> str:
-    from bot.tools import egress_forwarder
+    from bot.sandbox import egress_forwarder
 
     return Path(egress_forwarder.__file__).read_text("utf-8")
 

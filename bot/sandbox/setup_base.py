@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot import offload
-from bot.tools.gitcmd import Identity, base_env
-from bot.tools.workspace import Workspace, remove_nested_repositories
+from bot.sandbox.gitcmd import Identity, base_env
+from bot.sandbox.workspace import Workspace, remove_nested_repositories
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ import weakref
 from enum import StrEnum
 from pathlib import Path
 
-from bot.config import SandboxSettings
-from bot.tools.disk import Usage, disk_usage
-from bot.tools.overlay_session import SyncReport
-from bot.tools.process import CommandResult
+from bot.config.sections import SandboxSettings
+from bot.sandbox.disk import Usage, disk_usage
+from bot.sandbox.overlay_session import SyncReport
+from bot.sandbox.process import CommandResult
 
 __all__ = [
     "WorkspaceBound",

@@ -26,7 +26,7 @@ from pathlib import Path
 from bot import offload
 from bot.forges.base import CloneAuth
 from bot.paths import resolve_inside
-from bot.tools.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
+from bot.sandbox.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-from bot.tools.safe_tree import TreeRefused, copy_path, remove_path
+from bot.sandbox.safe_tree import TreeRefused, copy_path, remove_path
 
 log = logging.getLogger(__name__)
 

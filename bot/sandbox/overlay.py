@@ -37,8 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.tools.bwrap import WRITES_DIR
-from bot.tools.disk import Usage
+from bot.sandbox.bwrap import WRITES_DIR
+from bot.sandbox.disk import Usage
 
 __all__ = ["WRAPPER", "Helpers", "WriteRoom", "wrapper_argv", "write_room"]
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.tools.cgroups import PidsCgroup
-from bot.tools.output import OutputCapture, OutputLog
+from bot.sandbox.cgroups import PidsCgroup
+from bot.sandbox.output import OutputCapture, OutputLog
 
 _DRAIN_SECONDS = 2.0
 

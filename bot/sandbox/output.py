@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from bot.sandbox.disk import DiskUsageError, disk_usage
+from bot.sandbox.textfiles import decode_output
 from bot.text import clip, omitted_note
-from bot.tools.disk import DiskUsageError, disk_usage
-from bot.tools.textfiles import decode_output
 
 
 @dataclass(frozen=True, slots=True)

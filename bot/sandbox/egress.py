@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bot.tools.egress_policy import EgressPolicy, Upstream, blocked_reason, is_local_address
+from bot.sandbox.egress_policy import EgressPolicy, Upstream, blocked_reason, is_local_address
 
 log = logging.getLogger(__name__)
 
