@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import json
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -234,7 +235,10 @@ def _type(schema: dict[str, Any]) -> str:
 
 def _limits(schema: dict[str, Any]) -> str:
     words = ("minimum", "maximum", "minLength", "maxLength", "pattern", "default")
-    found = [f"{word} `{schema[word]!r}`" for word in words if word in schema]
+    shown = {word: schema[word] for word in words if word in schema}
+    if "default" in shown:
+        shown["default"] = json.dumps(shown["default"])
+    found = [f"{word} `{value}`" for word, value in shown.items()]
     return ", ".join(found)
 
 
