@@ -31,8 +31,8 @@ test: $(VENV)/.installed-dev
 	$(MAKE) lint typecheck pytest
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check bot tests bench
-	$(BIN)/ruff format --check bot tests bench
+	$(BIN)/ruff check bot tests bench scripts
+	$(BIN)/ruff format --check bot tests bench scripts
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy

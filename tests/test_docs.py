@@ -74,6 +74,15 @@ def test_a_broken_link_or_a_page_out_of_the_navigation_fails_the_build(tmp_path:
     assert "#no.such.key" in result.stdout + result.stderr
 
 
+def test_the_readme_is_a_front_door_whose_links_resolve() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [target for target in targets if "://" not in target]
+    assert "docs/security.md" in local
+    assert [target for target in local if not (ROOT / target).is_file()] == []
+
+
 # --- what must be documented ------------------------------------------------------------------
 
 
