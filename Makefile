@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev,docs]'
+	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
