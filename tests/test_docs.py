@@ -26,6 +26,7 @@ from pydantic import BaseModel, SecretStr
 
 from bot.cli import _parser
 from bot.config import Settings
+from bot.config.env import ENV_OVERRIDES, ENV_SECRETS, USER_CONFIG_ENV
 from bot.events import CommandName
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,6 +176,14 @@ def test_every_configuration_key_is_documented_once(site: Path) -> None:
     pages = [*DOCS.glob("*.md"), ROOT / "README.md"]
     again = {key: n for key, n in documented(pages, "").items() if key in on_page}
     assert again == {}
+
+
+def test_every_environment_variable_is_in_the_environment_page() -> None:
+    """Secrets come only from the environment: their page is the environment's table."""
+    cells = _first_cells((DOCS / "environment.md").read_text())
+    listed = {span for cell in cells for span in _CODE.findall(cell)}
+    read = {*ENV_OVERRIDES, *ENV_SECRETS, USER_CONFIG_ENV, "BOT_CONFIG", "LLM_API_KEY"}
+    assert read - listed == set()
 
 
 def test_every_bot_command_is_documented_once() -> None:
