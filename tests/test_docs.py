@@ -2,7 +2,7 @@
 of the navigation), and every configuration key and every command documented once.
 
 "Documented once" means one canonical place: a configuration key is one entry of the
-generated configuration page (``scripts/docs_hooks.py`` reads ``config.yaml``) and no
+generated configuration page (``scripts/docs_config_page.py`` reads ``config.yaml``) and no
 hand-written page has a reference row of its own for it; a ``bot`` command and an issue
 command are one row of a table whose first cell names them, across ``docs/`` (the commands
 page). The README, the front door, repeats the issue commands: its table must list each one
@@ -12,11 +12,13 @@ once too, so it cannot drift either.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+import types
 from collections import Counter
 from pathlib import Path
 from typing import Any, get_args
@@ -165,6 +167,37 @@ def test_settings_keys_are_read_from_the_models() -> None:
     assert {"server.host", "planning.reflection", "planning.reflection.depth"} <= keys
     assert {"mcp_servers", "llm.prices", "gitlab.webhook_secrets"} <= keys
     assert not {"llm.api_key", "server.api_token", "source_path", "planning"} & keys
+
+
+def _hook(name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as MkDocs loads a hook: dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_configuration_page_keeps_each_comment_with_its_key() -> None:
+    text = (
+        "# The header.\n\n"
+        "# The section's own words.\n"
+        "box:\n"
+        "  size: 3        # how big, in <units>\n"
+        "                 # and more words | here\n"
+        "  # A note about what follows:\n"
+        "  #   inner: {file: x}\n"
+        "  inner: {}\n"
+        "  nested:        # a group\n"
+        '    url: "a#b"   # a # inside quotes is the value\n'
+    )
+    page = _hook("docs_config_page")
+    assert page.config_keys(text) == ["box.size", "box.inner", "box.nested", "box.nested.url"]
+    html = page.configuration_page(text)
+    assert "<p>The section's own words.</p>" in html
+    assert "how big, in &lt;units&gt; and more words | here</td>" in html
+    assert "<p>A note about what follows:</p><pre><code>inner: {file: x}</code></pre>" in html
+    assert '<code>"a#b"</code>' in html
 
 
 def test_every_configuration_key_is_documented_once(site: Path) -> None:
