@@ -3,13 +3,14 @@
 #   make test   install what the tests need (Python packages; bubblewrap, PostgreSQL and git
 #               from Debian when run as root), then lint, type-check and run the whole suite
 # Opt-in, not part of `make test`:
-#   make live-test  one labelled issue against a real model server on loopback (README)
+#   make docs       build the documentation site (MkDocs, Material) into site/
+#   make live-test  one labelled issue against a real model server on loopback (docs/development.md)
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench live-test clean
+.PHONY: run test lint typecheck pytest bench docs live-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,14 +31,17 @@ test: $(VENV)/.installed-dev
 	$(MAKE) lint typecheck pytest
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check bot tests bench
-	$(BIN)/ruff format --check bot tests bench
+	$(BIN)/ruff check bot tests bench scripts
+	$(BIN)/ruff format --check bot tests bench scripts
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 pytest: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(VENV)/.installed-dev
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
@@ -57,4 +61,4 @@ live-test: $(VENV)/.installed-dev $(LIVE)/.installed
 	$(BIN)/python -m tests.live.run_live --python $(LIVE)/venv/bin/python
 
 clean:
-	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache site

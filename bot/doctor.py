@@ -165,7 +165,7 @@ async def _bounds_check(settings: Settings) -> Check:
         "workspace bounds", False,
         f"checked once a second only, a fast command passes them: {sandbox.overlay_refused}",
         fix="Linux 5.11+ (6.6+ for a tmpfs layer) with util-linux's mount, unshare and "
-        "setpriv; see README, Sandbox",
+        "setpriv; see docs/sandbox.md, \"The sandbox's bounds\"",
         warning=True,
     )  # fmt: skip
 

@@ -147,7 +147,7 @@ class Runtime:
         self.start_traces(os.environ)
 
     def start_traces(self, environ: Mapping[str, str]) -> None:
-        """Turn traces on when ``observability.traces.enabled`` says so (README "Traces");
+        """Turn traces on when ``observability.traces.enabled`` says so (docs/traces.md);
         without the OpenTelemetry SDK the bot runs without them and says so."""
         observability = self.settings.observability
         traces = observability.traces

@@ -100,7 +100,7 @@ UI_NAMES = {"commit_statuses": "statuses"}
 def _readme_list(text: str, label: str) -> list[str]:
     flat = " ".join(text.split())
     match = re.search(rf"{label}: (.+?)(?: \(|\. )", flat)
-    assert match, f"README.md has no '{label}:' line"
+    assert match, f"docs/github.md has no '{label}:' line"
     return [item.strip() for item in match.group(1).split(",")]
 
 
@@ -109,7 +109,7 @@ def _snake(words: str) -> str:
 
 
 def test_manifest_matches_the_readmes(manifest: dict[str, Any]) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "github.md").read_text(encoding="utf-8")  # the App's set-up
     permissions = {}
     for item in _readme_list(readme, "Repository permissions"):
         access = "write" if "write" in item else "read"

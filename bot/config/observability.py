@@ -1,4 +1,4 @@
-"""The ``observability:`` section: OpenTelemetry traces of every run (README "Traces").
+"""The ``observability:`` section: OpenTelemetry traces of every run (docs/traces.md).
 
 Off by default. ``traces`` names where spans go over OTLP; the collector's credentials
 (headers) are read from the environment only (``OTEL_EXPORTER_OTLP_HEADERS``), never from

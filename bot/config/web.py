@@ -47,7 +47,7 @@ class WebFetchSettings(_Section):
     enabled: bool = False
     # Host names; an entry allows the host and its subdomains; "*" allows every host. Pages
     # on loopback, private, link-local and other non-public addresses are refused whatever
-    # this says (docs: README "The web").
+    # this says (docs/tools.md, "The web").
     allowed_domains: tuple[str, ...] = ()
     max_bytes: int = Field(1_048_576, ge=1024, le=16 * 1_048_576)  # body bytes read, at most
     max_chars: int = Field(20_000, ge=1000, le=200_000)  # characters of text returned

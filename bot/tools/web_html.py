@@ -1,7 +1,7 @@
 """A web page's readable text, in time linear in the page, whatever the page. Pure.
 
 Why not a parser library: the page comes from outside, and both candidates take time
-far beyond linear on hostile input (measured on Python 3.11.7, see README "The web"):
+far beyond linear on hostile input (measured on Python 3.11.7, see docs/tools.md, "The web"):
 the standard library's ``html.parser`` took 14 s for 90 KB of ``<a `` repeated and raised
 ``AssertionError`` on ``<![`` repeated; selectolax (lexbor) took 3.5 s for 100 KB of
 ``<div>`` nested 20,000 deep, like every HTML5 tree builder (each start tag looks down the

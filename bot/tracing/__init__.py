@@ -1,4 +1,4 @@
-"""Traces (OpenTelemetry), off by default and free when off (README "Traces").
+"""Traces (OpenTelemetry), off by default and free when off (docs/traces.md).
 
 The rest of the bot calls this package only, one line per call site: ``span(name,
 attributes)`` is a context manager around one step; the helpers of ``spans`` name the
