@@ -14,7 +14,11 @@ Every git the bot runs ignores the system's and the user's configuration
 (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``): where git-lfs is installed,
 its filter and any ``url.*.insteadOf`` or helper of the machine never run. LFS content is
 not fetched (``GIT_LFS_SKIP_SMUDGE``, the ``lfs`` filter emptied): a pointer file stays a
-pointer. Hooks are switched off (a sandboxed command must never get git to run its code).
+pointer, unless the settings ask for LFS (``lfs=True``: the filter is the bot's own, and the
+workspace fetches and pushes LFS objects in steps of their own). Whenever git gets the
+credential, git-lfs's endpoint is pinned to the clone URL's own (``lfs.url``,
+``lfs.pushurl``: git's configuration overrides a repository's ``.lfsconfig``). Hooks are
+switched off (a sandboxed command must never get git to run its code).
 """
 
 from __future__ import annotations
@@ -77,15 +81,21 @@ class Identity:
     email: str
 
 
-def git_config_env(identity: Identity) -> dict[str, str]:
+_LFS_OFF = {"process": "", "smudge": "", "clean": "", "required": "false"}
+_LFS_ON = {
+    "process": "git-lfs filter-process",
+    "smudge": "git-lfs smudge -- %f",
+    "clean": "git-lfs clean -- %f",
+    "required": "true",
+}
+
+
+def git_config_env(identity: Identity, *, lfs: bool = False) -> dict[str, str]:
     """Configuration given on the environment: it overrides the user's and the repo's."""
     settings = {
         "credential.helper": "",  # no helper of any configuration; the bot's own comes after
-        # git-lfs stays out even where a repository's own config would enable it
-        "filter.lfs.process": "",
-        "filter.lfs.smudge": "",
-        "filter.lfs.clean": "",
-        "filter.lfs.required": "false",
+        # git-lfs only as the bot sets it, even where a repository's own config names it
+        **{f"filter.lfs.{key}": value for key, value in (_LFS_ON if lfs else _LFS_OFF).items()},
         "core.hooksPath": "/dev/null",
         "core.fsmonitor": "false",
         # Never step into a nested repository the sandboxed agent may have made: its own
@@ -105,7 +115,9 @@ def git_config_env(identity: Identity) -> dict[str, str]:
     return env
 
 
-def base_env(environ: Mapping[str, str], identity: Identity) -> dict[str, str]:
+def base_env(
+    environ: Mapping[str, str], identity: Identity, *, lfs: bool = False
+) -> dict[str, str]:
     env = {k: environ[k] for k in _PASSED_THROUGH if k in environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env["GIT_TERMINAL_PROMPT"] = "0"
@@ -114,7 +126,7 @@ def base_env(environ: Mapping[str, str], identity: Identity) -> dict[str, str]:
     env["GIT_CONFIG_NOSYSTEM"] = "1"
     env["GIT_CONFIG_GLOBAL"] = os.devnull
     env["GIT_LFS_SKIP_SMUDGE"] = "1"
-    env.update(git_config_env(identity))
+    env.update(git_config_env(identity, lfs=lfs))
     return env
 
 
@@ -146,14 +158,23 @@ def credential_scope(url: str) -> CredentialScope | None:
     return CredentialScope(scheme, (hostport, hostport))
 
 
-def _with_setting(env: Mapping[str, str], key: str, value: str) -> dict[str, str]:
-    """``env`` with one more ``GIT_CONFIG_*`` setting, after those it has."""
+def lfs_endpoint(url: str) -> str:
+    """The forge's own LFS endpoint for a clone URL (git-lfs's default: ``<repo>.git/info/lfs``;
+    a ``file://`` remote is its own)."""
+    if credential_scope(url) is None:
+        return url
+    base = url.rstrip("/")
+    return f"{base if base.endswith('.git') else base + '.git'}/info/lfs"
+
+
+def _with_settings(env: Mapping[str, str], settings: dict[str, str]) -> dict[str, str]:
+    """``GIT_CONFIG_*`` entries for ``settings``, after those ``env`` has."""
     count = int(env.get("GIT_CONFIG_COUNT", "0"))
-    return {
-        "GIT_CONFIG_COUNT": str(count + 1),
-        f"GIT_CONFIG_KEY_{count}": key,
-        f"GIT_CONFIG_VALUE_{count}": value,
-    }
+    added = {"GIT_CONFIG_COUNT": str(count + len(settings))}
+    for index, (key, value) in enumerate(settings.items(), start=count):
+        added[f"GIT_CONFIG_KEY_{index}"] = key
+        added[f"GIT_CONFIG_VALUE_{index}"] = value
+    return added
 
 
 @contextlib.contextmanager
@@ -165,8 +186,10 @@ def credential_env(auth: CloneAuth, env: Mapping[str, str]) -> Iterator[dict[str
     if any(bad in value for value in fields for bad in _FORBIDDEN):
         raise WorkspaceError("the forge's credential holds a line break; it was not used")
     scope = credential_scope(auth.url)
+    endpoint = lfs_endpoint(auth.url)
+    pinned = {"lfs.url": endpoint, "lfs.pushurl": endpoint}
     if scope is None:
-        yield {}
+        yield _with_settings(env, pinned)
         return
     directory = Path(tempfile.mkdtemp(prefix="bot-git-credential-"))
     try:
@@ -174,7 +197,7 @@ def credential_env(auth: CloneAuth, env: Mapping[str, str]) -> Iterator[dict[str
         script.write_text(_HELPER, encoding="utf-8")
         script.chmod(0o700)
         yield {
-            **_with_setting(env, "credential.helper", "!" + shlex.quote(str(script))),
+            **_with_settings(env, {**pinned, "credential.helper": "!" + shlex.quote(str(script))}),
             "BOT_GIT_PROTOCOL": scope.protocol,
             "BOT_GIT_HOST": scope.hosts[0],
             "BOT_GIT_HOST_PORT": scope.hosts[1],

@@ -12,12 +12,15 @@ loopback port where ``.lfsconfig`` points. The clone goes through ``Workspace.en
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,3 +225,111 @@ def test_git_ignores_the_system_and_global_configuration(
     assert "git-lfs" not in done.stdout
     assert "file:" not in done.stdout  # every setting comes from the bot's own environment
     assert env["GIT_LFS_SKIP_SMUDGE"] == "1"
+
+
+# --- LFS when the settings ask for it: the forge's own endpoint, never .lfsconfig's ----------
+
+CONTENT = b"\x00real large binary content\n" * 3
+
+
+def _pointer(data: bytes) -> bytes:
+    oid = hashlib.sha256(data).hexdigest()
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n"
+    ).encode()
+
+
+@dataclass
+class LfsStore:
+    """The forge's own LFS server, beside its git server (``<repo>.git/info/lfs``)."""
+
+    objects: dict[str, bytes] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+
+
+def _forge_handler(root: Path, state: HttpRemote, store: LfsStore) -> type[BaseHTTPRequestHandler]:
+    git_handler = _handler(root, state)
+    expected = "Basic " + base64.b64encode(f"{state.username}:{TOKEN}".encode()).decode()
+
+    class Handler(git_handler):  # type: ignore[valid-type,misc]
+        def _lfs(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            store.requests.append(f"{self.command} {self.path}")
+            if self.headers.get("Authorization") != expected:
+                self._answer(401, b"", {"WWW-Authenticate": 'Basic realm="lfs"'})
+            elif self.path.endswith("/info/lfs/objects/batch"):
+                self._batch(json.loads(body))
+            elif "/lfs-object/" in self.path and self.command == "GET":
+                data = store.objects.get(self.path.rsplit("/", 1)[1])
+                self._answer(200 if data is not None else 404, data or b"", {})
+            elif "/lfs-object/" in self.path and self.command == "PUT":
+                store.objects[self.path.rsplit("/", 1)[1]] = body
+                self._answer(200, b"", {})
+            else:  # locks and the rest: not offered
+                self._answer(404, b"{}", {"Content-Type": "application/vnd.git-lfs+json"})
+
+        def _batch(self, request: dict[str, Any]) -> None:
+            base = f"http://{self.headers['Host']}/lfs-object/"
+            answered = []
+            for item in request["objects"]:
+                oid, entry = item["oid"], {"oid": item["oid"], "size": item["size"]}
+                if request["operation"] == "download":
+                    entry["actions"] = {"download": {"href": base + oid}}
+                elif oid not in store.objects:
+                    entry["actions"] = {"upload": {"href": base + oid}}
+                answered.append(entry)
+            payload = json.dumps({"transfer": "basic", "objects": answered}).encode()
+            self._answer(200, payload, {"Content-Type": "application/vnd.git-lfs+json"})
+
+        def _answer(self, status: int, payload: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _route(self) -> None:
+            if "/info/lfs/" in self.path or "/lfs-object/" in self.path:
+                self._lfs()
+            else:
+                git_handler._serve(self)
+
+        do_GET = _route
+        do_POST = _route
+        do_PUT = _route
+
+    return Handler
+
+
+@pytest.mark.usefixtures("lfs_everywhere")
+async def test_lfs_asked_for_comes_from_the_forges_own_endpoint_only(
+    tmp_path: Path, listener: Listener
+) -> None:
+    files = {
+        **BASE_FILES,
+        ".gitattributes": b"*.bin filter=lfs diff=lfs merge=lfs -text\n",
+        ".lfsconfig": f"[lfs]\n\turl = {listener.url}/lfs\n\tpushurl = {listener.url}/up\n"
+        f'[remote "origin"]\n\tlfsurl = {listener.url}/r\n'.encode(),
+        "data.bin": _pointer(CONTENT),
+    }
+    remote = make_remote(tmp_path / "origin", files)
+    state = HttpRemote(url="", username="x-access-token", password=TOKEN)
+    store = LfsStore(objects={hashlib.sha256(CONTENT).hexdigest(): CONTENT})
+    with serving(_forge_handler(remote.bare.parent, state, store)) as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{remote.bare.name}"
+        ws = Workspace(
+            tmp_path / "ws", auth=static_auth(url, password=TOKEN), branch="agent/9-lfs",
+            base_branch="main", git_timeout=60, lfs=True,
+        )  # fmt: skip
+        await ws.ensure()
+        assert (ws.path / "data.bin").read_bytes() == CONTENT
+        assert await ws.changed_files() == []  # the bot's own filter: no spurious change
+        changed = CONTENT + b"more\n"
+        (ws.path / "data.bin").write_bytes(changed)
+        assert await ws.commit_and_push("a new binary") is not None
+    assert listener.seen == []
+    assert any(r.startswith("POST /remote.git/info/lfs/objects/batch") for r in store.requests)
+    assert store.objects[hashlib.sha256(changed).hexdigest()] == changed
+    assert remote.show("agent/9-lfs", "data.bin") == _pointer(changed)
