@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -124,3 +125,9 @@ def test_narrowed_never_asks_for_more_than_granted_or_needed() -> None:
 def test_the_token_request_refuses_a_name_that_is_not_owner_slash_name() -> None:
     with pytest.raises(ValueError, match="owner/name"):
         token_request(RepoRef(ForgeKind.GITHUB, "octo-org/one/extra"))
+
+
+def test_the_app_manifest_asks_for_what_a_task_token_uses() -> None:
+    manifest = Path(__file__).resolve().parents[2] / "deploy" / "github-app-manifest.json"
+    asked = json.loads(manifest.read_text(encoding="utf-8"))["default_permissions"]
+    assert asked == dict(TASK_PERMISSIONS)
