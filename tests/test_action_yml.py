@@ -19,7 +19,7 @@ EXPRESSION = re.compile(r"\$\{\{")
 INPUTS = {
     "llm_provider", "llm_base_url", "llm_model", "llm_api_key", "config", "trigger_label",
     "command_prefix", "github_token", "app_id", "app_private_key", "max_cost",
-    "state_retention_days",
+    "state_retention_days", "allow_kernel_change",
 }  # fmt: skip
 OUTPUTS = {"conclusion", "branch", "change_request_url", "tokens", "cost"}
 READ_BY_THE_BOT = set(ENV_OVERRIDES) | set(ENV_SECRETS) | {"LLM_API_KEY", "BOT_CONFIG"}
@@ -89,8 +89,15 @@ def test_the_state_is_uploaded_whatever_the_run_ended_in() -> None:
 
 def test_the_sandbox_script_exists_and_parses() -> None:
     script = ROOT / "deploy" / "github-action" / "prepare-sandbox.sh"
-    [step] = [s for s in action()["runs"]["steps"] if "prepare-sandbox.sh" in s.get("run", "")]
-    assert "$GITHUB_ACTION_PATH/deploy/github-action/prepare-sandbox.sh" in step["run"]
+    prepare, restore = [
+        s for s in action()["runs"]["steps"] if "prepare-sandbox.sh" in s.get("run", "")
+    ]
+    assert "$GITHUB_ACTION_PATH/deploy/github-action/prepare-sandbox.sh" in prepare["run"]
+    assert prepare["env"] == {
+        "CODING_AGENT_ALLOW_KERNEL_CHANGE": "${{ inputs.allow_kernel_change }}"
+    }
+    assert restore["run"].endswith('prepare-sandbox.sh" --restore')
+    assert restore["if"] == "always()"  # a failed or cancelled job puts the setting back too
     assert os.access(script, os.X_OK)
     subprocess.run(["bash", "-n", str(script)], check=True)
     assert "apparmor_restrict_unprivileged_userns" in script.read_text(encoding="utf-8")

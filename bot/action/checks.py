@@ -1,6 +1,6 @@
-"""What must hold before a task runs on a runner: a key for the model, and a sandbox
-that starts. Each check returns what is wrong, in words for the summary and the issue,
-or None."""
+"""What must hold before a task runs on a runner: a sender who may steer the bot, a key
+for the model, and a sandbox that starts. Each check returns what is wrong, in words for
+the summary and the issue, or None."""
 
 from __future__ import annotations
 
@@ -11,9 +11,26 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bot.config import Settings
+from bot.events import ForgeEvent
+from bot.forges.base import Forge
 from bot.sandbox.sandbox import Sandbox, SandboxUnavailable, hidden_paths
+from bot.triggers import may_steer
 
 PROBE_TIMEOUT = 60.0
+
+
+async def sender_problem(forge: Forge, event: ForgeEvent) -> str | None:
+    """A run started by someone without write access (the dispatcher's own rule) neither
+    reads nor keeps the issue's state and runs no task: it may only be answered. So it
+    cannot take a maintainer's queued run's place, race it, or overwrite what it keeps."""
+    assert event.issue is not None
+    login = event.actor.login
+    if may_steer(await forge.get_permission(event.issue.repo, login)):
+        return None
+    return (
+        f"{login} has no write access here: this run was only answered; the issue's kept "
+        "state was neither read nor written, and no task ran."
+    )
 
 
 def model_key_problem(settings: Settings) -> str | None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from bot.action.checks import model_key_problem, sandbox_problem
+from bot.action.checks import model_key_problem, sandbox_problem, sender_problem
 from bot.action.connect import Connection, connect_github, identity
 from bot.action.environment import ActionError, RunnerEnv, action_settings, with_login
 from bot.action.event import complete, read_event
@@ -156,8 +156,10 @@ class ActionRun:
         data_dir = settings.data_dir
         for folder in (data_dir, self.runner.incoming):
             shutil.rmtree(folder, ignore_errors=True)
-        fetched = await connection.carrier.fetch(issue.number, self.runner.incoming)
-        if fetched is not None:
+        untrusted = await sender_problem(connection.forge, event)
+        if untrusted is not None:
+            self.notes.append(untrusted)
+        elif fetched := await connection.carrier.fetch(issue.number, self.runner.incoming):
             unpack(self.runner.incoming, data_dir)
             self.notes.append(f"Resumed from the state kept in {fetched}.")
         store = SqliteStore(data_dir / DB_FILENAME)
@@ -166,13 +168,14 @@ class ActionRun:
         resting: list[str] = []
         try:
             await store.open()
-            result = await self._work(runtime, connection.forge, event)
+            result = await self._work(runtime, connection.forge, event, trusted=untrusted is None)
         finally:  # also when the job is cancelled: what the next run needs is kept
             with contextlib.suppress(Exception):  # a store that did not open keeps nothing
                 resting = [t.id for t in await store.list_tasks(states=ACTIVE_STATES, limit=1000)]
             with contextlib.suppress(Exception):
                 await runtime.stop()
-            await self._keep(connection, issue.number, resting)
+            if untrusted is None:
+                await self._keep(connection, issue.number, resting)
         result.notes = list(self.notes)
         return result
 
@@ -187,16 +190,23 @@ class ActionRun:
         write_outputs(self.runner.output, kept)
         self.notes.append(f"The state is kept as {where}.")
 
-    async def _work(self, runtime: Runtime, forge: Forge, event: ForgeEvent) -> Result:
+    async def _work(
+        self, runtime: Runtime, forge: Forge, event: ForgeEvent, *, trusted: bool
+    ) -> Result:
+        """Dispatch the event; then, unless its sender may not steer, run the issue's
+        queued tasks."""
         store = runtime.store
         worker = Worker(runtime, owner=self.runner.run_key)
-        await _requeue_left_over(store)
+        if trusted:
+            await _requeue_left_over(store)
         key = delivery_key(self.runner.run_key, None, b"")
         await store.record_delivery(key, event.forge.value, event.to_dict())
         while await worker.dispatch_once():
             pass
         if await store.pending_events():
             return self._result(Conclusion.FAILED, reason=_NOT_HANDLED)
+        if not trusted:
+            return await self._outcome(store, None)
         queued = await store.list_tasks(states=frozenset({TaskState.QUEUED}), limit=1000)
         if not queued:
             return await self._outcome(store, None)

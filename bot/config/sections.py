@@ -428,6 +428,7 @@ class WorkspaceSettings(_Section):
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     draft_change_requests: bool = True
     ready_when_green: bool = False  # mark the draft ready when the gate and every check passed
+    lfs: bool = False  # fetch and push LFS content (the forge's own LFS endpoint only)
 
 
 # --- after the change request (CI results and review rounds) ---------------------------------

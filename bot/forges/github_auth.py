@@ -5,7 +5,8 @@
 App's JWT and per-installation access tokens, cached and refreshed five minutes
 before they expire, or a personal token), retries (``retry_delay``: rate limits wait
 as told, 5xx and connection failures back off 1, 2, 4 s), one write at a time per
-installation (``WritePacer``), and typed errors (``bot.forges.base``).
+installation (``WritePacer``), and typed errors (``bot.forges.base``). An installation
+token is minted for one repository with the task's permissions (``github_tokens``).
 """
 
 from __future__ import annotations
@@ -15,20 +16,17 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 import httpx
-import jwt
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from gidgethub import HTTPException, sansio
 from gidgethub import abc as gh_abc
 
 from bot import metrics, tracing
 from bot.events import RepoRef
 from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
+from bot.forges.github_tokens import app_jwt, check_credentials, token_expiry, token_request
 from bot.forges.retry import WritePacer, retry_delay
 from bot.forges.routes import route_template
 from bot.progress import step
@@ -36,8 +34,6 @@ from bot.progress import step
 ACCEPT = "application/vnd.github+json"
 API_VERSION = "2022-11-28"
 TOKEN_REFRESH_MARGIN = 300.0
-JWT_BACKDATE = 60
-JWT_LIFETIME = 600
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
@@ -97,34 +93,6 @@ class _Client(gh_abc.GitHubAPI):
         await self._sleep(seconds)
 
 
-def check_credentials(
-    app_id: str | None, private_key: str | None, token: str | None
-) -> rsa.RSAPrivateKey | None:
-    """Exactly one of (app_id with private_key) or token; returns the App's RSA key."""
-    if token is not None and (app_id is not None or private_key is not None):
-        raise ValueError("GitHub: give either app_id with private_key, or token, not both")
-    if token is not None:
-        if not token.strip():
-            raise ValueError("GitHub: the token is empty")
-        return None
-    if not app_id or not private_key:
-        raise ValueError("GitHub: give app_id with private_key (GitHub App) or a token")
-    try:
-        key = serialization.load_pem_private_key(private_key.encode("utf-8"), password=None)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"GitHub App private key is not a usable PEM key: {exc}") from None
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError("GitHub App private key must be an RSA key")
-    return key
-
-
-def app_jwt(app_id: str, key: rsa.RSAPrivateKey, *, now: float) -> str:
-    """A GitHub App JWT (RS256): issued a minute back for clock drift, valid 9 minutes."""
-    issued = int(now) - JWT_BACKDATE
-    claims = {"iat": issued, "exp": issued + JWT_LIFETIME, "iss": app_id}
-    return jwt.encode(claims, key, algorithm="RS256")
-
-
 def forge_error(exc: HTTPException, *, method: str, path: str, what: str, now: float) -> ForgeError:
     """The ``bot.forges.base`` error for a GitHub error response."""
     status = int(exc.status_code)
@@ -157,15 +125,6 @@ def _detail(exc: HTTPException) -> str:
 def _rate_limited(headers: Mapping[str, str]) -> bool:
     lowered = {key.lower(): value for key, value in headers.items()}
     return "retry-after" in lowered or lowered.get("x-ratelimit-remaining") == "0"
-
-
-def _expiry(text: object) -> float:
-    if not isinstance(text, str):
-        raise ForgeError(f"GitHub sent an installation token without expires_at: {text!r}")
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        raise ForgeError(f"GitHub sent an unreadable token expiry: {text!r}") from None
 
 
 class GitHubSession:
@@ -208,7 +167,9 @@ class GitHubSession:
             digest = hashlib.sha256(self._token.encode("utf-8")).hexdigest()[:16]
             return f"github:token:{digest}", self._token
         installation = repo.scope_id or await self._installation_of(repo)
-        return f"github:installation:{installation}", await self._installation_token(installation)
+        return f"github:installation:{installation}", await self._installation_token(
+            installation, repo
+        )
 
     async def request(
         self,
@@ -375,20 +336,35 @@ class GitHubSession:
         self._installations[repo.full_name] = str(data["id"])
         return str(data["id"])
 
-    async def _installation_token(self, installation: str) -> str:
-        async with self._locks.setdefault(installation, asyncio.Lock()):
-            cached = self._tokens.get(installation)
+    async def _installation_token(self, installation: str, repo: RepoRef) -> str:
+        key = f"{installation}:{repo.full_name}"
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            cached = self._tokens.get(key)
             if cached is not None and self._clock() < cached[1] - TOKEN_REFRESH_MARGIN:
                 return cached[0]
-            what = f"an access token for installation {installation}"
-            path = f"/app/installations/{quote(installation, safe='')}/access_tokens"
-            data = await self._send("POST", path, None, b"", self._jwt(), what, ACCEPT)
+            data = await self._mint(installation, repo)
             token = data.get("token") if isinstance(data, dict) else None
             if not isinstance(token, str) or not token:
                 raise ForgeError(f"GitHub sent no token for installation {installation}")
-            self._tokens[installation] = (token, _expiry(data.get("expires_at")))
+            self._tokens[key] = (token, token_expiry(data.get("expires_at")))
             self._minted.append(token)
             return token
+
+    async def _mint(self, installation: str, repo: RepoRef) -> Any:
+        """A token for ``repo`` alone with the task's permissions (``github_tokens``)."""
+        app, what = (
+            f"/app/installations/{quote(installation, safe='')}",
+            f"{repo.full_name}'s token from installation {installation}",
+        )
+        try:
+            return await self._send("POST", f"{app}/access_tokens", None, token_request(repo),
+                                    self._jwt(), what, ACCEPT)  # fmt: skip
+        except Conflict:  # the installation was granted less: ask for the overlap
+            granted = await self._send("GET", app, None, None, self._jwt(), what, ACCEPT)
+        permissions = granted.get("permissions") if isinstance(granted, dict) else None
+        body = token_request(repo, permissions if isinstance(permissions, dict) else {})
+        return await self._send("POST", f"{app}/access_tokens", None, body, self._jwt(), what,
+                                ACCEPT)  # fmt: skip
 
 
 def repo_url(repo: RepoRef, *parts: str, query: Mapping[str, Any] | None = None) -> str:

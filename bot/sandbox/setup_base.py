@@ -16,7 +16,8 @@ path (cancellation included), and a folder left by a crash is removed before a n
 is made.
 
 git runs on the host here as for the workspace (``gitcmd.base_env``: no hooks, no
-credential helper, no prompt), and each git process is killed when its caller gives up.
+credential, no prompt, no system or user configuration, no LFS), and each git process is
+killed when its caller gives up.
 Before git reads the checkout after set-up, nested repositories are deleted, as in the
 workspace.
 """

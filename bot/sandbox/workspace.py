@@ -81,6 +81,7 @@ class Workspace:
         max_file_bytes: int = 10 * 1024 * 1024,
         author: tuple[str, str] = ("coding-agent", "coding-agent@users.noreply.localhost"),
         git_timeout: float = 600.0,
+        lfs: bool = False,
     ) -> None:
         for name in (branch, base_branch):
             if not valid_branch(name):
@@ -93,7 +94,8 @@ class Workspace:
         self.base_branch = base_branch
         self.max_file_bytes = max_file_bytes
         self.git_timeout = git_timeout
-        self._env = base_env(os.environ, Identity(*author))
+        self.lfs = lfs  # LFS content fetched and pushed, from the forge's own endpoint only
+        self._env = base_env(os.environ, Identity(*author), lfs=lfs)
         self._lock = _locks.setdefault(str(self._root), asyncio.Lock())
         self._ready = False
 
@@ -119,6 +121,8 @@ class Workspace:
         async with self._lock:
             if not self._ready:
                 await self._prepare()
+                if self.lfs:
+                    await self._git("lfs", "pull", "origin", auth=await self._auth())
                 self._ready = True
         return self._root
 
@@ -337,6 +341,8 @@ class Workspace:
 
     async def _push(self, head: str) -> None:
         auth = await self._auth()
+        if self.lfs:  # what the pre-push hook would do, were hooks on
+            await self._git("lfs", "push", "origin", head, auth=auth)
         await self._git("push", "--quiet", "--no-verify", "origin",
                         f"{head}:refs/heads/{self.branch}", auth=auth)  # fmt: skip
         await self._git("update-ref", f"refs/remotes/origin/{self.branch}", head)

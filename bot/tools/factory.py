@@ -110,6 +110,7 @@ async def build_tools(
         branch=branch,
         base_branch=base_branch,
         max_file_bytes=settings.workspace.max_file_bytes,
+        lfs=settings.workspace.lfs or repo.lfs,
     )
     quota = LogQuota(run_dir, settings.storage.run_dir_mb << 20) if run_dir else None
     sandbox = Sandbox(

@@ -113,6 +113,7 @@ class RepoConfig(_Strict):
     policy: RepoPolicy = RepoPolicy()
     sandbox: RepoSandbox = RepoSandbox()
     web: RepoWeb = RepoWeb()  # narrows the server's web tools (bot/tools/web_policy.py)
+    lfs: bool = False  # LFS content in the clone, from the forge's own endpoint (gitcmd)
     # Checked against the server's bounds per task (bot.config.overrides.merge_planning).
     planning: dict[str, Any] = {}
 

@@ -20,13 +20,40 @@ if ! command -v bwrap >/dev/null 2>&1; then
 fi
 
 # Ubuntu 24.04 lets only programs with an AppArmor profile make user namespaces, which
-# bubblewrap needs. Allow unprivileged user namespaces for this job's machine.
+# bubblewrap needs. The setting is the whole machine's, so it is changed only where the
+# machine is this job's alone (a GitHub-hosted runner: RUNNER_ENVIRONMENT=github-hosted)
+# or where the workflow says so (`allow_kernel_change: true`), always saying so, and it is
+# put back when the job ends (`prepare-sandbox.sh --restore`, a step that always runs).
 knob=/proc/sys/kernel/apparmor_restrict_unprivileged_userns
+setting=kernel.apparmor_restrict_unprivileged_userns
+saved="${RUNNER_TEMP:-/tmp}/coding-agent-userns.saved"
+
+if [ "${1:-}" = --restore ]; then
+  if [ -f "$saved" ]; then
+    old=$(cat "$saved")
+    case $old in 0|1|2) ;; *) echo "::warning::not restoring $setting: unreadable saved value"; exit 0 ;; esac
+    echo "Restoring $setting=$old, as it was before this job."
+    if printf '%s\n' "$old" | sudo_or_not tee "$knob" >/dev/null; then
+      rm -f "$saved"
+    else
+      echo "::warning::could not restore $setting=$old on this machine; set it back by hand"
+    fi
+  fi
+  exit 0
+fi
+
 if [ -r "$knob" ] && [ "$(cat "$knob")" = 1 ]; then
-  echo "This runner restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1);"
-  echo "allowing them for this job (sysctl -w kernel.apparmor_restrict_unprivileged_userns=0) so bubblewrap can start."
-  sudo_or_not sysctl -q -w kernel.apparmor_restrict_unprivileged_userns=0 \
-    || echo "::warning::could not allow unprivileged user namespaces; the sandbox may not start"
+  if [ "${RUNNER_ENVIRONMENT:-}" = github-hosted ] || [ "${CODING_AGENT_ALLOW_KERNEL_CHANGE:-}" = true ]; then
+    echo "This runner restricts unprivileged user namespaces ($setting=1);"
+    echo "allowing them for this job ($setting=0, machine-wide) so bubblewrap can start; it is set back to 1 when the job ends."
+    if printf '0\n' | sudo_or_not tee "$knob" >/dev/null; then
+      echo 1 >"$saved"
+    else
+      echo "::warning::could not allow unprivileged user namespaces; the sandbox may not start"
+    fi
+  else
+    echo "::warning::this self-hosted runner restricts unprivileged user namespaces ($setting=1), so bubblewrap may not start. The action leaves this machine-wide setting alone: give /usr/bin/bwrap an AppArmor profile with userns (deploy/README.md), or pass allow_kernel_change: true to let the action set $setting=0 for the job and restore it afterwards."
+  fi
 fi
 
 if command -v bwrap >/dev/null 2>&1; then

@@ -90,3 +90,25 @@ async def test_no_credentials_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ActionError, match="pass `github_token`"):
         async with connect_github(settings, runner):
             pass
+
+
+@respx.mock(base_url=API, assert_all_called=False)
+async def test_an_apps_token_covers_the_workflows_repository_only(
+    respx_mock: respx.MockRouter, tmp_path: Path
+) -> None:
+    runner, settings = runner_and_settings(tmp_path, GITHUB_APP_ID="12345",
+                                           GITHUB_PRIVATE_KEY=pem())  # fmt: skip
+    respx_mock.get("/repos/octo-org/octo-docs/installation").respond(json=rest("installation"))
+    tokens = respx_mock.post("/app/installations/1/access_tokens").respond(
+        201, json={"token": "ghs_run", "expires_at": "2099-01-01T00:00:00Z"}
+    )
+    respx_mock.get("/repos/octo-org/octo-docs/collaborators/octocat/permission").respond(
+        json=rest("collaborator-permission")
+    )
+    respx_mock.delete("/installation/token").respond(204)
+    async with connect_github(settings, runner) as connection:
+        await connection.forge.get_permission(REPO, "octocat")
+    body = json.loads(tokens.calls.last.request.content)
+    assert body["repositories"] == ["octo-docs"]
+    assert body["permissions"]["contents"] == "write"
+    assert "workflows" not in body["permissions"]

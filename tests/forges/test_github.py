@@ -190,7 +190,7 @@ async def test_app_fetches_an_installation_token_with_a_jwt(
     assert scheme.lower() == "bearer"
     claims = jwt.decode(bearer, key_pair[1], algorithms=["RS256"], options={"verify_exp": False})
     assert claims == {"iss": APP_ID, "iat": int(NOW) - 60, "exp": int(NOW) + 540}
-    assert token_request.content == b""
+    assert json.loads(token_request.content)["repositories"] == ["Hello-World"]
     api_request = perm.calls.last.request
     assert api_request.headers["authorization"] == "token ghs_first"
     assert api_request.headers["user-agent"] == "coding-agent-bot"

@@ -21,6 +21,7 @@ from bot.config import (
     WebFetchSettings,
     WebSearchSettings,
     WebSettings,
+    WorkspaceSettings,
 )
 from bot.events import ForgeKind, IssueRef
 from bot.tools.factory import BuiltTools, build_tools, combine
@@ -298,3 +299,21 @@ async def test_the_web_tools_are_off_by_default_and_the_server_turns_them_on(
         assert "fetch_url" not in built.registry.names()
         assert "web_search" in built.registry.names()
         assert any("example.org" in note for note in built.notes)
+
+
+@pytest.mark.parametrize(
+    ("server", "agent_yaml", "lfs"),
+    [
+        (False, "", False),
+        (False, "lfs: true\n", True),
+        (True, "", True),
+        (False, "lfs: false\n", False),
+    ],
+)
+async def test_lfs_is_off_unless_the_server_or_the_repository_asks(
+    tmp_path: Path, server: bool, agent_yaml: str, lfs: bool
+) -> None:
+    settings = _settings(tmp_path, mcp=False, workspace=WorkspaceSettings(lfs=server))
+    repo = parse_repo_config(agent_yaml) if agent_yaml else None
+    async with _built(settings, repo_config=repo) as (built, _):
+        assert built.workspace.lfs is lfs

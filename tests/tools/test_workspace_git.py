@@ -251,8 +251,8 @@ async def test_git_hooks_in_the_clone_never_run(
 # --- credentials ----------------------------------------------------------------------------------
 
 
-def _askpass_dirs() -> set[str]:
-    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("bot-askpass-")}
+def _helper_dirs() -> set[str]:
+    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("bot-git-credential-")}
 
 
 def _files_containing(root: Path, needle: bytes) -> list[Path]:
@@ -264,7 +264,7 @@ async def test_clone_and_push_over_http_authenticate_through_the_environment_onl
 ) -> None:
     forge = FakeForge()
     repo = forge.add_repo("acme/demo", clone_url=http_remote.url)
-    before = _askpass_dirs()
+    before = _helper_dirs()
     ws = Workspace(
         tmp_path / "ws", auth=lambda: forge.clone_auth(repo), branch="agent/5-auth",
         base_branch="main",
@@ -280,7 +280,7 @@ async def test_clone_and_push_over_http_authenticate_through_the_environment_onl
     config = (ws.path / ".git" / "config").read_text()
     assert f"url = {http_remote.url}" in config
     assert "fake-token" not in config and "x-access-token@" not in config
-    assert _askpass_dirs() <= before  # the askpass script is gone
+    assert _helper_dirs() <= before  # the helper script is gone
 
 
 async def test_a_wrong_token_fails_without_prompting_or_leaking(
