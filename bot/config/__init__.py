@@ -24,11 +24,12 @@ Import from ``bot.config``; the split is an implementation detail.
 from __future__ import annotations
 
 from bot.config.env import without_overrides
-from bot.config.host_only import HOST_ONLY, host_only_changes
+from bot.config.host_only import HOST_ONLY, host_only_changes, written_changes
 from bot.config.load import (
     DEFAULT_CONFIG_NAME,
     config_path_from,
     load_settings,
+    parse_config,
     previous_config_path,
     problems_of,
     settings_from_text,
@@ -116,6 +117,7 @@ __all__ = [
     "host_only_changes",
     "load_settings",
     "masked",
+    "parse_config",
     "previous_config_path",
     "problems_of",
     "secret_values",
@@ -123,4 +125,5 @@ __all__ = [
     "settings_digest",
     "settings_from_text",
     "without_overrides",
+    "written_changes",
 ]
