@@ -40,6 +40,7 @@ HOST_ONLY: tuple[tuple[str, ...], ...] = (
     ("web",),  # the web tools' allow-lists and search service
     ("observability", "traces", "enabled"),  # spans (with the OTLP headers) sent out
     ("observability", "traces", "endpoint"),  # where they go
+    ("ci", "trusted_apps"),  # whose checks start a round: their text reaches the agent
     ("bot", "github_login"),  # who the bot is: its own checks, comments, change requests
     ("bot", "gitlab_username"),
 )

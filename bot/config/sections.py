@@ -8,6 +8,7 @@ Nothing here reads files or the environment (``bot.config.load`` does).
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -439,6 +440,17 @@ class CiSettings(_Section):
     settle_seconds: int = Field(60, ge=0, le=86_400)  # quiet time before one decision
     max_fix_rounds: int = Field(3, ge=0, le=20)  # CI fix rounds per change request
     poll_seconds: int = Field(600, ge=30, le=86_400)  # re-read unsettled checks (lost events)
+    # GitHub Apps (their slugs) besides GitHub Actions whose failing checks start a CI fix
+    # round; any other app's or person's check is reported, never acted on
+    trusted_apps: tuple[str, ...] = ()
+
+    @field_validator("trusted_apps")
+    @classmethod
+    def _slugs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for slug in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}", slug):
+                raise ValueError(f"ci.trusted_apps: {slug!r} is not a GitHub App's slug")
+        return tuple(slug.lower() for slug in value)
 
 
 class ReviewSettings(_Section):

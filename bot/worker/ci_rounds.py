@@ -5,8 +5,9 @@ commit's checks as they are now, whatever event (or poll) woke it: the same forg
 gives the same decision, and the store's mark for the head commit (``ci_mark``) lets
 only the first one act. A failure is compared with the base branch's head first (a
 failure there too is reported, not fixed); then a CI fix round starts with the failed
-checks as a person would read them, or the rounds are used up and a person is asked,
-or it is reported; all green takes the draft out of draft when
+checks as a person would read them (only those of the repository's own CI:
+``followup.ci.from_repo_ci``; the others are reported), or the rounds are used up and
+a person is asked, or it is reported; all green takes the draft out of draft when
 ``workspace.ready_when_green`` is on and the bot's gate passed on that commit. A change
 request in conflict with its base gets a base round first (once per head and base).
 """
@@ -45,6 +46,7 @@ _REPORTED = {
     CiVerdict.FAILED: CiNote.AUTOFIX_OFF,
     CiVerdict.NEEDS_PERSON: CiNote.NEEDS_PERSON,
     CiVerdict.PRE_EXISTING: CiNote.PRE_EXISTING,
+    CiVerdict.UNTRUSTED: CiNote.UNTRUSTED,
 }
 
 
@@ -184,6 +186,7 @@ class CiRounds:
                     CiVerdict.FAILED: decision.failed,
                     CiVerdict.NEEDS_PERSON: decision.waiting,
                     CiVerdict.PRE_EXISTING: decision.pre_existing,
+                    CiVerdict.UNTRUSTED: decision.untrusted,
                 }[decision.verdict]
                 names = [c.name for c in shown]
             case CiAction.MARK_READY:
@@ -194,6 +197,7 @@ class CiRounds:
             record.head_sha = state.head_sha
             record.show_checks(state.head_sha, decision.checks)
             record.say(note, names)
+            record.untrusted = [c.name for c in decision.untrusted]
             record.ready = record.ready or note is CiNote.READY
 
         store = self.desk.store
