@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bot.config import Settings
+from bot.config import Settings, is_bot_account
 from bot.events import FollowUpRound, IssueRef, RoundKind
 from bot.forges.base import Comment, EntryKind, Forge, ForgeError, Permission, TreeEntry
 from bot.text import clip
@@ -45,6 +45,8 @@ README_CHARS = 600
 GUIDE_CHARS = 1200
 GUIDE_FILES = ("AGENTS.md", "CLAUDE.md")
 INSTRUCTIONS_SOURCE = "instructions given with the command"
+# (login, account id) -> whether that is the bot's own account (``bot.config.is_bot_account``)
+IsBot = Callable[[str, str], bool]
 
 
 def as_data(text: str) -> str:
@@ -186,9 +188,9 @@ def repo_instructions_block(instructions: str) -> str:
     return fence(instructions, "instructions of the repository (.agent.yaml)")
 
 
-def comments_block(comments: Iterable[Comment], *, bot_logins: Iterable[str]) -> str:
-    ignored = {login.lower() for login in bot_logins}
-    kept = [c for c in comments if c.author.lower() not in ignored and c.body.strip()]
+def comments_block(comments: Iterable[Comment], *, is_bot: IsBot) -> str:
+    """People's comments (the bot's own left out: by its account, ``is_bot``), fenced."""
+    kept = [c for c in comments if not is_bot(c.author, c.author_id) and c.body.strip()]
     blocks = [
         fence(clip(c.body, MAX_COMMENT_CHARS, fit=True), f"comment by {c.author}")
         for c in kept[-MAX_COMMENTS:]
@@ -197,20 +199,19 @@ def comments_block(comments: Iterable[Comment], *, bot_logins: Iterable[str]) ->
 
 
 async def writers_comments(
-    forge: Forge, issue: IssueRef, comments: Iterable[Comment], *, bot_logins: Iterable[str]
+    forge: Forge, issue: IssueRef, comments: Iterable[Comment], *, is_bot: IsBot
 ) -> tuple[Comment, ...]:
     """What a round (unattended: no person started it) may read of the change request's
     comments: only those of people with write access, the newest ``MAX_COMMENTS``. The
     access of at most ``MAX_AUTHOR_LOOKUPS`` authors is asked, newest first; a look-up
     that fails, or one over that bound, counts as no access."""
-    ignored = {login.lower() for login in bot_logins}
     can_write: dict[str, bool] = {}
     kept: list[Comment] = []
     for comment in reversed(tuple(comments)):
         author = comment.author.lower()
         if len(kept) >= MAX_COMMENTS:
             break
-        if not author or author in ignored or not comment.body.strip():
+        if not author or is_bot(comment.author, comment.author_id) or not comment.body.strip():
             continue
         if author not in can_write and len(can_write) < MAX_AUTHOR_LOOKUPS:
             try:
@@ -298,13 +299,16 @@ async def build_context(
         # A public task's comments and pull request are public: no internal notes in them.
         details = details.for_task(confidential_task=details.confidential)
         issue, comments = details.issue, details.comments
-    bots = (settings.bot.github_login, settings.bot.gitlab_username)
+
+    def is_bot(login: str, account: str) -> bool:
+        return is_bot_account(settings, issue.repo.forge, login=login, account_id=account)
+
     if facts is not None:  # a round: nobody started it, only writers' words reach it
-        comments = await writers_comments(forge, issue, comments, bot_logins=bots)
+        comments = await writers_comments(forge, issue, comments, is_bot=is_bot)
     return Briefing(
         task_text=await clean_off_loop(_task_parts(issue, instructions)),
         issue_block=await issue_block(issue, instructions),
-        comments_block=comments_block(comments, bot_logins=bots),
+        comments_block=comments_block(comments, is_bot=is_bot),
         repo=await repo_facts(forge, issue),
         tools=tool_lines(tools),
         previous_block=(

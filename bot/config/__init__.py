@@ -66,8 +66,10 @@ from bot.config.sections import (
 )
 from bot.config.views import (
     CurrentSettings,
+    bot_account,
     bot_names,
     disabled_forges,
+    is_bot_account,
     masked,
     secret_values,
     secrets_in_file,
@@ -111,10 +113,12 @@ __all__ = [
     "WebhookSecretSource",
     "WorkerSettings",
     "WorkspaceSettings",
+    "bot_account",
     "bot_names",
     "config_path_from",
     "disabled_forges",
     "host_only_changes",
+    "is_bot_account",
     "load_settings",
     "masked",
     "parse_config",

@@ -43,6 +43,8 @@ HOST_ONLY: tuple[tuple[str, ...], ...] = (
     ("ci", "trusted_apps"),  # whose checks start a round: their text reaches the agent
     ("bot", "github_login"),  # who the bot is: its own checks, comments, change requests
     ("bot", "gitlab_username"),
+    ("bot", "github_id"),
+    ("bot", "gitlab_id"),
 )
 
 REFUSED = "only the file on the host may change this: change it in the file on the host"

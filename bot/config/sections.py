@@ -386,8 +386,15 @@ class CommandSettings(_Section):
 
 
 class BotIdentity(_Section):
+    """Who the bot is on each forge. The account ids decide (a login can be renamed, and
+    an App's slug without ``[bot]`` is a login anyone may take): empty, they are asked of
+    the forge at start-up (``bot.runtime``); the logins are what it writes and is
+    mentioned by, and what decides only while an id is unknown (compared exactly)."""
+
     github_login: str = "coding-agent[bot]"
     gitlab_username: str = "coding-agent-bot"
+    github_id: str = Field("", pattern=r"^[0-9]*$")
+    gitlab_id: str = Field("", pattern=r"^[0-9]*$")
 
 
 class CommentSettings(_Section):

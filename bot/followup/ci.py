@@ -79,7 +79,8 @@ def ci_mark(repo_key: str, number: int, head_sha: str) -> str:
 
 
 def own_check(check: Check, bot_names: Collection[str]) -> bool:
-    """Reported by the bot itself (its App, its user): never a reason to act."""
+    """Reported by the bot itself (its App as ``<slug>[bot]``, its user): never a reason
+    to act. The whole login, exactly: ``coding-agent`` is a person, not the App."""
     reporter = check.reporter.lower()
     return bool(reporter) and reporter in {name.lower() for name in bot_names}
 

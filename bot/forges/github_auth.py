@@ -168,6 +168,12 @@ def _expiry(text: object) -> float:
         raise ForgeError(f"GitHub sent an unreadable token expiry: {text!r}") from None
 
 
+def account_id(user: object) -> str:
+    """A REST or GraphQL user's account id (``id`` / ``databaseId``); "" when none."""
+    found = (user.get("id") or user.get("databaseId")) if isinstance(user, dict) else None
+    return str(found) if isinstance(found, int) and not isinstance(found, bool) else ""
+
+
 class GitHubSession:
     """Credentials, retries, pacing and typed errors for every GitHub API call."""
 
@@ -278,6 +284,21 @@ class GitHubSession:
         if not isinstance(name, str) or not name:
             raise ForgeError(f"GitHub sent no {key} for GET {path}")
         return name if self._token is not None else f"{name}[bot]"
+
+    async def account(self) -> tuple[str, str]:
+        """(login, account id) of who the credentials act as: the token's user
+        (``GET /user``), or the App's bot user (``GET /app`` for its slug, then the public
+        ``GET /users/<slug>[bot]``)."""
+        login = await self.identity()
+        if self._token is not None:
+            auth, path = {"oauth_token": self._token}, "/user"
+        else:
+            auth, path = {}, f"/users/{quote(login, safe='')}"
+        data = await self._send("GET", path, None, None, auth, "the bot's account", ACCEPT)
+        found = account_id(data)
+        if not found:
+            raise ForgeError(f"GitHub sent no id for GET {path}")
+        return login, found
 
     @property
     def is_app(self) -> bool:

@@ -30,7 +30,7 @@ from bot.events import Check, CheckKind, RepoRef
 from bot.forges.base import LOG_TAIL_BYTES
 from bot.forges.gitlab_answers import GitLabAnswers
 from bot.forges.gitlab_client import GitLabClient
-from bot.forges.gitlab_git import project_handle
+from bot.forges.gitlab_git import project_handle, user_id
 from bot.forges.log_tail import TailBuffer
 from bot.webhooks.check_states import gitlab_job
 
@@ -138,6 +138,7 @@ def _note(note: Mapping[str, Any]) -> ThreadComment:
     return ThreadComment(
         id=int(note["id"]),
         author=str((note.get("author") or {}).get("username") or ""),
+        author_id=user_id(note.get("author")),
         body=str(note.get("body") or ""),
     )
 

@@ -60,12 +60,6 @@ def base_mark(key: str, head_sha: str, base_sha: str) -> str:
     return f"base:{key}@{head_sha}:{base_sha}"
 
 
-def own_names(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The bot's names as a check's reporter may show them (an App as ``<slug>[bot]``)."""
-    found = {n for name in names for n in (name, name.removesuffix("[bot]"), f"{name}[bot]")}
-    return tuple(sorted(found))
-
-
 class CiRounds:
     def __init__(self, desk: RoundDesk) -> None:
         self.desk = desk
@@ -140,7 +134,7 @@ class CiRounds:
         last_change_at: float,
     ) -> CiDecision:
         settings = self.desk.settings
-        names = own_names(bot_names(settings, watch.issue.repo.forge))
+        names = bot_names(settings, watch.issue.repo.forge)  # as a reporter, exactly
         now = self.desk.clock()
         decision = decide_ci(commit.checks, head_sha=state.head_sha, last_change_at=last_change_at,
                              now=now, settings=settings.ci, bot_names=names)  # fmt: skip

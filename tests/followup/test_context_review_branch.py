@@ -18,12 +18,20 @@ from bot.events import Check, CheckState
 from bot.followup.branch import BaseAction, Integration, base_action, integration, may_force_push
 from bot.followup.ci_context import MAX_ANNOTATIONS, MAX_CHARS, ci_context
 from bot.followup.review import (
+    IsBot,
     ThreadOutcome,
     review_mark,
     round_due,
     round_threads,
     thread_actions,
 )
+
+
+def bot_is(*names: str) -> IsBot:
+    """The bot's account by its logins, exactly (the tests' threads carry no ids)."""
+    own = {name.lower() for name in names}
+    return lambda login, _account: login.lower() in own
+
 
 TOKEN = "ghp_" + "A" * 36
 
@@ -154,7 +162,7 @@ def test_the_round_covers_unresolved_threads_of_writers_only() -> None:
         thread("e", ("coding-agent[bot]", "note to self")),
         thread("f", ("ALICE", "typo"), ("coding-agent[bot]", "fixed"), ("alice", "not quite")),
     ]
-    found = round_threads(threads, writers={"alice"}, bot_names=BOT)
+    found = round_threads(threads, writers={"alice"}, is_bot=bot_is(*BOT))
     assert [t.id for t in found.items] == ["a", "f"]
     assert {t.id: why for t, why in found.ignored} == {
         "b": "bob has no write access",
