@@ -8,7 +8,6 @@ Nothing here reads files or the environment (``bot.config.load`` does).
 from __future__ import annotations
 
 import ipaddress
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -386,10 +385,8 @@ class CommandSettings(_Section):
 
 
 class BotIdentity(_Section):
-    """Who the bot is on each forge. The account ids decide (a login can be renamed, and
-    an App's slug without ``[bot]`` is a login anyone may take): empty, they are asked of
-    the forge at start-up (``bot.runtime``); the logins are what it writes and is
-    mentioned by, and what decides only while an id is unknown (compared exactly)."""
+    """Who the bot is on each forge: the account ids decide (empty: asked of the forge at
+    start-up, ``bot.runtime``); a login only while its id is unknown, compared exactly."""
 
     github_login: str = "coding-agent[bot]"
     gitlab_username: str = "coding-agent-bot"
@@ -449,15 +446,7 @@ class CiSettings(_Section):
     poll_seconds: int = Field(600, ge=30, le=86_400)  # re-read unsettled checks (lost events)
     # GitHub Apps (their slugs) besides GitHub Actions whose failing checks start a CI fix
     # round; any other app's or person's check is reported, never acted on
-    trusted_apps: tuple[str, ...] = ()
-
-    @field_validator("trusted_apps")
-    @classmethod
-    def _slugs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for slug in value:
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}", slug):
-                raise ValueError(f"ci.trusted_apps: {slug!r} is not a GitHub App's slug")
-        return tuple(slug.lower() for slug in value)
+    trusted_apps: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,99}$")], ...] = ()
 
 
 class ReviewSettings(_Section):

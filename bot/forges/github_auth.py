@@ -289,13 +289,10 @@ class GitHubSession:
         """(login, account id) of who the credentials act as: the token's user
         (``GET /user``), or the App's bot user (``GET /app`` for its slug, then the public
         ``GET /users/<slug>[bot]``)."""
-        login = await self.identity()
-        if self._token is not None:
-            auth, path = {"oauth_token": self._token}, "/user"
-        else:
-            auth, path = {}, f"/users/{quote(login, safe='')}"
-        data = await self._send("GET", path, None, None, auth, "the bot's account", ACCEPT)
-        found = account_id(data)
+        login, token = await self.identity(), self._token
+        path = "/user" if token is not None else f"/users/{quote(login, safe='')}"
+        auth = {"oauth_token": token} if token is not None else {}  # /users/...: public
+        found = account_id(await self._send("GET", path, None, None, auth, "the bot", ACCEPT))
         if not found:
             raise ForgeError(f"GitHub sent no id for GET {path}")
         return login, found

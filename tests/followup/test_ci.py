@@ -291,5 +291,5 @@ def test_the_apps_the_settings_name_are_trusted() -> None:
     decision = decide_ci([lint, person], head_sha=SHA, last_change_at=0.0, now=1000.0,
                          settings=trusting, bot_names=BOT)  # fmt: skip
     assert decision.failed == (lint,) and decision.untrusted == (person,)
-    with pytest.raises(ValueError, match="slug"):
+    with pytest.raises(ValueError, match="pattern"):
         CiSettings(trusted_apps=("evil[bot]",))
