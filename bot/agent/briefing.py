@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bot.config import Settings, is_bot_account
+from bot.config import IsBot, Settings, is_bot_account
 from bot.events import FollowUpRound, IssueRef, RoundKind
 from bot.forges.base import Comment, EntryKind, Forge, ForgeError, Permission, TreeEntry
 from bot.text import clip
@@ -45,8 +45,6 @@ README_CHARS = 600
 GUIDE_CHARS = 1200
 GUIDE_FILES = ("AGENTS.md", "CLAUDE.md")
 INSTRUCTIONS_SOURCE = "instructions given with the command"
-# (login, account id) -> whether that is the bot's own account (``bot.config.is_bot_account``)
-IsBot = Callable[[str, str], bool]
 
 
 def as_data(text: str) -> str:

@@ -66,6 +66,7 @@ from bot.config.sections import (
 )
 from bot.config.views import (
     CurrentSettings,
+    IsBot,
     bot_account,
     bot_names,
     disabled_forges,
@@ -92,6 +93,7 @@ __all__ = [
     "ExecutionSettings",
     "GitHubSettings",
     "GitLabSettings",
+    "IsBot",
     "LLMSettings",
     "LabelSettings",
     "McpServer",

@@ -170,6 +170,11 @@ def settings_digest(settings: Settings) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# (login, account id) -> whether that account is the bot's own (``is_bot_account`` with
+# the settings and the forge bound): what a pure decision is handed
+IsBot = Callable[[str, str], bool]
+
+
 def bot_account(settings: Settings, forge: ForgeKind) -> tuple[str, str]:
     """The bot's account on ``forge``: (its login, its id; "" while not known)."""
     if forge is ForgeKind.GITHUB:

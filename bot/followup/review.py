@@ -13,15 +13,11 @@ shows and the ones its last word is read from.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from bot.change_state import ReviewThread, ThreadComment
-from bot.config import ReviewSettings
-
-# (login, account id) -> whether that account is the bot's own: by its id when known,
-# never by a login compared loosely (``bot.config.is_bot_account``)
-IsBot = Callable[[str, str], bool]
+from bot.config import IsBot, ReviewSettings
 
 
 def review_mark(repo_key: str, number: int, last_comment_id: int) -> str:

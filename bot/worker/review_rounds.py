@@ -21,11 +21,10 @@ from typing import Any
 from bot import offload
 from bot.change_state import ReviewThread, ThreadAnswer, ThreadComment
 from bot.comments.change_status import thread_reply
-from bot.config import is_bot_account, secret_values
+from bot.config import IsBot, is_bot_account, secret_values
 from bot.events import FollowUpRound, RoundKind
 from bot.followup.record import ChangeRecord
 from bot.followup.review import (
-    IsBot,
     ThreadOutcome,
     by_bot,
     review_mark,

@@ -13,12 +13,11 @@ from bot.change_state import (
     ReviewThread,
     ThreadComment,
 )
-from bot.config import ReviewSettings
+from bot.config import IsBot, ReviewSettings
 from bot.events import Check, CheckState
 from bot.followup.branch import BaseAction, Integration, base_action, integration, may_force_push
 from bot.followup.ci_context import MAX_ANNOTATIONS, MAX_CHARS, ci_context
 from bot.followup.review import (
-    IsBot,
     ThreadOutcome,
     review_mark,
     round_due,

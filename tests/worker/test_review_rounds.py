@@ -5,8 +5,9 @@ push changed it, whatever the round says)."""
 from __future__ import annotations
 
 from bot.change_state import ReviewThread, ThreadComment
+from bot.config import IsBot
 from bot.events import FollowUpRound, RoundKind, TaskState
-from bot.followup.review import IsBot, round_threads
+from bot.followup.review import round_threads
 from bot.run_events import Outcome
 from bot.worker.review_rounds import answers_of, authors_of, checklist, outcomes_of
 
