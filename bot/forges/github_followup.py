@@ -53,7 +53,8 @@ query($owner: String!, $name: String!, $number: Int!) {
   }
 }"""
 # who wrote a comment: the login, and the account id of a person or an App's bot user
-AUTHOR = "login ...on User { databaseId } ...on Bot { databaseId }"
+# (GraphQL names a Bot by its slug: ``_author`` writes it as REST does, ``<slug>[bot]``)
+AUTHOR = "__typename login ...on User { databaseId } ...on Bot { databaseId }"
 THREADS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $after: String) {
   repository(owner: $owner, name: $name) {
@@ -195,10 +196,19 @@ def _state(data: dict[str, Any]) -> ChangeRequestState:
     )
 
 
+def _author(author: Any) -> str:
+    """A comment's author as REST names it: an App's bot user as ``<slug>[bot]`` (GraphQL
+    gives a Bot's bare slug, which a person may hold as a login); "" for a deleted user."""
+    if not isinstance(author, dict) or not author.get("login"):
+        return ""
+    login = str(author["login"])
+    return f"{login}[bot]" if author.get("__typename") == "Bot" else login
+
+
 def _comment(node: dict[str, Any]) -> ThreadComment:
     return ThreadComment(
         id=int(node.get("databaseId") or 0),
-        author=str((node.get("author") or {}).get("login") or ""),  # null: a deleted user
+        author=_author(node.get("author")),
         author_id=account_id(node.get("author")),
         body=str(node.get("body") or ""),
         web_url=str(node.get("url") or ""),
