@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 from bot.config import IsBot, Settings, is_bot_account
 from bot.events import FollowUpRound, IssueRef, RoundKind
-from bot.forges.base import Comment, EntryKind, Forge, ForgeError, Permission, TreeEntry
+from bot.forges.base import Comment, EntryKind, Forge, ForgeError, TreeEntry
 from bot.text import clip
 from bot.tools.factory import BuiltTools
 from bot.tools.quality import detect_commands
 from bot.tools.registry import Tool
+from bot.tools.writers import said_by_writers
 from bot.untrusted import (
     MAX_PERSON_CHARS,
     clean_off_loop,
@@ -37,9 +38,6 @@ MAX_BODY_CHARS = 4000
 MAX_TITLE_CHARS = 300
 MAX_COMMENT_CHARS = 800
 MAX_COMMENTS = 10
-# a round's commenters whose access is asked of the forge, newest first (the others' words
-# are left out of its prompt)
-MAX_AUTHOR_LOOKUPS = 10
 MAX_TREE_ENTRIES = 40
 README_CHARS = 600
 GUIDE_CHARS = 1200
@@ -196,32 +194,6 @@ def comments_block(comments: Iterable[Comment], *, is_bot: IsBot) -> str:
     return "\n".join(blocks)
 
 
-async def writers_comments(
-    forge: Forge, issue: IssueRef, comments: Iterable[Comment], *, is_bot: IsBot
-) -> tuple[Comment, ...]:
-    """What a round (unattended: no person started it) may read of the change request's
-    comments: only those of people with write access, the newest ``MAX_COMMENTS``. The
-    access of at most ``MAX_AUTHOR_LOOKUPS`` authors is asked, newest first; a look-up
-    that fails, or one over that bound, counts as no access."""
-    can_write: dict[str, bool] = {}
-    kept: list[Comment] = []
-    for comment in reversed(tuple(comments)):
-        author = comment.author.lower()
-        if len(kept) >= MAX_COMMENTS:
-            break
-        if not author or is_bot(comment.author, comment.author_id) or not comment.body.strip():
-            continue
-        if author not in can_write and len(can_write) < MAX_AUTHOR_LOOKUPS:
-            try:
-                permission = await forge.get_permission(issue.repo, comment.author)
-            except ForgeError:
-                permission = Permission.NONE
-            can_write[author] = permission >= Permission.WRITE
-        if can_write.get(author, False):
-            kept.append(comment)
-    return tuple(reversed(kept))
-
-
 def _tree_lines(entries: list[TreeEntry]) -> tuple[str, ...]:
     names = [e.path + ("/" if e.kind == EntryKind.DIR else "") for e in entries[:MAX_TREE_ENTRIES]]
     if len(entries) > MAX_TREE_ENTRIES:
@@ -281,7 +253,7 @@ async def build_context(
     ``previous`` is the summary of the previous attempt's history (a retry). A round on
     the change request (``follow_up``) is told what it answers (``round_facts``: its
     ``instructions`` are that, told apart from a person's instructions), and reads only
-    the comments of people with write access (``writers_comments``)."""
+    the comments of people with write access (``bot.tools.writers``)."""
     facts = round_facts(
         follow_up, context=instructions, settings=settings, conflicts=conflicts, built=built
     )
@@ -302,7 +274,7 @@ async def build_context(
         return is_bot_account(settings, issue.repo.forge, login=login, account_id=account)
 
     if facts is not None:  # a round: nobody started it, only writers' words reach it
-        comments = await writers_comments(forge, issue, comments, is_bot=is_bot)
+        comments = await said_by_writers(forge, issue.repo, comments, is_bot=is_bot)
     return Briefing(
         task_text=await clean_off_loop(_task_parts(issue, instructions)),
         issue_block=await issue_block(issue, instructions),
