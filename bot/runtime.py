@@ -159,7 +159,7 @@ class Runtime:
     async def find_bot_accounts(self) -> None:
         """Ask each forge for the bot's account id where the settings leave it empty
         (``bot.github_id`` / ``bot.gitlab_id``), once: what recognises the bot's own
-        events, comments and checks. A forge that does not answer leaves it empty (the
+        events, change requests and comments. A forge that does not answer leaves it empty (the
         whole login, compared exactly, decides meanwhile)."""
         for kind, forge in self.forges.items():
             login, known = bot_account(self.settings, kind)

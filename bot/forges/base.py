@@ -321,7 +321,7 @@ class Forge(RepoContent, ChangeRequestFollowUp, Protocol):
     async def bot_account(self) -> Actor:
         """The account the bot acts as, with its id (GitHub: an App's bot user or the
         token's user; GitLab: the token's user): what recognises its own events,
-        comments and checks (``bot.config.is_bot_account``)."""
+        change requests and comments (``bot.config.is_bot_account``)."""
         ...
 
     async def aclose(self) -> None: ...
