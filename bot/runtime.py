@@ -40,6 +40,7 @@ from bot.storage.base import Store
 log = logging.getLogger("bot.runtime")
 
 HEALTH_CACHE_SECONDS = 5.0
+ACCOUNT_TIMEOUT = 20.0  # seconds a forge has at start-up to say who the bot is
 
 # Sections whose objects are built at start-up (the listening socket, the store, the
 # forge clients). Everything else is read when it is used, so a reload applies it to the
@@ -159,15 +160,15 @@ class Runtime:
     async def find_bot_accounts(self) -> None:
         """Ask each forge for the bot's account id where the settings leave it empty
         (``bot.github_id`` / ``bot.gitlab_id``), once: what recognises the bot's own
-        events, change requests and comments. A forge that does not answer leaves it empty (the
-        whole login, compared exactly, decides meanwhile)."""
+        events, change requests and comments. A forge that does not answer (within
+        ``ACCOUNT_TIMEOUT``) leaves it empty: the whole login, compared exactly, decides."""
         for kind, forge in self.forges.items():
             login, known = bot_account(self.settings, kind)
             if known:
                 continue
             try:
-                found = await forge.bot_account()
-            except (ForgeError, OSError) as exc:
+                found = await asyncio.wait_for(forge.bot_account(), ACCOUNT_TIMEOUT)
+            except (ForgeError, OSError, TimeoutError) as exc:
                 log.warning("%s: the bot's account id is unknown (%s): set bot.%s_id",
                             kind.value, type(exc).__name__, kind.value)  # fmt: skip
                 continue

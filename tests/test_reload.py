@@ -271,3 +271,24 @@ async def test_the_bot_s_account_ids_are_asked_at_start_and_kept_over_a_reload(
         assert runtime.settings.bot.github_id == ""  # another account: asked again at start
     finally:
         await runtime.stop()
+
+
+async def test_a_forge_that_does_not_say_who_the_bot_is_does_not_hold_up_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bot.runtime
+
+    monkeypatch.setattr(bot.runtime, "ACCOUNT_TIMEOUT", 0.2)
+    config = tmp_path / "config.yaml"
+    config.write_text("labels:\n  done: finished\n")
+    runtime = runtime_for(config, tmp_path)
+    github = runtime.forges[ForgeKind.GITHUB]
+    assert isinstance(github, FakeForge)
+    github.hang("bot_account")
+    started = time.monotonic()
+    await runtime.start()
+    try:
+        assert time.monotonic() - started < 5
+        assert runtime.settings.bot.github_id == ""
+    finally:
+        await runtime.stop()
