@@ -110,6 +110,7 @@ class ThreadComment:
     body: str
     web_url: str = ""
     own: bool = False
+    author_id: str = ""  # the author's account id ("" when the forge does not say)
 
 
 @dataclass(frozen=True, slots=True)

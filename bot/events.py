@@ -106,6 +106,7 @@ class IssueRef(msgspec.Struct, frozen=True):
     # The repository the head branch lives in (``owner/name``): the same as ``repo``
     # unless the change request comes from a fork; None when the payload does not say.
     head_repo: str | None = None
+    author_id: str = ""  # the author's account id, when the payload or the forge says
 
     @property
     def is_open(self) -> bool:

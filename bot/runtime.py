@@ -20,11 +20,18 @@ from typing import Any
 import httpx
 
 from bot import tracing
-from bot.config import ConfigError, Settings, disabled_forges, load_settings, secret_values
+from bot.config import (
+    ConfigError,
+    Settings,
+    bot_account,
+    disabled_forges,
+    load_settings,
+    secret_values,
+)
 from bot.config.user_service import UserConfigService
 from bot.config.views import masked_url
 from bot.events import ForgeKind
-from bot.forges.base import Forge
+from bot.forges.base import Forge, ForgeError
 from bot.llm.base import LLM, HealthReport
 from bot.llm.current import CurrentLLM
 from bot.llm.http_chat import HttpChatLLM
@@ -33,6 +40,7 @@ from bot.storage.base import Store
 log = logging.getLogger("bot.runtime")
 
 HEALTH_CACHE_SECONDS = 5.0
+ACCOUNT_TIMEOUT = 20.0  # seconds a forge has at start-up to say who the bot is
 
 # Sections whose objects are built at start-up (the listening socket, the store, the
 # forge clients). Everything else is read when it is used, so a reload applies it to the
@@ -78,6 +86,8 @@ class Runtime:
         # People's planning overrides (planning.user_config_api), cached for the process.
         self.user_config = UserConfigService()
         self._traces = False  # this runtime turned traces on (``start_traces``)
+        # the bot's account ids the forges told at start-up: (login, id) per forge
+        self._bot_ids: dict[ForgeKind, tuple[str, str]] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:
@@ -144,7 +154,43 @@ class Runtime:
         await self.store.open()
         for line in disabled_forges(self.settings):
             log.warning("%s", line)
+        await self.find_bot_accounts()
         self.start_traces(os.environ)
+
+    async def find_bot_accounts(self) -> None:
+        """Ask each forge for the bot's account id where the settings leave it empty
+        (``bot.github_id`` / ``bot.gitlab_id``), once: what recognises the bot's own
+        events, change requests and comments. A forge that does not answer (within
+        ``ACCOUNT_TIMEOUT``) leaves it empty: the whole login, compared exactly, decides."""
+        for kind, forge in self.forges.items():
+            login, known = bot_account(self.settings, kind)
+            if known:
+                continue
+            try:
+                found = await asyncio.wait_for(forge.bot_account(), ACCOUNT_TIMEOUT)
+            except (ForgeError, OSError, TimeoutError) as exc:
+                log.warning("%s: the bot's account id is unknown (%s): set bot.%s_id",
+                            kind.value, type(exc).__name__, kind.value)  # fmt: skip
+                continue
+            if not found.id:
+                continue
+            if found.login.lower() != login.lower():
+                log.warning("%s: the credentials act as %s, the settings say %s (bot.*)",
+                            kind.value, found.login, login)  # fmt: skip
+            self._bot_ids[kind] = (login, found.id)
+        self.settings = self._with_bot_ids(self.settings)
+
+    def _with_bot_ids(self, settings: Settings) -> Settings:
+        """``settings`` with the account ids found at start-up, where they name the same
+        logins and leave the ids empty."""
+        update: dict[str, str] = {}
+        for kind, (login, account) in self._bot_ids.items():
+            own_login, own_id = bot_account(settings, kind)
+            if not own_id and own_login.lower() == login.lower():
+                update[f"{kind.value}_id"] = account
+        if not update:
+            return settings
+        return settings.model_copy(update={"bot": settings.bot.model_copy(update=update)})
 
     def start_traces(self, environ: Mapping[str, str]) -> None:
         """Turn traces on when ``observability.traces.enabled`` says so (docs/traces.md);
@@ -201,7 +247,7 @@ class Runtime:
             if live and getattr(fresh, section) != getattr(self.settings, section):
                 lines.append(f"{section}: reloaded")
         lines += self._reload_llm(fresh, kept)
-        self.settings = fresh.model_copy(update=kept)
+        self.settings = self._with_bot_ids(fresh.model_copy(update=kept))
         return lines or ["configuration unchanged"]
 
     def _reload_llm(self, fresh: Settings, kept: dict[str, Any]) -> list[str]:

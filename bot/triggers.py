@@ -17,7 +17,6 @@ Two steps, so the dispatcher does only the look-ups a decision needs:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,7 +24,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from bot.config import Settings, bot_names
+from bot.config import Settings, bot_account, bot_names, is_bot_account
 from bot.events import (
     Command,
     CommandName,
@@ -211,30 +210,29 @@ WAITING_STATES = frozenset(
 
 
 def is_own_or_bot(event: ForgeEvent, settings: Settings) -> bool:
-    return event.actor.is_bot or event.actor.login.lower() in _own(bot_names(settings, event.forge))
-
-
-@functools.lru_cache(maxsize=16)
-def _own(names: tuple[str, ...]) -> frozenset[str]:
-    """The bot's names in lower case, with and without an App's ``[bot]`` suffix."""
-    own = {name.lower() for name in names}
-    return frozenset(own | {name.removesuffix("[bot]") for name in own})
+    """Sent by a bot, or by the bot's own account (by its id: a person whose login is the
+    App's slug without ``[bot]`` is a person)."""
+    actor = event.actor
+    return actor.is_bot or is_bot_account(
+        settings, event.forge, login=actor.login, account_id=actor.id
+    )
 
 
 def owns_change_request(issue: IssueRef, settings: Settings) -> bool | None:
     """Whether ``issue`` is a change request the bot opened: its head is a bot branch of the
-    same repository (not a fork's) and its author is the bot. None when only the author
-    is unknown."""
+    same repository (not a fork's) and its author is the bot's account (by its id, else
+    its whole login). None when only the author is unknown."""
     head = issue.head_branch or ""
     if not (issue.is_change_request and head.startswith(settings.workspace.branch_prefix)):
         return False
     if (issue.head_repo or "").lower() != issue.repo.full_name.lower():
         return False
-    if not issue.author:
+    _, own_id = bot_account(settings, issue.repo.forge)
+    if not issue.author and not (issue.author_id and own_id):
         return None
-    author = issue.author.lower()
-    names = [name.lower() for name in bot_names(settings, issue.repo.forge)]
-    return any(author in (name, f"{name}[bot]") for name in names)  # an App signs as <slug>[bot]
+    return is_bot_account(
+        settings, issue.repo.forge, login=issue.author, account_id=issue.author_id
+    )
 
 
 COMMENT_KINDS = frozenset(

@@ -41,7 +41,7 @@ from bot.change_state import (
     ThreadAnswer,
     ThreadComment,
 )
-from bot.events import Check, ForgeKind, IssueRef, RepoRef
+from bot.events import Actor, Check, ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
     LOG_TAIL_BYTES,
     ChangeRequest,
@@ -175,6 +175,9 @@ class FakeChange:
     global_id: int = 0  # GitLab: the merge request's ``id`` (its iid is the number)
 
 
+BOT_ACCOUNT_ID = "9000001"  # the bot's account id on a fake forge
+
+
 class FakeForge:
     """An in-memory forge implementing the ``Forge`` protocol."""
 
@@ -183,6 +186,10 @@ class FakeForge:
         self.bot_login = bot_login or (
             "coding-agent[bot]" if kind is ForgeKind.GITHUB else "coding-agent-bot"
         )
+        # account ids by login (lower case), as the forge numbers its users: the bot's
+        # own, then one for each login on first use (a test may set one)
+        self.accounts: dict[str, str] = {self.bot_login.lower(): BOT_ACCOUNT_ID}
+        self._account_ids = itertools.count(9100001)
         self.repos: dict[str, FakeRepo] = {}
         self.issues: dict[tuple[str, int], FakeIssue] = {}
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
@@ -318,7 +325,10 @@ class FakeForge:
         thread = ReviewThread(
             id=thread_id or f"{next(self._ids):040x}",
             comments=tuple(
-                ThreadComment(id=next(self._ids), author=who, body=body) for who, body in comments
+                ThreadComment(
+                    id=next(self._ids), author=who, body=body, author_id=self.account_id(who)
+                )
+                for who, body in comments
             ),
             resolvable=resolvable,
             path=path,
@@ -326,6 +336,12 @@ class FakeForge:
         )
         self.change(repo, number).threads.append(thread)
         return thread
+
+    def account_id(self, login: str) -> str:
+        """The account id of ``login`` (numbered on first use; "" for no login)."""
+        if not login:
+            return ""
+        return self.accounts.setdefault(login.lower(), str(next(self._account_ids)))
 
     def hang(self, method: str) -> None:
         """The next call of ``method`` never answers (a forge that stopped responding)."""
@@ -413,7 +429,8 @@ class FakeForge:
 
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
         await self._enter("create_comment", issue.number, body)
-        comment = Comment(id=next(self._ids), body=body, author=self.bot_login)
+        comment = Comment(id=next(self._ids), body=body, author=self.bot_login,
+                          author_id=self.account_id(self.bot_login))  # fmt: skip
         self._issue(issue).comments.append(comment)
         return comment
 
@@ -700,7 +717,12 @@ class FakeForge:
         await self._enter("reply_to_thread", repo.full_name, number, thread_id, body)
         threads = self.change(repo, number).threads
         index = self._thread(repo, number, thread_id)
-        reply = ThreadComment(id=next(self._ids), author=self.bot_login, body=body)
+        reply = ThreadComment(
+            id=next(self._ids),
+            author=self.bot_login,
+            body=body,
+            author_id=self.account_id(self.bot_login),
+        )
         threads[index] = replace(threads[index], comments=(*threads[index].comments, reply))
         return reply
 
@@ -730,7 +752,12 @@ class FakeForge:
         threads = self.change(repo, number).threads
         for answer in answers:
             index = self._thread(repo, number, answer.thread_id)
-            reply = ThreadComment(id=next(self._ids), author=self.bot_login, body=answer.body)
+            reply = ThreadComment(
+                id=next(self._ids),
+                author=self.bot_login,
+                body=answer.body,
+                author_id=self.account_id(self.bot_login),
+            )
             thread = threads[index]
             threads[index] = replace(
                 thread,
@@ -795,7 +822,12 @@ class FakeForge:
         refused = self.graphql_errors.get(("createNote", thread.id))
         if refused is not None:
             return {"errors": [refused], "note": None}
-        reply = ThreadComment(id=next(self._ids), author=self.bot_login, body=str(data["body"]))
+        reply = ThreadComment(
+            id=next(self._ids),
+            author=self.bot_login,
+            body=str(data["body"]),
+            author_id=self.account_id(self.bot_login),
+        )
         change.threads[index] = replace(thread, comments=(*thread.comments, reply))
         return {"errors": [], "note": {"id": f"gid://gitlab/DiscussionNote/{reply.id}",
                                        "body": reply.body, "discussion": None}}  # fmt: skip
@@ -826,6 +858,10 @@ class FakeForge:
     async def whoami(self) -> str:
         await self._enter("whoami")
         return self.bot_login
+
+    async def bot_account(self) -> Actor:
+        await self._enter("bot_account")
+        return Actor(login=self.bot_login, id=self.account_id(self.bot_login), is_bot=True)
 
     async def aclose(self) -> None:
         await self._enter("aclose")

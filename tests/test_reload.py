@@ -237,3 +237,58 @@ def test_a_reload_with_an_unusable_llm_section_keeps_the_model_in_place(tmp_path
     assert lines[0].startswith("llm: not reloaded, the previous model stays in place:")
     assert "missing.yaml" in lines[0]
     assert runtime.provider is before and runtime.settings.llm.provider == "openai"
+
+
+async def test_the_bot_s_account_ids_are_asked_at_start_and_kept_over_a_reload(
+    tmp_path: Path,
+) -> None:
+    """Issue 27: the bot is known by its account id, asked of each forge once (a forge
+    that does not answer leaves it unknown); a reload keeps it while the login stays."""
+    from bot.forges.base import ForgeError
+    from tests.fakes import BOT_ACCOUNT_ID
+
+    config = tmp_path / "config.yaml"
+    config.write_text("labels:\n  done: finished\n")
+    settings = load_settings({"BOT_DATA_DIR": str(tmp_path / "d")}, config)
+    github, gitlab = FakeForge(), FakeForge(ForgeKind.GITLAB)
+    gitlab.fail("bot_account", ForgeError("GET /user: 502"))
+    runtime = Runtime(
+        settings,
+        store=SqliteStore(tmp_path / "d" / "x.sqlite3"),
+        forges={ForgeKind.GITHUB: github, ForgeKind.GITLAB: gitlab},
+        llm=ScriptedLLM([]),
+    )
+    await runtime.start()
+    try:
+        assert runtime.settings.bot.github_id == BOT_ACCOUNT_ID
+        assert runtime.settings.bot.gitlab_id == ""  # unknown: the exact login decides
+        config.write_text("labels:\n  done: done\n")
+        runtime.reload({"BOT_DATA_DIR": str(tmp_path / "d")})
+        assert runtime.settings.labels.done == "done"
+        assert runtime.settings.bot.github_id == BOT_ACCOUNT_ID
+        config.write_text("bot:\n  github_login: other-app[bot]\n")
+        runtime.reload({"BOT_DATA_DIR": str(tmp_path / "d")})
+        assert runtime.settings.bot.github_id == ""  # another account: asked again at start
+    finally:
+        await runtime.stop()
+
+
+async def test_a_forge_that_does_not_say_who_the_bot_is_does_not_hold_up_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bot.runtime
+
+    monkeypatch.setattr(bot.runtime, "ACCOUNT_TIMEOUT", 0.2)
+    config = tmp_path / "config.yaml"
+    config.write_text("labels:\n  done: finished\n")
+    runtime = runtime_for(config, tmp_path)
+    github = runtime.forges[ForgeKind.GITHUB]
+    assert isinstance(github, FakeForge)
+    github.hang("bot_account")
+    started = time.monotonic()
+    await runtime.start()
+    try:
+        assert time.monotonic() - started < 5
+        assert runtime.settings.bot.github_id == ""
+    finally:
+        await runtime.stop()

@@ -36,6 +36,7 @@ from bot.triggers import (
     classify,
     decide,
     inbox_payload,
+    is_own_or_bot,
     needs_permission,
     owns_change_request,
     refine,
@@ -348,7 +349,8 @@ def test_the_bots_authorship_is_case_insensitive_and_knows_app_names() -> None:
     slug = SETTINGS.model_copy(
         update={"bot": SETTINGS.bot.model_copy(update={"github_login": "coding-agent"})}
     )
-    assert owns_change_request(BOT_PR, slug)  # an App configured by its slug
+    # the whole login, exactly (issue 27): configured as a bare slug, it names a person
+    assert owns_change_request(BOT_PR, slug) is False
     gitlab = RepoRef(ForgeKind.GITLAB, "g/p", project_id=5)
     mr = msgspec.structs.replace(BOT_PR, repo=gitlab, head_repo="g/p", author="Coding-Agent-Bot")
     assert owns_change_request(mr, SETTINGS)
@@ -557,3 +559,39 @@ def test_refining_after_gitlabs_read_back_sees_the_labels_and_state_as_stored() 
         labeled.event, issue=msgspec.structs.replace(ISSUE, web_url="https://x/octo/hello/7")
     )
     assert refine(labeled, located, SETTINGS) == dataclasses.replace(labeled, event=located)
+
+
+def test_the_bot_is_known_by_its_account_id_once_known() -> None:
+    """Issue 27: with the bot's account id known, the id decides: its login renamed, it
+    is still the bot; another account with its login (a person who took the name, the
+    App's slug without ``[bot]``) is not."""
+    known = SETTINGS.model_copy(
+        update={"bot": SETTINGS.bot.model_copy(update={"github_id": "4242"})}
+    )
+    renamed = msgspec.structs.replace(BOT_PR, author="renamed[bot]", author_id="4242")
+    assert owns_change_request(renamed, known)
+    taken = msgspec.structs.replace(BOT_PR, author="coding-agent[bot]", author_id="77")
+    assert owns_change_request(taken, known) is False
+    by_id_only = msgspec.structs.replace(BOT_PR, author="", author_id="4242")
+    assert owns_change_request(by_id_only, known) is True
+    assert owns_change_request(by_id_only, SETTINGS) is None  # the bot's id not known yet
+
+
+def test_a_person_whose_login_is_the_app_s_slug_is_not_the_bot() -> None:
+    """Issue 27: ``coding-agent`` (the App's slug without ``[bot]``) is a person: their
+    commands are read like anyone's, not ignored as the bot's own."""
+    person = Actor(login="coding-agent", id="77")
+    found = classify(
+        msgspec.structs.replace(event(EventKind.COMMENT_CREATED, body="/agent run"), actor=person),
+        SETTINGS,
+    )
+    assert isinstance(found, Intent) and found.kind is IntentKind.COMMANDS
+    app = Actor(login="coding-agent[bot]", id="4242")
+    assert is_own_or_bot(msgspec.structs.replace(event(EventKind.COMMENT_CREATED), actor=app),
+                         SETTINGS)  # fmt: skip
+    known = SETTINGS.model_copy(update={"bot": SETTINGS.bot.model_copy(update={"gitlab_id": "9"})})
+    gitlab_person = Actor(login="coding-agent-bot", id="10")  # the name, another account
+    gl = msgspec.structs.replace(event(EventKind.COMMENT_CREATED), forge=ForgeKind.GITLAB,
+                                 actor=gitlab_person)  # fmt: skip
+    assert not is_own_or_bot(gl, known)
+    assert is_own_or_bot(msgspec.structs.replace(gl, actor=Actor("renamed", id="9")), known)

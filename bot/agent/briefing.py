@@ -18,13 +18,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bot.config import Settings
+from bot.config import IsBot, Settings, is_bot_account
 from bot.events import FollowUpRound, IssueRef, RoundKind
 from bot.forges.base import Comment, EntryKind, Forge, ForgeError, TreeEntry
 from bot.text import clip
 from bot.tools.factory import BuiltTools
 from bot.tools.quality import detect_commands
 from bot.tools.registry import Tool
+from bot.tools.writers import said_by_writers
 from bot.untrusted import (
     MAX_PERSON_CHARS,
     clean_off_loop,
@@ -183,9 +184,9 @@ def repo_instructions_block(instructions: str) -> str:
     return fence(instructions, "instructions of the repository (.agent.yaml)")
 
 
-def comments_block(comments: Iterable[Comment], *, bot_logins: Iterable[str]) -> str:
-    ignored = {login.lower() for login in bot_logins}
-    kept = [c for c in comments if c.author.lower() not in ignored and c.body.strip()]
+def comments_block(comments: Iterable[Comment], *, is_bot: IsBot) -> str:
+    """People's comments (the bot's own left out: by its account, ``is_bot``), fenced."""
+    kept = [c for c in comments if not is_bot(c.author, c.author_id) and c.body.strip()]
     blocks = [
         fence(clip(c.body, MAX_COMMENT_CHARS, fit=True), f"comment by {c.author}")
         for c in kept[-MAX_COMMENTS:]
@@ -251,7 +252,8 @@ async def build_context(
     """Read the issue (fresh, with comments) and the repository facts for the planner;
     ``previous`` is the summary of the previous attempt's history (a retry). A round on
     the change request (``follow_up``) is told what it answers (``round_facts``: its
-    ``instructions`` are that, told apart from a person's instructions)."""
+    ``instructions`` are that, told apart from a person's instructions), and reads only
+    the comments of people with write access (``bot.tools.writers``)."""
     facts = round_facts(
         follow_up, context=instructions, settings=settings, conflicts=conflicts, built=built
     )
@@ -267,11 +269,16 @@ async def build_context(
         # A public task's comments and pull request are public: no internal notes in them.
         details = details.for_task(confidential_task=details.confidential)
         issue, comments = details.issue, details.comments
-    bots = (settings.bot.github_login, settings.bot.gitlab_username)
+
+    def is_bot(login: str, account: str) -> bool:
+        return is_bot_account(settings, issue.repo.forge, login=login, account_id=account)
+
+    if facts is not None:  # a round: nobody started it, only writers' words reach it
+        comments = await said_by_writers(forge, issue.repo, comments, is_bot=is_bot)
     return Briefing(
         task_text=await clean_off_loop(_task_parts(issue, instructions)),
         issue_block=await issue_block(issue, instructions),
-        comments_block=comments_block(comments, bot_logins=bots),
+        comments_block=comments_block(comments, is_bot=is_bot),
         repo=await repo_facts(forge, issue),
         tools=tool_lines(tools),
         previous_block=(

@@ -9,7 +9,8 @@ reloaded as SIGHUP reloads it. A candidate may not carry a secret (``secrets_in_
 and the loader's own refusals): secrets stay in the environment and secret files.
 Parsing and checking a candidate run in a thread of their own, after bounds on its size
 and aliases. Keys only the file on the host may change (``bot.config.host_only``) are
-refused by ``PUT`` (403, the keys named) and listed by ``POST /config/validate``.
+refused by ``PUT`` (403, the keys named) and listed by ``POST /config/validate``: the
+candidate is compared with the file on disk as written, whatever the environment sets.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bot.api.models import (
     ConfigCheck,
@@ -39,13 +40,13 @@ from bot.config import (
     ConfigError,
     CurrentSettings,
     Settings,
-    host_only_changes,
     masked,
+    parse_config,
     previous_config_path,
     problems_of,
     secrets_in_file,
     settings_from_text,
-    without_overrides,
+    written_changes,
 )
 from bot.config.host_only import REFUSED
 from bot.runtime import RESTART_SECTIONS
@@ -160,7 +161,7 @@ class ConfigApi:
             return ConfigCheck(valid=False, problems=problems, settings=None, restart_needed=[])
         running = self.settings()
         later = [s for s in RESTART_SECTIONS if getattr(candidate, s) != getattr(running, s)]
-        host_only = await self._in_pool(self._host_only, params.text, candidate)
+        host_only = await self._in_pool(self._host_only, params.text)
         return ConfigCheck(
             valid=True,
             problems=[],
@@ -188,7 +189,7 @@ class ConfigApi:
                     "the configuration is not valid",
                     extra={"problems": [p.model_dump() for p in problems]},
                 )
-            host_only = await self._in_pool(self._host_only, params.text, candidate)
+            host_only = await self._in_pool(self._host_only, params.text)
             if host_only:
                 problems = [ConfigProblem(key=key, message=REFUSED) for key in host_only]
                 raise Refusal(
@@ -207,27 +208,22 @@ class ConfigApi:
             settings=masked(self.settings()),
         )
 
-    def _host_only(self, text: str, candidate: Settings) -> list[str]:
+    def _host_only(self, text: str) -> list[str]:
         """The keys only the file on the host may change that ``text`` changes, compared
-        with the file on disk now, both loaded without the environment's overrides (so an
-        override does not hide what the file says); with them, or compared with the
-        running settings, when that is the only way they load."""
+        with the file on disk as written, key by key (``written_changes``): neither is
+        merged with the environment, so nothing it sets hides a change of the file. With
+        no file on disk, compared with the defaults; with a file that does not parse,
+        every host-only key the candidate writes counts."""
         path = self._path()
-        disk = _read(path).decode("utf-8", errors="replace") if path is not None else None
-        where = path or Path(DEFAULT_CONFIG_NAME)
+        where = str(path or DEFAULT_CONFIG_NAME)
+        after = parse_config(text, where)  # parsed before (``_check``): it parses
+        if path is None:
+            return written_changes({}, after)
         try:
-            plain = without_overrides(self.environ)
-            if disk is not None:
-                return host_only_changes(
-                    settings_from_text(plain, disk, where), settings_from_text(plain, text, where)
-                )
-        except ConfigError:
-            pass
-        try:
-            before = settings_from_text(self.environ, disk, where) if disk is not None else None
-        except ConfigError:  # edited on the host since it was loaded
+            before: dict[str, Any] | None = parse_config(_read(path).decode("utf-8"), where)
+        except (ConfigError, UnicodeDecodeError):  # edited on the host since it was loaded
             before = None
-        return host_only_changes(before or self.settings(), candidate)
+        return written_changes(before, after)
 
     async def _check(self, text: str) -> tuple[Settings | None, list[ConfigProblem]]:
         """The settings ``text`` gives as the configuration file, or its problems."""

@@ -79,6 +79,11 @@ def after_text(
             f"ci_{record.note.value}", language, names=names, number=_latest(record),
             limit=limit, rounds=rounds, base=base, prefix=prefix,
         )  # fmt: skip
+    if record.untrusted and record.note is not CiNote.UNTRUSTED:
+        others = ", ".join(excerpt(n, limit=60) for n in record.untrusted)
+        note = " ".join(
+            part for part in (note, render("ci_untrusted", language, names=others)) if part
+        )
     tokens, cost = own[0] + record.tokens, own[1] + record.cost
     return render(
         "change_request",

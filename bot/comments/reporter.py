@@ -32,7 +32,7 @@ from bot.comments.milestones import milestone_body
 from bot.comments.render import Marker, find_markers, finish, fits, render
 from bot.comments.status import StatusView, render_links
 from bot.comments.wording import round_text
-from bot.config import Settings, bot_names, secret_values
+from bot.config import Settings, is_bot_account, secret_values
 from bot.forges.base import Forge, ForgeError
 from bot.run_events import (
     InterventionNeeded,
@@ -248,12 +248,10 @@ class IssueReporter:
         details = await self.forge.get_issue(
             self.issue.repo, self.issue.number, change_request=self.issue.is_change_request
         )
-        own = {
-            name.lower().removesuffix("[bot]")
-            for name in bot_names(self.settings, self.issue.repo.forge)
-        }
+        forge = self.issue.repo.forge
         for comment in details.comments:
-            if comment.author.lower().removesuffix("[bot]") not in own:
+            login, account = comment.author, comment.author_id
+            if not is_bot_account(self.settings, forge, login=login, account_id=account):
                 continue  # a marker in someone else's comment is not ours to edit
             for marker in find_markers(comment.body):
                 if marker.task_id != self.task.id:

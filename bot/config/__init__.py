@@ -24,11 +24,12 @@ Import from ``bot.config``; the split is an implementation detail.
 from __future__ import annotations
 
 from bot.config.env import without_overrides
-from bot.config.host_only import HOST_ONLY, host_only_changes
+from bot.config.host_only import HOST_ONLY, host_only_changes, written_changes
 from bot.config.load import (
     DEFAULT_CONFIG_NAME,
     config_path_from,
     load_settings,
+    parse_config,
     previous_config_path,
     problems_of,
     settings_from_text,
@@ -65,8 +66,11 @@ from bot.config.sections import (
 )
 from bot.config.views import (
     CurrentSettings,
+    IsBot,
+    bot_account,
     bot_names,
     disabled_forges,
+    is_bot_account,
     masked,
     secret_values,
     secrets_in_file,
@@ -89,6 +93,7 @@ __all__ = [
     "ExecutionSettings",
     "GitHubSettings",
     "GitLabSettings",
+    "IsBot",
     "LLMSettings",
     "LabelSettings",
     "McpServer",
@@ -110,12 +115,15 @@ __all__ = [
     "WebhookSecretSource",
     "WorkerSettings",
     "WorkspaceSettings",
+    "bot_account",
     "bot_names",
     "config_path_from",
     "disabled_forges",
     "host_only_changes",
+    "is_bot_account",
     "load_settings",
     "masked",
+    "parse_config",
     "previous_config_path",
     "problems_of",
     "secret_values",
@@ -123,4 +131,5 @@ __all__ = [
     "settings_digest",
     "settings_from_text",
     "without_overrides",
+    "written_changes",
 ]

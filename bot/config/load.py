@@ -69,11 +69,21 @@ def settings_from_text(
     size = len(text.encode("utf-8"))
     if size > MAX_TEXT_BYTES:
         raise ConfigError(f"{path}: {size} bytes: a configuration file may hold {MAX_TEXT_BYTES}")
-    root = check_expansion(text, str(path))
-    raw = _mapping(_construct(root, str(path)), str(path))
+    raw = parse_config(text, str(path))
     if running is not None:
         refuse_new_secret_sources(raw, running, str(path))
     return _validated(raw, environ, path)
+
+
+def parse_config(text: str, where: str) -> dict[str, Any]:
+    """The mapping of sections the configuration ``text`` holds (none for an empty file),
+    its aliases' cost checked first (``check_expansion``). The one parser of a
+    configuration file: the file read at start-up or a reload, a candidate over the API
+    and the file on disk it is compared with all go through it, with the same loader, so
+    what passes the API's check also starts the bot (libyaml and pure-Python PyYAML
+    differ: a tab after a colon is a value to one and an error to the other)."""
+    root = check_expansion(text, where)
+    return _mapping(_construct(root, where), where)
 
 
 def check_expansion(text: str, where: str, limit: int = MAX_EXPANDED_NODES) -> yaml.Node | None:
@@ -157,16 +167,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the configuration file: {exc.strerror}") from None
-    return parse_yaml(text, str(path))
-
-
-def parse_yaml(text: str, where: str) -> dict[str, Any]:
-    """The mapping of sections ``text`` holds (none for an empty file)."""
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date like 2001-13-45
-        raise ConfigError(f"{where}: not valid YAML: {exc}") from None
-    return _mapping(data, where)
+    return parse_config(text, str(path))
 
 
 def _mapping(data: object, where: str) -> dict[str, Any]:

@@ -385,8 +385,13 @@ class CommandSettings(_Section):
 
 
 class BotIdentity(_Section):
+    """Who the bot is on each forge: the account ids decide (empty: asked of the forge at
+    start-up, ``bot.runtime``); a login only while its id is unknown, compared exactly."""
+
     github_login: str = "coding-agent[bot]"
     gitlab_username: str = "coding-agent-bot"
+    github_id: str = Field("", pattern=r"^[0-9]*$")
+    gitlab_id: str = Field("", pattern=r"^[0-9]*$")
 
 
 class CommentSettings(_Section):
@@ -440,6 +445,9 @@ class CiSettings(_Section):
     settle_seconds: int = Field(60, ge=0, le=86_400)  # quiet time before one decision
     max_fix_rounds: int = Field(3, ge=0, le=20)  # CI fix rounds per change request
     poll_seconds: int = Field(600, ge=30, le=86_400)  # re-read unsettled checks (lost events)
+    # GitHub Apps (their slugs) besides GitHub Actions whose failing checks start a CI fix
+    # round; any other app's or person's check is reported, never acted on
+    trusted_apps: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,99}$")], ...] = ()
 
 
 class ReviewSettings(_Section):

@@ -170,6 +170,28 @@ def settings_digest(settings: Settings) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# (login, account id) -> whether that account is the bot's own (``is_bot_account`` with
+# the settings and the forge bound): what a pure decision is handed
+IsBot = Callable[[str, str], bool]
+
+
+def bot_account(settings: Settings, forge: ForgeKind) -> tuple[str, str]:
+    """The bot's account on ``forge``: (its login, its id; "" while not known)."""
+    if forge is ForgeKind.GITHUB:
+        return settings.bot.github_login, settings.bot.github_id
+    return settings.bot.gitlab_username, settings.bot.gitlab_id
+
+
+def is_bot_account(settings: Settings, forge: ForgeKind, *, login: str, account_id: str) -> bool:
+    """Whether an account is the bot's own: by its id when both ids are known, else by the
+    whole login, exactly (case aside: forges treat logins so). Never a login compared
+    loosely: ``coding-agent`` is a person, ``coding-agent[bot]`` the App."""
+    own_login, own_id = bot_account(settings, forge)
+    if own_id and account_id:
+        return account_id == own_id
+    return bool(login) and login.lower() == own_login.lower()
+
+
 def bot_names(settings: Settings, forge: ForgeKind) -> tuple[str, ...]:
     """The bot's own account names on ``forge`` (its comments, mentions and branches)."""
     if forge is ForgeKind.GITHUB:

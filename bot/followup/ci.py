@@ -7,6 +7,12 @@ the time of the last change seen, and the clock: events arriving in any order, t
 or not at all (the poll) reach the same decision. ``plan_ci_step`` turns the decision
 into the one thing to do, at most once per head commit (``ci_mark`` is the key the
 store keeps), rounds counted against ``ci.max_fix_rounds``.
+
+Only the repository's own CI starts a round (``from_repo_ci``): GitHub Actions and the
+GitHub Apps ``ci.trusted_apps`` names, and GitLab's pipelines of the project itself. A
+failing check of anyone else (another app, a commit status a person set, an external
+status, another project's pipeline) is reported, never acted on: its name and text would
+otherwise reach the agent's prompt from whoever can post a check.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from bot.events import Check, CheckKind, CheckState
 
 # Aggregates stand for their members; when members are listed, the aggregate adds nothing.
 _AGGREGATES = {CheckKind.SUITE, CheckKind.WORKFLOW, CheckKind.PIPELINE}
+ACTIONS_APP = "github-actions"  # GitHub Actions' App: the repository's own workflows
+# GitLab's jobs and pipelines: the adapter lists only the project's own pipelines as these
+# (an external status or another project's pipeline is a STATUS)
+_PROJECT_CI = {CheckKind.JOB, CheckKind.PIPELINE}
 
 
 class CiVerdict(StrEnum):
@@ -29,6 +39,7 @@ class CiVerdict(StrEnum):
     FAILED = "failed"  # at least one failure the bot should fix
     NEEDS_PERSON = "needs_person"  # waiting for a person (approval, manual job) or cancelled
     PRE_EXISTING = "pre_existing"  # every failure also fails on the base branch's head
+    UNTRUSTED = "untrusted"  # the only failures are of checks not from the repository's CI
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +47,8 @@ class CiDecision:
     """How the head commit's checks stand. ``failed``: the failures to fix (not the
     bot's own, not optional, not failing on the base's head as well); ``pre_existing``:
     failures the base shares (reported, not fixed); ``waiting``: checks a person must
-    act on (``WAITING``) or that were cancelled; ``recheck_at``: when an unsettled
+    act on (``WAITING``) or that were cancelled; ``untrusted``: failures of checks not
+    from the repository's CI (reported, never fixed); ``recheck_at``: when an unsettled
     decision can be taken again if nothing changes (a poll at the latest)."""
 
     verdict: CiVerdict
@@ -45,6 +57,7 @@ class CiDecision:
     failed: tuple[Check, ...] = ()
     pre_existing: tuple[Check, ...] = ()
     waiting: tuple[Check, ...] = ()
+    untrusted: tuple[Check, ...] = ()
     recheck_at: float | None = None
 
     @property
@@ -66,9 +79,21 @@ def ci_mark(repo_key: str, number: int, head_sha: str) -> str:
 
 
 def own_check(check: Check, bot_names: Collection[str]) -> bool:
-    """Reported by the bot itself (its App, its user): never a reason to act."""
+    """Reported by the bot itself (its App as ``<slug>[bot]``, its user): never a reason
+    to act. The whole login, exactly: ``coding-agent`` is a person, not the App."""
     reporter = check.reporter.lower()
     return bool(reporter) and reporter in {name.lower() for name in bot_names}
+
+
+def from_repo_ci(check: Check, trusted_apps: Collection[str]) -> bool:
+    """Reported by the repository's own CI: a GitLab job or pipeline of the project
+    itself, or a check run or commit status of GitHub Actions or of an App
+    ``trusted_apps`` names. An App reports as ``<slug>[bot]``, a login no person can
+    have (brackets are not allowed in one), compared exactly."""
+    if check.kind in _PROJECT_CI:
+        return True
+    trusted = {f"{slug.lower()}[bot]" for slug in (ACTIONS_APP, *trusted_apps)}
+    return check.reporter.lower() in trusted
 
 
 def relevant_checks(checks: Sequence[Check], *, bot_names: Collection[str]) -> tuple[Check, ...]:
@@ -112,12 +137,14 @@ def decide_ci(
     if now < quiet_until:
         return CiDecision(CiVerdict.UNSETTLED, head_sha, found, recheck_at=quiet_until)
     failing = [c for c in found if c.state is CheckState.FAILED and not c.optional]
+    untrusted = tuple(c for c in failing if not from_repo_ci(c, settings.trusted_apps))
+    failing = [c for c in failing if c not in untrusted]
     on_base = _failing_keys(base_checks or (), bot_names)
     failed = tuple(c for c in failing if c.key not in on_base)
     shared = tuple(c for c in failing if c.key in on_base)
     waiting = tuple(c for c in found if c.state in (CheckState.WAITING, CheckState.CANCELLED))
-    verdict = _verdict(found, failed, shared, waiting)
-    return CiDecision(verdict, head_sha, found, failed, shared, waiting)
+    verdict = _verdict(found, failed, shared, waiting, untrusted)
+    return CiDecision(verdict, head_sha, found, failed, shared, waiting, untrusted)
 
 
 def _failing_keys(checks: Sequence[Check], bot_names: Collection[str]) -> set[str]:
@@ -133,6 +160,7 @@ def _verdict(
     failed: tuple[Check, ...],
     shared: tuple[Check, ...],
     waiting: tuple[Check, ...],
+    untrusted: tuple[Check, ...],
 ) -> CiVerdict:
     if failed:
         return CiVerdict.FAILED
@@ -140,6 +168,8 @@ def _verdict(
         return CiVerdict.NEEDS_PERSON
     if shared:
         return CiVerdict.PRE_EXISTING
+    if untrusted:
+        return CiVerdict.UNTRUSTED
     return CiVerdict.PASSED if found else CiVerdict.NO_CHECKS
 
 
@@ -157,7 +187,8 @@ class CiAction(StrEnum):
     ALREADY_DECIDED = "already_decided"  # this head commit had its decision: nothing
     FIX = "fix"  # start a CI fix round on the same branch
     GIVE_UP = "give_up"  # fix rounds used up: ``coding agent help needed``, checks named
-    REPORT = "report"  # say so in the status comment; no round (a person, the base, autofix off)
+    # say so in the status comment; no round (a person, the base, autofix off, not the CI's)
+    REPORT = "report"
     MARK_READY = "mark_ready"  # green and the gate passed: take the draft out of draft
     GREEN = "green"  # green: say so (ready stays a person's call, or already ready)
 
@@ -202,6 +233,10 @@ def plan_ci_step(
     if verdict is CiVerdict.PRE_EXISTING:
         names = ", ".join(check.name for check in decision.pre_existing)
         return CiStep(CiAction.REPORT, decision, f"also failing on the base branch: {names}")
+    if verdict is CiVerdict.UNTRUSTED:
+        names = ", ".join(check.name for check in decision.untrusted)
+        why = f"failing, not from the repository's CI (ci.trusted_apps): {names}"
+        return CiStep(CiAction.REPORT, decision, why)
     if gate_passed and ready_when_green and draft:
         return CiStep(CiAction.MARK_READY, decision, "the gate and every check passed")
     return CiStep(CiAction.GREEN, decision, "every check passed")

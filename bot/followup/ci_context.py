@@ -3,9 +3,10 @@
 Check names, conclusions, summaries, annotations and log tails come from outside (a
 CI job prints what the code under test prints): every part is redacted
 (``bot.redact``), fenced as untrusted data by the caller's ``fence`` (``bot.untrusted``'s,
-passed in, so this room imports only the vocabulary), and the whole is
-bounded: each failed check gets an even share of ``max_chars``, and a log tail gives up
-its oldest lines first.
+passed in, so this room imports only the vocabulary), the check's name and conclusion
+inside the fence with the rest (any app or person with access names its checks), and
+the whole is bounded, fences and headings included: each failed check gets an even share
+of ``max_chars``, and a log tail gives up its oldest lines first.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ Fence = Callable[[str, str], str]
 
 MAX_CHARS = 24_000
 MAX_ANNOTATIONS = 20
+MAX_NAME_CHARS = 200
 _MIN_SHARE = 600
+_SEPARATOR = "\n\n"
+SOURCE = "a failed CI check"
 
 
 def ci_context(
@@ -34,24 +38,32 @@ def ci_context(
     known_secrets: Iterable[str] = (),
     max_chars: int = MAX_CHARS,
 ) -> str:
-    """One section per failed check: its name and conclusion, then its summary, its
-    annotations (at most ``MAX_ANNOTATIONS``) and its log's tail (``logs`` by
-    ``Check.log_id``), fenced. At most ``max_chars`` characters in all, give or take the
-    fences' own lines."""
+    """One section per failed check: a numbered heading, then, fenced, its name and
+    conclusion, its summary, its annotations (at most ``MAX_ANNOTATIONS``) and its log's
+    tail (``logs`` by ``Check.log_id``). At most ``max_chars`` characters in all, fences
+    and headings included: each shown check gets an even share of them, at least
+    ``_MIN_SHARE`` (so at most ``max_chars // _MIN_SHARE`` checks are shown, the others
+    counted in a last line)."""
     if not failed:
         return ""
     secrets = tuple(known_secrets)
-    share = max(_MIN_SHARE, max_chars // len(failed))
+    shown = list(failed[: max(1, max_chars // _MIN_SHARE)])
+    left = len(failed) - len(shown)
+    last = f"{_SEPARATOR}(and {left} more failed checks, not shown)" if left else ""
+    room = max_chars - len(last) - len(_SEPARATOR) * (len(shown) - 1)
+    share = room // len(shown)
     sections = [
         _section(
-            check, annotations.get(check.id, ()), logs.get(check.log_id), fence, secrets, share
+            index, check, annotations.get(check.id, ()), logs.get(check.log_id), fence, secrets,
+            share,
         )
-        for check in failed
-    ]
-    return "\n\n".join(sections)
+        for index, check in enumerate(shown, 1)
+    ]  # fmt: skip
+    return _SEPARATOR.join(sections) + last
 
 
 def _section(
+    index: int,
     check: Check,
     notes: Sequence[Annotation],
     log: LogTail | None,
@@ -59,8 +71,14 @@ def _section(
     secrets: tuple[str, ...],
     share: int,
 ) -> str:
-    name = _one_line(redact(check.name, known=secrets))[:200]
-    heading = f"### {name}: {check.conclusion or check.state.value}"
+    """At most ``share`` characters: the check's name, conclusion and details come from
+    outside (any app or person may name a check), so all of them are inside the fence."""
+    heading = f"### Failed check {index}"
+    name = _one_line(redact(check.name, known=secrets))[:MAX_NAME_CHARS]
+    conclusion = _one_line(check.conclusion or check.state.value)[:40]
+    title = f"Check: {name}\nConclusion: {conclusion}"
+    inner = max(0, share - len(heading) - 1 - len(fence("", SOURCE)))  # the fenced text's
+    room = max(0, inner - len(title) - len(_SEPARATOR))
     parts = []
     if check.summary:
         parts.append("Summary:\n" + check.summary.strip())
@@ -71,14 +89,14 @@ def _section(
         if len(notes) > MAX_ANNOTATIONS:
             parts.append(f"(and {len(notes) - MAX_ANNOTATIONS} more annotations)")
     head = redact("\n\n".join(parts), known=secrets)
-    head = head[: share // 2] if len(head) > share // 2 else head
-    room = max(0, share - len(head))
+    head = head[: room // 2] if len(head) > room // 2 else head
     if log is not None and log.text:
-        text = _tail(redact(log.text, known=secrets), room)
+        label = "Log (its end):\n"
+        text = _tail(redact(log.text, known=secrets), max(0, room - len(head) - len(label) - 2))
         cut = log.truncated or len(text) < len(log.text)
-        head += ("\n\n" if head else "") + ("Log (its end):\n" if cut else "Log:\n") + text
+        head += ("\n\n" if head else "") + (label if cut else "Log:\n") + text
     body = head or "(the check reported no details)"
-    return f"{heading}\n{fence(body, f'CI check {name}')}"
+    return f"{heading}\n{fence(f'{title}{_SEPARATOR}{body}'[:inner], SOURCE)}"
 
 
 def _annotation(note: Annotation) -> str:

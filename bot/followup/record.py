@@ -31,6 +31,7 @@ class CiNote(StrEnum):
     NEEDS_PERSON = "needs_person"  # an approval, a manual job, a cancelled check
     AUTOFIX_OFF = "autofix_off"  # failing, and ``/agent autofix off`` holds
     CONFLICT = "conflict"  # it conflicts with its base: a base round started
+    UNTRUSTED = "untrusted"  # failing only in checks not from the repository's CI
 
 
 _ENDED = frozenset({TaskState.DONE, TaskState.NEEDS_HUMAN, TaskState.FAILED, TaskState.STOPPED})
@@ -91,14 +92,17 @@ class RoundRecord:
 class ChangeRecord:
     """``checks``: the checks of ``checks_sha`` as last read (the status comment shows
     them while they run). ``note``: what the status comment says of them (the decision,
-    or that they run), ``names`` the checks it names. ``gate_sha``: the last head the bot
-    pushed with its quality gate passed. ``ready``: the bot took the draft out of draft."""
+    or that they run), ``names`` the checks it names; ``untrusted`` the failing checks
+    not from the repository's CI, reported beside any note, never acted on. ``gate_sha``:
+    the last head the bot pushed with its quality gate passed. ``ready``: the bot took
+    the draft out of draft."""
 
     head_sha: str = ""
     checks_sha: str = ""
     checks: list[Check] = field(default_factory=list)
     note: CiNote = CiNote.NONE
     names: list[str] = field(default_factory=list)
+    untrusted: list[str] = field(default_factory=list)
     gate_sha: str = ""
     ready: bool = False
     rounds: list[RoundRecord] = field(default_factory=list)
@@ -126,7 +130,7 @@ class ChangeRecord:
         what the status comment shows of them changed."""
         before = (self.checks_sha, [(c.key, c.state) for c in self.checks])
         if sha != self.checks_sha:
-            self.note, self.names = CiNote.NONE, []
+            self.note, self.names, self.untrusted = CiNote.NONE, [], []
         self.checks_sha, self.checks = sha, list(checks)
         return before != (sha, [(c.key, c.state) for c in self.checks])
 
@@ -149,6 +153,7 @@ class ChangeRecord:
             "checks": msgspec.to_builtins(self.checks),
             "note": self.note.value,
             "names": list(self.names),
+            "untrusted": list(self.untrusted),
             "gate_sha": self.gate_sha,
             "ready": self.ready,
             "rounds": [r.to_dict() for r in self.rounds],
@@ -162,6 +167,7 @@ class ChangeRecord:
             checks=msgspec.convert(data.get("checks") or [], list[Check]),
             note=CiNote(data.get("note", "")),
             names=[str(n) for n in data.get("names") or []],
+            untrusted=[str(n) for n in data.get("untrusted") or []],
             gate_sha=str(data.get("gate_sha", "")),
             ready=bool(data.get("ready", False)),
             rounds=[RoundRecord.from_dict(r) for r in data.get("rounds") or []],

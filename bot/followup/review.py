@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
-from bot.change_state import ReviewThread
-from bot.config import ReviewSettings
+from bot.change_state import ReviewThread, ThreadComment
+from bot.config import IsBot, ReviewSettings
 
 
 def review_mark(repo_key: str, number: int, last_comment_id: int) -> str:
@@ -55,14 +55,18 @@ def _is(login: str, names: frozenset[str]) -> bool:
     return bool(login) and login.lower() in names
 
 
+def by_bot(comment: ThreadComment, is_bot: IsBot) -> bool:
+    return is_bot(comment.author, comment.author_id)
+
+
 def _said_by_writers(
-    thread: ReviewThread, writers: frozenset[str], bots: frozenset[str]
+    thread: ReviewThread, writers: frozenset[str], is_bot: IsBot
 ) -> tuple[ReviewThread, int]:
     """``thread`` with only the comments of writers and the bot's (marked ``own``), and
     how many others were left out."""
     kept = []
     for comment in thread.comments:
-        if _is(comment.author, bots):
+        if by_bot(comment, is_bot):
             kept.append(replace(comment, own=True))
         elif _is(comment.author, writers):
             kept.append(comment)
@@ -70,29 +74,29 @@ def _said_by_writers(
 
 
 def round_threads(
-    threads: Sequence[ReviewThread], *, writers: Collection[str], bot_names: Collection[str]
+    threads: Sequence[ReviewThread], *, writers: Collection[str], is_bot: IsBot
 ) -> ReviewRound:
     """The unresolved threads to work on: opened by someone with write access (the
     caller asks the forge who has it), not by the bot, and with the last word not the
     bot's (a thread it answered waits for the reviewer). Each keeps only what writers
     and the bot said in it: a reply by someone without write access is neither an
     instruction for the round nor a new last word."""
-    can_write, bots = _folded(writers), _folded(bot_names)
+    can_write = _folded(writers)
     items: list[ReviewThread] = []
     ignored: list[tuple[ReviewThread, str]] = []
     dropped = 0
     for thread in threads:
         if thread.resolved or not thread.comments:
             continue
-        if _is(thread.author, bots):
+        if by_bot(thread.comments[0], is_bot):
             ignored.append((thread, "opened by the bot"))
             continue
         if not _is(thread.author, can_write):
             ignored.append((thread, f"{thread.author or 'a deleted user'} has no write access"))
             continue
-        kept, left_out = _said_by_writers(thread, can_write, bots)
+        kept, left_out = _said_by_writers(thread, can_write, is_bot)
         dropped += left_out
-        if _is(kept.last_author, bots):
+        if kept.comments and kept.comments[-1].own:
             ignored.append((kept, "answered by the bot; waiting for the reviewer"))
         else:
             items.append(kept)

@@ -21,7 +21,7 @@ from bot.change_state import (
     ThreadAnswer,
     ThreadComment,
 )
-from bot.events import ForgeKind, IssueRef, RepoRef
+from bot.events import Actor, ForgeKind, IssueRef, RepoRef
 
 # The most of a CI job's log the bot reads by default: its end, where the failure is.
 LOG_TAIL_BYTES = 64 * 1024
@@ -90,6 +90,7 @@ class Comment:
     author: str
     web_url: str = ""
     internal: bool = False
+    author_id: str = ""  # the author's account id ("" when the forge does not say)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +316,12 @@ class Forge(RepoContent, ChangeRequestFollowUp, Protocol):
 
     async def whoami(self) -> str:
         """Check the credentials; return who the bot is on this forge (for ``bot doctor``)."""
+        ...
+
+    async def bot_account(self) -> Actor:
+        """The account the bot acts as, with its id (GitHub: an App's bot user or the
+        token's user; GitLab: the token's user): what recognises its own events,
+        change requests and comments (``bot.config.is_bot_account``)."""
         ...
 
     async def aclose(self) -> None: ...

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from bot.config import GitHubSettings
-from bot.events import ForgeKind, IssueRef, RepoRef
+from bot.events import Actor, ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
     CloneAuth,
     Comment,
@@ -26,7 +26,7 @@ from bot.forges.base import (
 )
 from bot.forges.content import DelegatedContent, DelegatedFollowUp
 from bot.forges.deliveries import DeliveryLog
-from bot.forges.github_auth import GitHubSession, reading, repo_url
+from bot.forges.github_auth import GitHubSession, account_id, reading, repo_url
 from bot.forges.github_deliveries import GitHubDeliveries
 from bot.forges.github_followup import GitHubFollowUp
 from bot.forges.github_git import GitData
@@ -40,7 +40,8 @@ ROLES |= {"triage": Permission.TRIAGE, "read": Permission.READ, "none": Permissi
 def _comment(data: dict[str, Any]) -> Comment:
     login = (data.get("user") or {}).get("login", "")
     body, url = data.get("body") or "", data.get("html_url") or ""
-    return Comment(id=int(data["id"]), body=body, author=str(login), web_url=url)
+    return Comment(id=int(data["id"]), body=body, author=str(login), web_url=url,
+                   author_id=account_id(data.get("user")))  # fmt: skip
 
 
 def _issue(
@@ -56,6 +57,7 @@ def _issue(
         body=data.get("body") or "",
         web_url=data.get("html_url") or "",
         author=str((data.get("user") or {}).get("login", "")),
+        author_id=account_id(data.get("user")),
         state="merged" if merged else str(data["state"]),
         labels=tuple(item if isinstance(item, str) else str(item["name"]) for item in labels),
         head_branch=head,
@@ -215,6 +217,11 @@ class GitHubForge(DelegatedContent, DelegatedFollowUp):
     async def whoami(self) -> str:
         """Check the credentials: the App's bot login (``slug[bot]``) or the token's user."""
         return await self._gh.identity()
+
+    async def bot_account(self) -> Actor:
+        """The App's bot user (``GET /users/<slug>[bot]``) or the token's user (``GET /user``)."""
+        login, account = await self._gh.account()
+        return Actor(login=login, id=account, is_bot=login.endswith("[bot]"))
 
     async def aclose(self) -> None:
         """Forget cached tokens and repository facts; the shared ``httpx.AsyncClient``

@@ -127,6 +127,12 @@ def _rate_limited(headers: Mapping[str, str]) -> bool:
     return "retry-after" in lowered or lowered.get("x-ratelimit-remaining") == "0"
 
 
+def account_id(user: object) -> str:
+    """A REST or GraphQL user's account id (``id`` / ``databaseId``); "" when none."""
+    found = (user.get("id") or user.get("databaseId")) if isinstance(user, dict) else None
+    return str(found) if isinstance(found, int) and not isinstance(found, bool) else ""
+
+
 class GitHubSession:
     """Credentials, retries, pacing and typed errors for every GitHub API call."""
 
@@ -239,6 +245,18 @@ class GitHubSession:
         if not isinstance(name, str) or not name:
             raise ForgeError(f"GitHub sent no {key} for GET {path}")
         return name if self._token is not None else f"{name}[bot]"
+
+    async def account(self) -> tuple[str, str]:
+        """(login, account id) of who the credentials act as: the token's user
+        (``GET /user``), or the App's bot user (``GET /app`` for its slug, then the public
+        ``GET /users/<slug>[bot]``)."""
+        login, token = await self.identity(), self._token
+        path = "/user" if token is not None else f"/users/{quote(login, safe='')}"
+        auth = {"oauth_token": token} if token is not None else {}  # /users/...: public
+        found = account_id(await self._send("GET", path, None, None, auth, "the bot", ACCEPT))
+        if not found:
+            raise ForgeError(f"GitHub sent no id for GET {path}")
+        return login, found
 
     @property
     def is_app(self) -> bool:

@@ -30,7 +30,7 @@ from bot.change_state import (
 )
 from bot.events import Check, CheckKind, CheckState, RepoRef
 from bot.forges.base import ANSWERS_PER_REQUEST, LOG_TAIL_BYTES, ForgeError, NotFound
-from bot.forges.github_auth import GitHubSession, reading, repo_url
+from bot.forges.github_auth import GitHubSession, account_id, reading, repo_url
 from bot.forges.github_git import GitData
 from bot.forges.github_graphql import GraphQL, status_error
 from bot.forges.log_tail import TailBuffer
@@ -52,6 +52,9 @@ query($owner: String!, $name: String!, $number: Int!) {
     }
   }
 }"""
+# who wrote a comment: the login, and the account id of a person or an App's bot user
+# (GraphQL names a Bot by its slug: ``_author`` writes it as REST does, ``<slug>[bot]``)
+AUTHOR = "__typename login ...on User { databaseId } ...on Bot { databaseId }"
 THREADS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $after: String) {
   repository(owner: $owner, name: $name) {
@@ -60,12 +63,12 @@ query($owner: String!, $name: String!, $number: Int!, $after: String) {
         pageInfo { hasNextPage endCursor }
         nodes {
           id isResolved isOutdated path line originalLine
-          comments(first: 50) { nodes { databaseId body url author { login } } }
+          comments(first: 50) { nodes { databaseId body url author { AUTHOR_FIELDS } } }
         }
       }
     }
   }
-}"""
+}""".replace("AUTHOR_FIELDS", AUTHOR)
 DRAFT_QUERY = """
 query($owner: String!, $name: String!, $number: Int!) {
   repository(owner: $owner, name: $name) { pullRequest(number: $number) { id isDraft } }
@@ -73,9 +76,9 @@ query($owner: String!, $name: String!, $number: Int!) {
 REPLY = """
 mutation($thread: ID!, $body: String!) {
   addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $thread, body: $body}) {
-    comment { databaseId body url author { login } }
+    comment { databaseId body url author { AUTHOR_FIELDS } }
   }
-}"""
+}""".replace("AUTHOR_FIELDS", AUTHOR)
 RESOLVE = """
 mutation($thread: ID!) {
   resolveReviewThread(input: {threadId: $thread}) { thread { id isResolved } }
@@ -193,10 +196,20 @@ def _state(data: dict[str, Any]) -> ChangeRequestState:
     )
 
 
+def _author(author: Any) -> str:
+    """A comment's author as REST names it: an App's bot user as ``<slug>[bot]`` (GraphQL
+    gives a Bot's bare slug, which a person may hold as a login); "" for a deleted user."""
+    if not isinstance(author, dict) or not author.get("login"):
+        return ""
+    login = str(author["login"])
+    return f"{login}[bot]" if author.get("__typename") == "Bot" else login
+
+
 def _comment(node: dict[str, Any]) -> ThreadComment:
     return ThreadComment(
         id=int(node.get("databaseId") or 0),
-        author=str((node.get("author") or {}).get("login") or ""),  # null: a deleted user
+        author=_author(node.get("author")),
+        author_id=account_id(node.get("author")),
         body=str(node.get("body") or ""),
         web_url=str(node.get("url") or ""),
     )

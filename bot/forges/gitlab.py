@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from gitlab.exceptions import GitlabError
 
 from bot.config import GitLabSettings
-from bot.events import ForgeKind, IssueRef, RepoRef
+from bot.events import Actor, ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
     CloneAuth,
     Comment,
@@ -29,7 +29,13 @@ from bot.forges.base import (
 from bot.forges.content import DelegatedContent, DelegatedFollowUp
 from bot.forges.gitlab_client import GitLabClient
 from bot.forges.gitlab_followup import GitLabFollowUp
-from bot.forges.gitlab_git import GitLabGit, commit_actions, draft_title, project_handle
+from bot.forges.gitlab_git import (
+    GitLabGit,
+    commit_actions,
+    draft_title,
+    project_handle,
+    user_id,
+)
 from bot.forges.retry import WritePacer
 
 __all__ = ["GitLabForge", "commit_actions", "draft_title", "permission_for"]
@@ -73,6 +79,7 @@ def _issue_ref(repo: RepoRef, data: Mapping[str, Any], *, change_request: bool) 
         body=data.get("description") or "",
         web_url=data.get("web_url") or "",
         author=(data.get("author") or {}).get("username", ""),
+        author_id=user_id(data.get("author")),
         state="open" if state == "opened" else state,
         labels=_label_names(data.get("labels")),
         head_branch=data.get("source_branch") if change_request else None,
@@ -85,6 +92,7 @@ def _comment(data: Mapping[str, Any], issue_url: str) -> Comment:
         id=note_id,
         body=data.get("body") or "",
         author=(data.get("author") or {}).get("username", ""),
+        author_id=user_id(data.get("author")),
         web_url=f"{issue_url}#note_{note_id}" if issue_url else "",
         # ``internal`` since GitLab 15.0; ``confidential`` before (and still sent).
         internal=bool(data.get("internal") or data.get("confidential")),
@@ -262,6 +270,19 @@ class GitLabForge(DelegatedContent, DelegatedFollowUp):
         def op() -> str:
             self._gl.auth()  # GET /user
             return str(getattr(self._gl.user, "username", ""))
+
+        return await self._read("the token's user (GET /user)", op)
+
+    async def bot_account(self) -> Actor:
+        """The token's user (``GET /user``), with its id."""
+
+        def op() -> Actor:
+            self._gl.auth()  # GET /user
+            user = self._gl.user
+            login = str(getattr(user, "username", ""))
+            found = getattr(user, "id", None)
+            account = str(found) if isinstance(found, int) else ""
+            return Actor(login=login, id=account, is_bot=bool(getattr(user, "bot", False)))
 
         return await self._read("the token's user (GET /user)", op)
 

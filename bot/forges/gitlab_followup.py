@@ -30,7 +30,7 @@ from bot.events import Check, CheckKind, RepoRef
 from bot.forges.base import LOG_TAIL_BYTES
 from bot.forges.gitlab_answers import GitLabAnswers
 from bot.forges.gitlab_client import GitLabClient
-from bot.forges.gitlab_git import project_handle
+from bot.forges.gitlab_git import project_handle, user_id
 from bot.forges.log_tail import TailBuffer
 from bot.webhooks.check_states import gitlab_job
 
@@ -59,7 +59,18 @@ def newest_per_source(pipelines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())[:MAX_PIPELINES]
 
 
+def own_pipeline(pipeline: Mapping[str, Any], repo: RepoRef) -> bool:
+    """A pipeline of the project itself: its own CI configuration ran it (not external
+    commit statuses, not another project's pipeline). Only these are jobs and pipelines
+    to the bot (``bot.followup.ci.from_repo_ci``); the others are statuses, reported."""
+    if pipeline.get("source") == _EXTERNAL:
+        return False
+    project = pipeline.get("project_id")
+    return repo.project_id is None or project is None or int(project) == repo.project_id
+
+
 def job_check(job: Mapping[str, Any], *, external: bool) -> Check:
+    """``external``: a job of a pipeline that is not the project's own (``own_pipeline``)."""
     allow_failure = bool(job.get("allow_failure"))
     status = str(job.get("status") or "")
     return Check(
@@ -76,13 +87,13 @@ def job_check(job: Mapping[str, Any], *, external: bool) -> Check:
     )
 
 
-def pipeline_check(pipeline: Mapping[str, Any]) -> Check:
+def pipeline_check(pipeline: Mapping[str, Any], *, external: bool = False) -> Check:
     """A pipeline with no jobs listed yet stands for them."""
     status = str(pipeline.get("status") or "")
     return Check(
         name=f"pipeline {pipeline['id']}",
         state=gitlab_job(status),
-        kind=CheckKind.PIPELINE,
+        kind=CheckKind.STATUS if external else CheckKind.PIPELINE,
         conclusion=status,
         id=str(pipeline["id"]),
         web_url=str(pipeline.get("web_url") or ""),
@@ -127,6 +138,7 @@ def _note(note: Mapping[str, Any]) -> ThreadComment:
     return ThreadComment(
         id=int(note["id"]),
         author=str((note.get("author") or {}).get("username") or ""),
+        author_id=user_id(note.get("author")),
         body=str(note.get("body") or ""),
     )
 
@@ -177,10 +189,10 @@ class GitLabFollowUp:
                 ]
 
             listed = await self._client.read(f"the jobs of pipeline {pipeline_id}", jobs)
-            external = pipeline.get("source") == _EXTERNAL
+            external = not own_pipeline(pipeline, repo)
             checks.extend(job_check(job, external=external) for job in listed)
             if not listed:
-                checks.append(pipeline_check(pipeline))
+                checks.append(pipeline_check(pipeline, external=external))
         return CommitChecks(sha=sha, checks=tuple(checks))
 
     async def get_job_log(

@@ -25,6 +25,12 @@ _DRAFT_PREFIX = "Draft: "
 # --- pure decisions --------------------------------------------------------------------------
 
 
+def user_id(user: object) -> str:
+    """A GitLab user's id (a note's ``author``, ...); "" when none."""
+    found = user.get("id") if isinstance(user, Mapping) else None
+    return str(found) if isinstance(found, int) and not isinstance(found, bool) else ""
+
+
 def commit_actions(files: Mapping[str, bytes | None], existing: set[str]) -> list[dict[str, str]]:
     """Commits API actions: create or update by existence; deleting an absent file is a no-op."""
     actions: list[dict[str, str]] = []

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.config import Settings, secret_values
+from bot.config import Settings, is_bot_account, secret_values
 from bot.events import IssueRef
 from bot.forges.base import Forge
 from bot.sandbox.output import LogQuota
@@ -85,13 +85,16 @@ async def build_tools(
     finish_comment: CommentFinisher,
     branch: str | None = None,
     run_dir: Path | None = None,
+    round_tools: bool = False,
 ) -> BuiltTools:
     """Build the task's tools; MCP sessions close when ``stack`` closes.
 
     ``branch`` names an existing branch of the bot's own to continue on (a follow-up on
     its change request); by default the branch is derived from the issue. ``run_dir``:
     the task's run directory, where commands leave their whole output (``commands/``,
-    within ``storage.run_dir_mb``).
+    within ``storage.run_dir_mb``). ``round_tools``: a round on the bot's change request
+    (no person started it): its forge tools read only the comments of people with write
+    access and the bot's (``bot.tools.writers``).
 
     Raises ``ValueError`` for a task id that cannot name a directory or a branch
     prefix that gives no valid branch name.
@@ -125,8 +128,9 @@ async def build_tools(
     quality = QualityCommands(lint=gate.lint, test=gate.test) if gate else None
     logs = run_dir / "commands" if run_dir is not None else None
     builtin = _builtin_tools(
-        settings, forge, issue, finish_comment, workspace, sandbox, quality, effective, logs
-    )
+        settings, forge, issue, finish_comment, workspace, sandbox, quality, effective, logs,
+        round_tools,
+    )  # fmt: skip
     web = web_limits(settings.web, repo.web)  # off unless the server turns the tools on
     builtin += web_tools(web, secrets=secret_values(settings))
     mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
@@ -199,8 +203,13 @@ def _builtin_tools(
     quality: QualityCommands | None,
     effective: EffectivePolicy,
     command_logs: Path | None,
+    round_tools: bool,
 ) -> list[Tool]:
     max_chars = settings.sandbox.max_output_chars
+
+    def is_bot(login: str, account: str) -> bool:
+        return is_bot_account(settings, issue.repo.forge, login=login, account_id=account)
+
     tools = forge_tools(
         forge,
         issue,
@@ -211,6 +220,7 @@ def _builtin_tools(
         draft=settings.workspace.draft_change_requests,
         secrets=secret_values(settings),
         finish_comment=finish_comment,
+        writers_only=is_bot if round_tools else None,
     )
     return tools + workspace_tools(
         workspace,

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.config import IsBot
 from bot.events import ForgeKind, IssueRef
 from bot.forges.base import (
     AccessDenied,
@@ -27,6 +28,7 @@ from bot.forges.base import (
 from bot.redact import redact
 from bot.text import clip
 from bot.tools.registry import Tool, ToolResult, arg_paths
+from bot.tools.writers import said_by_writers
 
 _STR = {"type": "string"}
 _PATH = {"type": "string", "minLength": 1, "description": "path relative to the repository root"}
@@ -94,6 +96,9 @@ class ForgeToolkit:
     branch_ready: bool = False
     secrets: tuple[str, ...] = ()
     comments_posted: int = 0
+    # a round (no person started it): ``get_issue`` shows only the comments of people
+    # with write access and the bot's own (this tells the bot's account); None: all
+    writers_only: IsBot | None = None
 
     @property
     def prefix(self) -> str:
@@ -169,13 +174,20 @@ class ForgeToolkit:
                 f"#{self.issue.number} is not (what the task reads may end up in public)"
             )
         details = details.for_task(confidential_task=confidential_task)
-        found = details.issue
+        found, comments = details.issue, details.comments
+        if self.writers_only is not None:
+            comments = await said_by_writers(
+                self.forge, found.repo, comments, is_bot=self.writers_only
+            )
         parts = [f"#{found.number} {found.title} ({found.state})", found.body or "(no description)"]
-        parts += [f"--- comment by {c.author} ---\n{c.body}" for c in details.comments]
+        parts += [f"--- comment by {c.author} ---\n{c.body}" for c in comments]
+        left_out = len(details.comments) - len(comments)
+        if left_out:
+            parts.append(f"({left_out} comment(s) of people without write access left out)")
         return ToolResult.success(
             clip("\n\n".join(parts), self.max_output_chars),
             number=found.number,
-            comments=len(details.comments),
+            comments=len(comments),
         )
 
     async def _task_confidential(self) -> bool:
@@ -341,10 +353,13 @@ def forge_tools(
     draft: bool = True,
     secrets: tuple[str, ...] = (),
     finish_comment: CommentFinisher,
+    writers_only: IsBot | None = None,
 ) -> list[Tool]:
     """The forge API tools of one task; writes go only to ``branch``. A comment the
     agent posts goes out as ``finish_comment(text, seq)`` makes it: marked as the bot's
     own, fitted and redacted (the worker passes ``bot.comments.render.agent_comment``).
+
+    ``writers_only``: a round's tools (``ForgeToolkit.writers_only``).
 
     Raises ``ValueError`` when ``branch`` is the base or the default branch: the
     bot's writes must never land there.
@@ -362,5 +377,6 @@ def forge_tools(
         max_output_chars=max_output_chars,
         draft=draft,
         secrets=secrets,
+        writers_only=writers_only,
     )
     return toolkit.tools()

@@ -91,6 +91,7 @@ def _issue(data: p.Issue, repo: RepoRef, *, change_request: bool) -> IssueRef:
         body=data.body or "",
         web_url=data.html_url or "",
         author=data.user.login,
+        author_id="" if data.user.id is None else str(data.user.id),
         state=state,
         labels=tuple(label.name for label in data.labels or ()),
         head_branch=head.ref if head is not None else None,

@@ -18,6 +18,7 @@ class User(_Part):
 
 class Login(_Part):
     login: str
+    id: int | None = None  # the account's id (every payload of GitHub's has it)
 
 
 class Named(_Part):

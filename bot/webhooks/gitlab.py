@@ -163,6 +163,7 @@ def _issue_ref(
         body=data.description or "",
         web_url=data.url or web_url,
         author=author,
+        author_id="" if data.author_id is None else str(data.author_id),
         state=_state(data.state),
         labels=tuple(label.title for label in labels or ()),
         head_branch=data.source_branch if change_request else None,
@@ -332,15 +333,17 @@ def _ignored(event_name: str, delivery_id: str, root: p.Loose) -> ForgeEvent:
         name=event_name,
         action=action if isinstance(action, str) else "",
         delivery_id=delivery_id,
-        actor=_actor(user) if user is not None else _named_actor(root.user_username),
+        actor=_actor(user) if user is not None else _named_actor(root.user_username, root.user_id),
         repo=_repo(project) if project is not None else None,
     )
 
 
-def _named_actor(username: object) -> Actor:
-    """Push and member hooks name the user in ``user_username`` instead of ``user``."""
+def _named_actor(username: object, user_id: object = None) -> Actor:
+    """Push and member hooks name the user in ``user_username`` (and ``user_id``) instead
+    of ``user``."""
     login = username if isinstance(username, str) else ""
-    return Actor(login=login, is_bot=bool(login) and is_bot_user(login))
+    account = str(user_id) if isinstance(user_id, int) and not isinstance(user_id, bool) else ""
+    return Actor(login=login, id=account, is_bot=bool(login) and is_bot_user(login))
 
 
 def _lenient(dec: msgspec.json.Decoder[T], raw: msgspec.Raw) -> T | None:

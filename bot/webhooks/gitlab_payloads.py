@@ -58,6 +58,7 @@ class Issuable(_Part):
     oldrev: str | None = None
     draft: bool | None = None
     work_in_progress: bool | None = None
+    author_id: int | None = None
 
 
 class LabelChange(_Part):
@@ -203,3 +204,4 @@ class Loose(_Part):
     project: msgspec.Raw = msgspec.Raw()
     object_attributes: msgspec.Raw = msgspec.Raw()
     user_username: object = None
+    user_id: object = None

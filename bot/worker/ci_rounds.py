@@ -5,8 +5,9 @@ commit's checks as they are now, whatever event (or poll) woke it: the same forg
 gives the same decision, and the store's mark for the head commit (``ci_mark``) lets
 only the first one act. A failure is compared with the base branch's head first (a
 failure there too is reported, not fixed); then a CI fix round starts with the failed
-checks as a person would read them, or the rounds are used up and a person is asked,
-or it is reported; all green takes the draft out of draft when
+checks as a person would read them (only those of the repository's own CI:
+``followup.ci.from_repo_ci``; the others are reported), or the rounds are used up and
+a person is asked, or it is reported; all green takes the draft out of draft when
 ``workspace.ready_when_green`` is on and the bot's gate passed on that commit. A change
 request in conflict with its base gets a base round first (once per head and base).
 """
@@ -45,6 +46,7 @@ _REPORTED = {
     CiVerdict.FAILED: CiNote.AUTOFIX_OFF,
     CiVerdict.NEEDS_PERSON: CiNote.NEEDS_PERSON,
     CiVerdict.PRE_EXISTING: CiNote.PRE_EXISTING,
+    CiVerdict.UNTRUSTED: CiNote.UNTRUSTED,
 }
 
 
@@ -56,12 +58,6 @@ def change_mark(key: str, sha: str) -> str:
 def base_mark(key: str, head_sha: str, base_sha: str) -> str:
     """One base round per head commit and base commit."""
     return f"base:{key}@{head_sha}:{base_sha}"
-
-
-def own_names(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The bot's names as a check's reporter may show them (an App as ``<slug>[bot]``)."""
-    found = {n for name in names for n in (name, name.removesuffix("[bot]"), f"{name}[bot]")}
-    return tuple(sorted(found))
 
 
 class CiRounds:
@@ -138,7 +134,7 @@ class CiRounds:
         last_change_at: float,
     ) -> CiDecision:
         settings = self.desk.settings
-        names = own_names(bot_names(settings, watch.issue.repo.forge))
+        names = bot_names(settings, watch.issue.repo.forge)  # as a reporter, exactly
         now = self.desk.clock()
         decision = decide_ci(commit.checks, head_sha=state.head_sha, last_change_at=last_change_at,
                              now=now, settings=settings.ci, bot_names=names)  # fmt: skip
@@ -184,6 +180,7 @@ class CiRounds:
                     CiVerdict.FAILED: decision.failed,
                     CiVerdict.NEEDS_PERSON: decision.waiting,
                     CiVerdict.PRE_EXISTING: decision.pre_existing,
+                    CiVerdict.UNTRUSTED: decision.untrusted,
                 }[decision.verdict]
                 names = [c.name for c in shown]
             case CiAction.MARK_READY:
@@ -194,6 +191,7 @@ class CiRounds:
             record.head_sha = state.head_sha
             record.show_checks(state.head_sha, decision.checks)
             record.say(note, names)
+            record.untrusted = [c.name for c in decision.untrusted]
             record.ready = record.ready or note is CiNote.READY
 
         store = self.desk.store

@@ -183,6 +183,7 @@ class Dispatcher:
         issue = msgspec.structs.replace(
             issue,
             author=details.author or issue.author,
+            author_id=details.author_id if details.author else issue.author_id,
             head_branch=issue.head_branch or details.head_branch,
             head_repo=issue.head_repo or details.head_repo,
         )

@@ -21,10 +21,16 @@ from typing import Any
 from bot import offload
 from bot.change_state import ReviewThread, ThreadAnswer, ThreadComment
 from bot.comments.change_status import thread_reply
-from bot.config import bot_names, secret_values
+from bot.config import IsBot, is_bot_account, secret_values
 from bot.events import FollowUpRound, RoundKind
 from bot.followup.record import ChangeRecord
-from bot.followup.review import ThreadOutcome, review_mark, round_threads, thread_actions
+from bot.followup.review import (
+    ThreadOutcome,
+    by_bot,
+    review_mark,
+    round_threads,
+    thread_actions,
+)
 from bot.forges.base import Forge, Permission, UnansweredThreads
 from bot.redact import redact
 from bot.run_events import Outcome
@@ -32,7 +38,6 @@ from bot.storage.base import Task, Watch
 from bot.text import clip
 from bot.untrusted import fence
 from bot.webhooks.gitlab_common import is_bot_user
-from bot.worker.ci_rounds import own_names
 from bot.worker.permissions import PermissionCache
 from bot.worker.round_desk import RoundDesk
 from bot.worker.watchbook import record_of
@@ -49,18 +54,18 @@ MAX_REPLY_CHARS = 600
 MAX_REPLIER_LOOKUPS = 4
 
 
-def authors_of(threads: list[ReviewThread], bots: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """Who wrote in the unresolved ``threads``, each once, the bot left out: the
-    threads' openers (whether a thread is worked on), then who only replied."""
-    own = {name.lower() for name in bots}
+def authors_of(threads: list[ReviewThread], is_bot: IsBot) -> tuple[list[str], list[str]]:
+    """Who wrote in the unresolved ``threads``, each once, the bot left out (by its
+    account, ``is_bot``): the threads' openers (whether a thread is worked on), then who
+    only replied."""
     openers: dict[str, str] = {}
     repliers: dict[str, str] = {}
     for thread in threads:
-        if thread.resolved or thread.author.lower() in own:
+        if thread.resolved or not thread.comments or by_bot(thread.comments[0], is_bot):
             continue  # the bot's own threads are not worked on: who replied is not asked
         for index, comment in enumerate(thread.comments):
             login = comment.author
-            if login and login.lower() not in own:
+            if login and not by_bot(comment, is_bot):
                 (repliers if index else openers).setdefault(login.lower(), login)
     return list(openers.values()), [r for k, r in repliers.items() if k not in openers]
 
@@ -166,9 +171,13 @@ class ReviewRounds:
             return False
         repo, number = watch.issue.repo, watch.issue.number
         threads = [t for t in await forge.list_review_threads(repo, number) if t.resolvable]
-        names = own_names(bot_names(self.desk.settings, repo.forge))
-        writers = await self._writers(forge, watch, *authors_of(threads, names))
-        review = round_threads(threads, writers=writers, bot_names=names)
+        settings = self.desk.settings
+
+        def is_bot(login: str, account: str) -> bool:
+            return is_bot_account(settings, repo.forge, login=login, account_id=account)
+
+        writers = await self._writers(forge, watch, *authors_of(threads, is_bot))
+        review = round_threads(threads, writers=writers, is_bot=is_bot)
         for thread, why in review.ignored:
             log.info("%s: thread %s left alone: %s", watch.key, thread.id, why)
         if review.dropped:

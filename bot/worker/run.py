@@ -285,6 +285,7 @@ class TaskRunner:
             finish_comment=agent_comment(task.id, secret_values(settings)),
             branch=branch,
             run_dir=RunDirectory(self.settings.data_dir, task.id).path,
+            round_tools=found is not None,
         )
         for note in built.notes:
             log.info("task %s: %s", task.id, note)

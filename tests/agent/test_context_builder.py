@@ -88,7 +88,7 @@ def test_comments_skip_the_bot_and_empty_ones_and_keep_the_last_ten() -> None:
     comments = [Comment(i, f"comment {i}", "alice") for i in range(12)]
     comments += [Comment(99, "status", "Coding-Agent[bot]"), Comment(100, "  ", "bob")]
 
-    block = comments_block(comments, bot_logins=["coding-agent[bot]"])
+    block = comments_block(comments, is_bot=lambda login, _id: login.lower() == "coding-agent[bot]")
 
     assert "comment 0\n" not in block and "comment 1\n" not in block
     assert "comment 2" in block and "comment 11" in block and "status" not in block
@@ -96,7 +96,7 @@ def test_comments_skip_the_bot_and_empty_ones_and_keep_the_last_ten() -> None:
 
 
 def test_a_long_comment_is_cut_within_its_limit_saying_how_much_is_left_out() -> None:
-    block = comments_block([Comment(1, "x" * 5000, "alice")], bot_logins=[])
+    block = comments_block([Comment(1, "x" * 5000, "alice")], is_bot=lambda _login, _id: False)
 
     body = block.split("\n", 1)[1].rsplit("\n", 1)[0]  # inside the fence
     kept = body.count("x")

@@ -14,7 +14,7 @@ from bot.events import Check, CheckKind, CheckState
 from bot.storage.base import Task, TaskState
 from tests.agent import docs
 from tests.e2e.support import GH_BRANCH, GH_REPO, GL_OWNER, GL_REPO, OWNER, settle
-from tests.fakes import FakeForge
+from tests.fakes import BOT_ACCOUNT_ID, FakeForge
 from tests.harness import Harness, fixture
 from tests.storage.store_support import Clock
 from tests.tools.conftest import GIT_ENV, Remote, git, make_remote
@@ -232,7 +232,7 @@ def on_the_pull_request(payload: dict[str, Any], change: Any) -> dict[str, Any]:
     pull.update(number=change.number, html_url=change.web_url, draft=change.draft)
     pull["head"]["ref"] = GH_BRANCH
     pull["head"]["repo"]["full_name"] = GH_REPO
-    pull["user"]["login"] = "coding-agent[bot]"
+    pull["user"].update(login="coding-agent[bot]", id=int(BOT_ACCOUNT_ID), type="Bot")
     return payload
 
 

@@ -61,7 +61,7 @@ async def test_a_failed_check_gets_one_fix_round_then_green_and_ready(tmp_path: 
         assert (await bot.store.get_task(round_task.id)).state is TaskState.DONE  # type: ignore[union-attr]
         planning = bot.llm.requests[2].messages[-1].content
         assert "CI fix round 1 of at most 3" in planning
-        assert '<untrusted source="CI check test">' in planning
+        assert '<untrusted source="a failed CI check">\nCheck: test\n' in planning
         assert "FAILED tests/test_calc.sh::test_sub: sub 5 3 gave 8, expected 2" in planning
         second = remote.rev(GH_BRANCH)
         assert second != first
@@ -185,7 +185,7 @@ async def test_without_planning_a_failed_check_gets_a_fix_round_in_the_open_loop
             prompt = request.messages[-1].content
             assert "without a plan" in prompt
             assert "CI fix round 1 of at most 3" in prompt
-            assert '<untrusted source="CI check test">' in prompt
+            assert '<untrusted source="a failed CI check">\nCheck: test\n' in prompt
             assert "FAILED tests/test_calc.sh::test_sub: sub 5 3 gave 8, expected 2" in prompt
         assert remote.show(GH_BRANCH, "calc.sh").decode() == FIXED
         assert len(bot.github.repos[GH_REPO].change_requests) == 1  # the same pull request

@@ -8,7 +8,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from bot.config import previous_config_path
+from bot.config import load_settings, previous_config_path
 from tests.e2e.test_api import AUTH, WITH_API
 from tests.harness import Harness
 
@@ -244,3 +244,66 @@ async def test_a_candidate_over_256_kib_is_refused_before_it_is_parsed(tmp_path:
         assert (await validate(bot, "labels:\n  done: finished\n# " + "é" * 1000 + "\n"))["valid"]
         # A value YAML cannot build (a date with month 13): a problem, not an error.
         assert keys(await validate(bot, "labels:\n  done: 2001-13-45\n")) == [""]
+
+
+async def test_a_candidate_loading_only_with_the_environment_cannot_hide_a_host_only_change(
+    tmp_path: Path,
+) -> None:
+    """Issue 27: GITHUB_API_URL and LLM_PROVIDER override the file. A candidate that
+    points github.api_url elsewhere and is valid only with LLM_PROVIDER's help (a
+    scripted model without a script) was compared with the environment merged in, where
+    the override hid the new URL: the file kept it for the day the variable goes. It is
+    compared with the file as written, whatever the environment sets."""
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        bot.env.update({"GITHUB_API_URL": "https://ghe.example/api/v3", "LLM_PROVIDER": "openai"})
+        path = bot.settings.source_path
+        assert path is not None
+        before = path.read_text()
+        shown = (await bot.client.get("/api/config", headers=AUTH)).json()
+        candidate = (
+            "github:\n  api_url: https://github.evil.example/api/v3\nllm:\n  provider: scripted\n"
+        )
+        check = await validate(bot, candidate)
+        assert check["valid"] is True, check
+        refused = [p["key"] for p in check["refused_by_put"]]  # type: ignore[attr-defined]
+        assert refused == ["github.api_url", "llm.script_path"], check
+        answer = await bot.client.put(
+            "/api/config", content=candidate, headers={**YAML, "If-Match": shown["hash"]}
+        )
+        assert answer.status_code == 403, answer.text
+        assert path.read_text() == before
+
+
+async def test_the_bot_accounts_are_host_only(tmp_path: Path) -> None:
+    """Issue 27: who the bot is decides whose comments and checks are its own."""
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        shown = (await bot.client.get("/api/config", headers=AUTH)).json()
+        candidate = scripted(bot) + "bot:\n  github_login: alice\n  gitlab_username: alice\n"
+        answer = await bot.client.put(
+            "/api/config", content=candidate, headers={**YAML, "If-Match": shown["hash"]}
+        )
+        assert answer.status_code == 403, answer.text
+        assert [p["key"] for p in answer.json()["problems"]] == [
+            "bot.github_login",
+            "bot.gitlab_username",
+        ]
+
+
+async def test_what_put_accepts_starts_the_bot(tmp_path: Path) -> None:
+    """Issue 27: a tab after a colon is a value to libyaml and an error to pure-Python
+    PyYAML. The check and the start-up parse with the same function: what PUT accepts,
+    the next start loads, with the same values."""
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        path = bot.settings.source_path
+        assert path is not None
+        shown = (await bot.client.get("/api/config", headers=AUTH)).json()
+        candidate = scripted(bot) + "labels:\n  done:\tfinished\n"
+        answer = await bot.client.put(
+            "/api/config", content=candidate, headers={**YAML, "If-Match": shown["hash"]}
+        )
+        if answer.status_code == 200:
+            restarted = load_settings(bot.env, path)
+            assert restarted.labels.done == "finished"
+        else:  # refused as the start-up would refuse it, the file left alone
+            assert answer.status_code == 422, answer.text
+            assert path.read_text() != candidate

@@ -110,13 +110,21 @@ async def test_the_bots_own_comments_are_ignored(tmp_path: Path) -> None:
         issue = github_repo(bot)
         app = gh_comment("/agent run", sender="coding-agent[bot]")
         app["sender"]["type"] = "Bot"
-        plain = gh_comment("@coding-agent please do it", sender="coding-agent")
         marked = gh_comment("/agent run\n\n<!-- coding-agent:task=none kind=reply-help seq=1 -->")
-        for payload in (app, plain, marked):
+        for payload in (app, marked):
             response = await bot.send_github("issue_comment", payload)
             assert response.json()["message"] == "ignored", response.json()
         assert await bot.dispatch_all() == 0
         assert await bot.tasks() == [] and bodies(issue) == [] and issue.reactions == []
+
+        # issue 27: ``coding-agent`` (the App's slug without ``[bot]``) is a person, read
+        # like anyone: without write access, their mention is refused, not taken for the bot
+        plain = gh_comment("@coding-agent please do it", sender="coding-agent")
+        response = await bot.send_github("issue_comment", plain)
+        assert response.json()["message"] == "queued", response.json()
+        await bot.dispatch_all()
+        [refusal] = bodies(issue)
+        assert await bot.tasks() == [] and "Nothing was queued" in refusal, refusal
 
 
 async def test_a_redelivered_webhook_does_nothing_twice(tmp_path: Path, remote: Remote) -> None:

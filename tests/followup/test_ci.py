@@ -27,7 +27,12 @@ BOT = ("coding-agent[bot]",)
 SETTINGS = CiSettings()  # settle 60 s, 3 rounds, poll 600 s
 
 
+ACTIONS = "github-actions[bot]"
+
+
 def check(name: str, state: CheckState, **fields: object) -> Check:
+    """A check of the repository's CI (GitHub Actions) unless ``reporter`` says otherwise."""
+    fields.setdefault("reporter", ACTIONS)
     return Check(name=name, state=state, **fields)  # type: ignore[arg-type]
 
 
@@ -244,3 +249,47 @@ def test_the_mark_is_per_head_commit() -> None:
 )
 def test_autofix_switch(args: str, want: bool | None) -> None:
     assert autofix_switch(args) is want
+
+
+# --- whose checks start a round (issue 27) ----------------------------------------------------
+
+
+def test_only_the_repository_s_ci_starts_a_round_the_others_are_reported() -> None:
+    """Another App's check run, a status a person set (even one whose login is an App's
+    slug without ``[bot]``) and an external status are reported, never fixed."""
+    others = [
+        check("lint", CheckState.FAILED, reporter="some-app[bot]"),
+        check("deploy", CheckState.FAILED, kind=CheckKind.STATUS, reporter="github-actions"),
+        check("gl-status", CheckState.FAILED, kind=CheckKind.STATUS, reporter="mallory"),
+        check("nobody", CheckState.FAILED, reporter=""),
+    ]
+    decision = decide([*others, check("build", CheckState.PASSED)])
+    assert decision.verdict is CiVerdict.UNTRUSTED and decision.failed == ()
+    assert [c.name for c in decision.untrusted] == ["lint", "deploy", "gl-status", "nobody"]
+    step = plan_ci_step(
+        decision, decided=False, rounds_done=0, settings=SETTINGS, autofix=True,
+        gate_passed=True, ready_when_green=True, draft=True,
+    )  # fmt: skip
+    assert step.action is CiAction.REPORT and "not from the repository's CI" in step.reason
+
+    ours = [
+        check("test", CheckState.FAILED),  # GitHub Actions' check run
+        check("job", CheckState.FAILED, kind=CheckKind.JOB, reporter=""),  # a GitLab job
+    ]
+    for own in ours:
+        mixed = decide([own, *others])
+        assert mixed.verdict is CiVerdict.FAILED and mixed.failed == (own,)
+        assert len(mixed.untrusted) == len(others)
+    pipeline = check("pipe", CheckState.FAILED, kind=CheckKind.PIPELINE, reporter="")
+    assert decide([pipeline]).failed == (pipeline,)  # a GitLab pipeline with no jobs yet
+
+
+def test_the_apps_the_settings_name_are_trusted() -> None:
+    trusting = CiSettings(trusted_apps=("Some-App",))
+    lint = check("lint", CheckState.FAILED, reporter="some-app[bot]")
+    person = check("lint2", CheckState.FAILED, kind=CheckKind.STATUS, reporter="some-app")
+    decision = decide_ci([lint, person], head_sha=SHA, last_change_at=0.0, now=1000.0,
+                         settings=trusting, bot_names=BOT)  # fmt: skip
+    assert decision.failed == (lint,) and decision.untrusted == (person,)
+    with pytest.raises(ValueError, match="pattern"):
+        CiSettings(trusted_apps=("evil[bot]",))

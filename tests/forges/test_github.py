@@ -1109,3 +1109,25 @@ async def test_draft_refused_by_the_plan_opens_a_ready_pull_request(
     )
     assert [sent_json(route, i)["draft"] for i in (0, 1)] == [True, False]
     assert change.draft is False
+
+
+async def test_the_app_s_bot_account_is_its_bot_user_with_its_id(
+    app_forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    """Issue 27: the bot is known by its account id: the App's bot user, read from the
+    public ``GET /users/<slug>[bot]`` (no credentials sent there)."""
+    mock.get("/app").respond(200, json=rest("integration"))
+    user = mock.get("/users/octoapp%5Bbot%5D").respond(
+        200, json={"login": "octoapp[bot]", "id": 41898282, "type": "Bot"}
+    )
+    found = await app_forge.bot_account()
+    assert (found.login, found.id, found.is_bot) == ("octoapp[bot]", "41898282", True)
+    assert "authorization" not in user.calls.last.request.headers
+
+
+async def test_a_token_s_bot_account_is_its_user(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    mock.get("/user").respond(200, json=rest("private-user", id=583231))
+    found = await forge.bot_account()
+    assert (found.login, found.id) == ("octocat", "583231")

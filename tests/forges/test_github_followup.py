@@ -304,6 +304,28 @@ async def test_review_threads_with_their_comments(
     assert done.author == ""  # a deleted user
 
 
+async def test_a_thread_s_authors_are_told_apart_by_kind_and_id(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    """Issue 27: GraphQL names an App's bot user by its bare slug, the login a person may
+    hold: the App reads as ``<slug>[bot]``, the person as themselves, each with its id."""
+    page = graphql("review-threads")
+    comments = page["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"][0]
+    comments["comments"]["nodes"] = [
+        {"databaseId": 1, "body": "a", "url": "", "author":
+         {"__typename": "User", "login": "coding-agent", "databaseId": 77}},
+        {"databaseId": 2, "body": "b", "url": "", "author":
+         {"__typename": "Bot", "login": "coding-agent", "databaseId": 41898282}},
+    ]  # fmt: skip
+    mock.post("/graphql").respond(json=page)
+    thread, _done = await forge.list_review_threads(REPO, 1347)
+    assert [(c.author, c.author_id) for c in thread.comments] == [
+        ("coding-agent", "77"),
+        ("coding-agent[bot]", "41898282"),
+    ]
+    assert "__typename" in sent(mock.routes[0])["query"]
+
+
 async def test_review_threads_follow_pages(forge: GitHubForge, mock: respx.MockRouter) -> None:
     first = graphql("review-threads")
     page = first["data"]["repository"]["pullRequest"]["reviewThreads"]
@@ -327,7 +349,9 @@ async def test_reply_and_resolve_are_one_mutation_each(
     ]
     reply = await forge.reply_to_thread(REPO, 1347, "PRRT_kwDOABCD1M5AAAAA", "Fixed in 6dcb09b.")
     await forge.resolve_thread(REPO, 1347, "PRRT_kwDOABCD1M5AAAAA")
-    assert reply.id == 1004 and reply.author == "coding-agent"
+    assert reply.id == 1004
+    # GraphQL names the App's bot user by its slug; the bot reads it as REST writes it
+    assert (reply.author, reply.author_id) == ("coding-agent[bot]", "41898282")
     assert sent(route, 0)["variables"] == {
         "thread": "PRRT_kwDOABCD1M5AAAAA",
         "body": "Fixed in 6dcb09b.",

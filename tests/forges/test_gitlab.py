@@ -122,13 +122,14 @@ async def test_get_issue_with_human_notes_oldest_first(api: Any, forge: GitLabFo
         body="Export widgets as CSV.",
         web_url=f"{HOST}/acme/widgets/-/issues/7",
         author="alice",
+        author_id="11",  # the author's account id
         state="open",
         labels=("coding agent", "feature"),
     )
     url = f"{HOST}/acme/widgets/-/issues/7"
     assert details.comments == (
-        Comment(301, "Please also export as JSON.", "alice", f"{url}#note_301"),
-        Comment(305, "/agent run", "bob", f"{url}#note_305"),
+        Comment(301, "Please also export as JSON.", "alice", f"{url}#note_301", author_id="11"),
+        Comment(305, "/agent run", "bob", f"{url}#note_305", author_id="12"),
     )
     assert api.calls[0].request.headers["PRIVATE-TOKEN"] == TOKEN
 
@@ -167,8 +168,9 @@ async def test_create_comment(api: Any, forge: GitLabForge) -> None:
     comment = await forge.create_comment(ISSUE, "Working on it.")
 
     assert comment == Comment(
-        310, "Working on it.", "project_42_bot_3f2a9c1d", f"{ISSUE.web_url}#note_310"
-    )
+        310, "Working on it.", "project_42_bot_3f2a9c1d", f"{ISSUE.web_url}#note_310",
+        author_id="99",
+    )  # fmt: skip
 
 
 async def test_edit_comment_on_a_merge_request(api: Any, forge: GitLabForge) -> None:
@@ -748,6 +750,17 @@ async def test_whoami(api: Any, forge: GitLabForge) -> None:
     assert await forge.whoami() == "project_42_bot_3f2a9c1d"
 
 
+async def test_the_bot_account_is_the_token_s_user_with_its_id(
+    api: Any, forge: GitLabForge
+) -> None:
+    """Issue 27: the bot is known by its account id (``GET /user``)."""
+    user = {**load("users")[0], "id": 99, "username": "project_42_bot_3f2a9c1d", "bot": True}
+    api.get(f"{API}/user", json=user)
+
+    found = await forge.bot_account()
+    assert (found.login, found.id, found.is_bot) == ("project_42_bot_3f2a9c1d", "99", True)
+
+
 async def test_whoami_with_a_bad_token(api: Any, forge: GitLabForge) -> None:
     api.get(f"{API}/user", json={"message": "401 Unauthorized"}, status=401)
 
@@ -823,7 +836,7 @@ async def test_get_comment_reads_one_note_of_the_issue(api: Any, forge: GitLabFo
     note = await forge.get_comment(ISSUE, 310)
 
     assert note == Comment(310, "Working on it.", "project_42_bot_3f2a9c1d",
-                           f"{ISSUE.web_url}#note_310", internal=True)  # fmt: skip
+                           f"{ISSUE.web_url}#note_310", internal=True, author_id="99")  # fmt: skip
     with pytest.raises(NotFound):
         await forge.get_comment(ISSUE, 311)
 

@@ -402,3 +402,16 @@ def test_internal_notes_are_left_out_of_a_thread() -> None:
     assert only.author == "alice"
     discussion["notes"][0]["internal"] = True
     assert discussion_thread(discussion) is None
+
+
+async def test_another_project_s_pipeline_is_not_the_project_s_ci(
+    forge: GitLabForge, api: responses.RequestsMock
+) -> None:
+    """Issue 27: only the project's own pipelines are its CI. A pipeline of another
+    project (a fork's) reports statuses, shown, never acted on."""
+    foreign = load("pipelines")[0] | {"id": 51, "project_id": 4242}
+    api.get(f"{P}/pipelines", json=[foreign])
+    api.get(f"{P}/pipelines/51/jobs", json=[load("pipeline_jobs")[0]])
+    (check,) = (await forge.get_commit_checks(REPO, SHA)).checks
+    assert check.kind is CheckKind.STATUS and check.state is CheckState.FAILED
+    assert check.log_id == ""

@@ -170,6 +170,7 @@ def test_issue_opened() -> None:
             body="Create new API for manipulations with repository",
             web_url="http://example.com/diaspora/issues/23",
             author="root",
+            author_id="51",  # object_attributes.author_id
             state="open",
             labels=("API",),
         ),
@@ -708,11 +709,13 @@ def test_push_hook_names_its_user_by_user_username() -> None:
     event = parse("push-hook.json")
 
     assert event.kind is EventKind.IGNORED
-    assert event.actor == Actor(login="jsmith")
+    assert event.actor == Actor(login="jsmith", id="4")  # user_username, user_id
     assert event.repo is not None and event.repo.full_name == "mike/diaspora"
     payload = load("push-hook.json")
     payload["user_username"] = "group_4_bot_99"
-    assert parse("push-hook.json", payload).actor == Actor(login="group_4_bot_99", is_bot=True)
+    assert parse("push-hook.json", payload).actor == Actor(
+        login="group_4_bot_99", id="4", is_bot=True
+    )
 
 
 def test_a_note_on_a_commit_without_who_or_where_is_still_ignored() -> None:
