@@ -45,6 +45,7 @@ ISSUE_DATA = {
     "body": "b",
     "web_url": "",
     "author": "",
+    "author_id": "",
     "state": "open",
     "labels": ["x", "y"],
     "head_branch": "agent/3-t",
