@@ -23,6 +23,7 @@ from bot.sandbox.egress_policy import (
     parse_rule,
     read_policy,
 )
+from bot.sandbox.egress_request import parse_head
 
 # --- the policy (pure) ----------------------------------------------------------------------------
 
@@ -243,13 +244,155 @@ async def test_the_hosts_proxy_is_chained_to(
     async def unresolvable(host: str, port: int) -> list[str]:
         raise OSError("no DNS here: the host's proxy resolves")
 
-    proxy = EgressProxy(policy, resolve=unresolvable)
+    async def public(host: str, port: int) -> list[str]:
+        return ["203.0.113.80"]
+
+    proxy = EgressProxy(policy, resolve=public)
     async with proxy.serving(tmp_path / "p.sock") as sock:
-        answer = await _exchange(sock, b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n", then=b"tls")
+        answer = await _exchange(sock, b"CONNECT PyPI.org:443 HTTP/1.1\r\n\r\n", then=b"tls")
     assert answer.endswith(b"echo:tls")
     [head] = asked
     assert head.startswith(b"CONNECT pypi.org:443 HTTP/1.1\r\n")
     assert b"Proxy-Authorization: Basic " + base64.b64encode(b"bot:pw") in head
+    # a name that does not resolve here is refused, not handed on for the host's proxy to read
+    proxy = EgressProxy(policy, resolve=unresolvable)
+    async with proxy.serving(tmp_path / "q.sock") as sock:
+        answer = await _exchange(sock, b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403") and b"cannot be resolved here" in answer
+    assert len(asked) == 1
+
+
+async def test_a_plain_request_reaches_the_hosts_proxy_rebuilt_from_the_checked_parts(
+    tmp_path: Path, tcp: Callable[[Handler], Awaitable[int]]
+) -> None:
+    asked: list[bytes] = []
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    port = await tcp(upstream)
+    policy = build_policy([], ["idx.example:8080"], proxies={"http": f"http://127.0.0.1:{port}"})
+
+    async def public(host: str, port: int) -> list[str]:
+        return ["203.0.113.80"]
+
+    proxy = EgressProxy(policy, resolve=public)
+    request = (
+        b"GET HTTP://Idx.Example:8080?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"
+        b"Accept: text/html\r\n\r\n"
+    )
+    async with proxy.serving(tmp_path / "p.sock") as sock:
+        answer = await _exchange(sock, request)
+    assert answer.endswith(b"\r\n\r\nok")
+    [head] = asked
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "GET http://idx.example:8080/?x=1 HTTP/1.1"
+    assert "Host: idx.example:8080" in lines and "Accept: text/html" in lines
+    assert "127.0.0.1" not in head.decode()  # the client's Host went
+
+
+# --- the request head, read strictly (two parsers must read the same host) ----------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "GET http://127.0.0.1:8080\t@idx.example/ HTTP/1.1",  # a tab
+        "GET http://a@127.0.0.1:8080@idx.example/ HTTP/1.1",  # tinyproxy reads the first @
+        "GET http://idx.example#@127.0.0.1:8080/ HTTP/1.1",  # ... and no fragment
+        "GET http://idx.example\\@127.0.0.1:8080/ HTTP/1.1",  # a browser reads \\ as /
+        "GET http://user:pw@idx.example/ HTTP/1.1",  # userinfo
+        "GET http://idx.example/#frag HTTP/1.1",
+        "GET http://idx.example:80:81/ HTTP/1.1",
+        "GET http://idx.example:+80/ HTTP/1.1",
+        "GET http://idx.example:0/ HTTP/1.1",
+        "GET http://idx.example:/ HTTP/1.1",
+        "GET http://idx_example/ HTTP/1.1",
+        "GET http://idx.example\x0b/ HTTP/1.1",
+        "GET http://idx.\u00e9xample/ HTTP/1.1",
+        "GET http://2130706433/ HTTP/1.1",  # 127.0.0.1 to inet_aton
+        "GET http://127.1/ HTTP/1.1",
+        "GET http://0x7f.0.0.1/ HTTP/1.1",
+        "GET http://017.0.0.1/ HTTP/1.1",
+        "GET http://[::1%25lo]/ HTTP/1.1",
+        "GET http://[::1/ HTTP/1.1",
+        "GET https://idx.example/ HTTP/1.1",
+        "GET /relative HTTP/1.1",
+        "GET  http://idx.example/ HTTP/1.1",
+        "GET http://idx.example/ HTTP/1.1 x",
+        "GET http://idx.example/ HTTP/2",
+        "CONNECT idx.example HTTP/1.1",
+        "CONNECT a@127.0.0.1:8080 HTTP/1.1",  # tinyproxy connects to 127.0.0.1
+        "CONNECT 127.0.0.1:8080@idx.example:443 HTTP/1.1",
+        "CONNECT idx.example:443\t HTTP/1.1",
+    ],
+)
+def test_a_target_two_parsers_may_read_apart_is_refused(line: str) -> None:
+    with pytest.raises(ValueError, match=r"."):
+        parse_head(line.encode("latin-1"))
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["X-A: b\x00c", "X-A: b\rc", " folded: x", "Bad Header: x", "no colon", "X-A: b\x7fc"],
+)
+def test_a_header_with_a_control_character_or_folded_is_refused(header: str) -> None:
+    with pytest.raises(ValueError, match=r"header"):
+        parse_head(f"GET http://idx.example/ HTTP/1.1\r\n{header}".encode("latin-1"))
+
+
+def test_plain_targets_are_read_into_checked_parts() -> None:
+    plain = parse_head(b"GET http://Idx.Example./simple/x/?a=1&b=%2F HTTP/1.0\r\nA: b\tc")
+    assert (plain.host, plain.port, plain.path, plain.address) == (
+        "idx.example.", 80, "/simple/x/?a=1&b=%2F", None,
+    )  # fmt: skip
+    assert plain.url == "http://idx.example.:80/simple/x/?a=1&b=%2F"
+    assert plain.headers == (("A", "b\tc"),)
+    tunnel = parse_head(b"CONNECT [2a04:4e42::223]:443 HTTP/1.1")
+    assert tunnel.tls and tunnel.authority == "[2a04:4e42::223]:443"
+    assert parse_head(b"CONNECT 151.101.0.223:443 HTTP/1.1").address is not None
+    assert parse_head(b"GET http://163.com/ HTTP/1.1").host == "163.com"  # a digit label
+    # tinyproxy reads the host up to the first "/": the rebuilt URL puts one before the query
+    query = parse_head(b"GET http://idx.example?@127.0.0.1:8080/ HTTP/1.1")
+    assert query.url == "http://idx.example:80/?@127.0.0.1:8080/"
+
+
+@pytest.mark.parametrize(
+    ("address", "inside"),
+    [
+        ("64:ff9b::7f00:1", "loopback"),  # NAT64
+        ("64:ff9b::a9fe:a9fe", "link-local"),
+        ("2002:7f00:1::1", "loopback"),  # 6to4
+        ("2002:a00:1::", "private"),
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback"),  # Teredo (client 127.0.0.1)
+        ("64:ff9b:1::808:808", "private or reserved"),  # local-use NAT64
+    ],
+)
+def test_ipv6_forms_that_carry_a_refused_ipv4_address_are_refused(
+    address: str, inside: str
+) -> None:
+    reason = blocked_reason(address)
+    assert reason is not None and inside in reason
+
+
+def test_ipv6_forms_that_carry_a_public_ipv4_address_pass() -> None:
+    assert blocked_reason("64:ff9b::808:808") is None
+    assert blocked_reason("2002:808:808::1") is None
+
+
+async def test_a_name_that_resolves_to_a_nat64_loopback_is_refused(tmp_path: Path) -> None:
+    async def nat64(host: str, port: int) -> list[str]:
+        return ["64:ff9b::7f00:1"]
+
+    proxy = EgressProxy(build_policy([], ["idx.example"], proxies={}), resolve=nat64)
+    async with proxy.serving(tmp_path / "p.sock") as sock:
+        answer = await _exchange(sock, b"CONNECT idx.example:443 HTTP/1.1\r\n\r\n")
+        literal = await _exchange(sock, b"GET http://[2002:7f00:1::]/ HTTP/1.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403") and b"127.0.0.1 inside 64:ff9b::7f00:1" in answer
+    assert literal.startswith(b"HTTP/1.1 403") and b"loopback" in literal
 
 
 async def test_connections_are_bounded_and_a_slow_lookup_blocks_no_other(
