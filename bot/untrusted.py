@@ -8,11 +8,12 @@ What cleaning removes, and why:
   the forge does not show them, so people would not see what the model is told;
 - invisible characters: format (zero-width, bidirectional controls, BOM), controls other
   than newline and tab, private use, surrogates;
-- fence tags: ``untrusted`` after an opening bracket (ASCII, fullwidth or small), with
-  optional spaces and slash between, and the rest of the tag up to its closing bracket
-  when one follows before any other bracket. ``fence`` wraps text in ``<untrusted>``
-  tags the system prompt declares to be data, never instructions: the text inside must
-  not be able to close them.
+- fence tags: ``untrusted`` (its letters fullwidth too) after an opening bracket (ASCII
+  or a look-alike: fullwidth, small, ``‹``, ``〈``, ``⟨``..., ``bot.fence_marks``), with
+  optional spaces and slash (or a look-alike) between, and the rest of the tag up to
+  its closing bracket when one follows before any other bracket. ``fence`` wraps text
+  in ``<untrusted>`` tags the system prompt declares to be data, never instructions:
+  the text inside must not be able to close them.
 
 Removing one of these can join the pieces of another (``</untr</untrusted>usted>``,
 ``<!<!-- x -->-- hidden -->``, ``</untr\u200busted>``). The result is a fixed point:
@@ -45,6 +46,7 @@ import re
 import unicodedata
 
 from bot import offload
+from bot.fence_marks import CLOSE_BRACKETS, OPEN_BRACKETS, SLASHES, ascii_of
 from bot.text import clip
 
 # A GitHub comment holds at most 65,536 characters: no text is cleaned past this.
@@ -59,13 +61,14 @@ LARGE = offload.LARGE_TEXT
 
 _KEEP = frozenset("\n\t")
 _INVISIBLE = frozenset({"Cf", "Cc", "Co", "Cs"})
-_OPEN = frozenset("<\uff1c\ufe64")  # <, fullwidth <, small <
-_CLOSE = frozenset(">\uff1e\ufe65")
-_BRACKET = re.compile("[<>\uff1c\uff1e\ufe64\ufe65]")
+_OPEN = frozenset(OPEN_BRACKETS)  # <, fullwidth <, small <, ‹, 〈, ⟨ ... (bot.fence_marks)
+_CLOSE = frozenset(CLOSE_BRACKETS)
+_SLASH = frozenset(SLASHES)
+_BRACKET = re.compile(f"[{re.escape(OPEN_BRACKETS + CLOSE_BRACKETS)}]")
 _WORD = "untrusted"
 _WORD_RE = re.compile(_WORD, re.IGNORECASE)
-# The characters a case-insensitive "d" matches: a fence tag's head can only end in one.
-_LAST = frozenset("dD")
+# The characters a case-insensitive "d" matches, fullwidth too: a tag's head ends in one.
+_LAST = frozenset("dD\uff44\uff24")
 _COMMENT_OPEN = list("<!--")
 _COMMENT_CLOSE = "-->"
 _BLANK_LINES = re.compile(r"\n{3,}")
@@ -144,10 +147,10 @@ class _Scan:
         a look that succeeds removes them."""
         out = self.out
         word = len(out) - len(_WORD)
-        if word < 1 or not _WORD_RE.fullmatch("".join(out[word:])):
+        if word < 1 or not _WORD_RE.fullmatch("".join(map(ascii_of, out[word:]))):
             return -1
         before = _skip_space(out, word - 1)
-        if before >= 0 and out[before] == "/":
+        if before >= 0 and out[before] in _SLASH:
             before = _skip_space(out, before - 1)
         return before if before >= 0 and out[before] in _OPEN else -1
 

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot import offload, untrusted
+from bot.fence_marks import CLOSE_BRACKETS, OPEN_BRACKETS, SLASHES
 from bot.untrusted import (
     LARGE,
     MAX_CHARS,
@@ -26,8 +27,9 @@ from bot.untrusted import (
 # One pass of the patterns cleaning removes (the code before bot/untrusted.py repeated it
 # until nothing changed): a fixed point is a text this pass leaves as it is.
 _COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
+_OPEN, _CLOSE = re.escape(OPEN_BRACKETS), re.escape(CLOSE_BRACKETS)
 _TAG = re.compile(
-    r"[<\uff1c\ufe64]\s*/?\s*untrusted(?:[^<>\uff1c\uff1e\ufe64\ufe65]*[>\uff1e\ufe65])?",
+    f"[{_OPEN}]\\s*(?:[{re.escape(SLASHES)}]\\s*)?untrusted(?:[^{_OPEN}{_CLOSE}]*[{_CLOSE}])?",
     re.IGNORECASE,
 )
 
@@ -96,6 +98,7 @@ def test_pathological_text_is_cleaned_quickly_to_a_fixed_point(text: str) -> Non
 ALPHABET = st.sampled_from(
     [
         *"<>!-/ \n\tuntrsedUNTRSED\u017fx\uff1c\uff1e\ufe64\ufe65\u200b\u202e\ufeff\r",
+        *"\u2039\u203a\u3008\u3009\u27e8\u27e9\u00ab\u00bb\uff0f\u2044",  # look-alikes
         *("untrusted", "<!--", "-->", "</untrusted>", "<untrusted source='x'>"),
     ]
 )
@@ -111,7 +114,7 @@ def test_the_result_is_a_fixed_point_and_cleaning_it_again_changes_nothing(text:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200).filter(lambda t: not re.search(r"[<\uff1c\ufe64]", t)))
+@given(st.text(max_size=200).filter(lambda t: not re.search(f"[{_OPEN}]", t)))
 def test_text_without_an_opening_bracket_only_loses_invisible_characters(text: str) -> None:
     expected = one_pass(text.replace("\r\n", "\n"))
     expected = re.sub(r"\n{3,}", "\n\n", expected).strip()

@@ -23,11 +23,13 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import stat
 import tarfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from bot.sandbox.tree_walk import remove_tree, walk
 from bot.storage.sqlite import DB_FILENAME
 
 STATE_ARCHIVE = "state.tar.gz"
@@ -86,7 +88,7 @@ def pack(data_dir: Path, out: Path, *, workspaces: Iterable[str] = ()) -> list[s
     """Write what to keep of ``data_dir`` into the empty folder ``out`` (made here); the
     workspaces of ``workspaces`` (task ids) when they are small enough. Returns notes on
     what was left out. Call it after the store is closed."""
-    shutil.rmtree(out, ignore_errors=True)
+    remove_tree(out, ignore_errors=True)
     out.mkdir(parents=True)
     for name in PLAIN_DIRS:
         _copy_files(data_dir / name, out / name)
@@ -125,7 +127,7 @@ def _copy_files(source: Path, target: Path) -> None:
     are left out (never followed)."""
     if not source.is_dir() or source.is_symlink():
         return
-    for folder, dirs, files in os.walk(source, followlinks=False):
+    for folder, dirs, files in walk(source):  # no recursion: a workspace may nest deep
         here = Path(folder)
         dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
         rel = here.relative_to(source)
@@ -138,10 +140,11 @@ def _copy_files(source: Path, target: Path) -> None:
 
 def _size(folder: Path) -> int:
     total = 0
-    for path in folder.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file() and not path.is_symlink():
-                total += path.stat().st_size
+    for here, _dirs, files in walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                info = os.lstat(os.path.join(here, name))
+                total += info.st_size if stat.S_ISREG(info.st_mode) else 0
     return total
 
 

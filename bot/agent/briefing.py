@@ -14,12 +14,12 @@ left out rather than failing the task.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.config import IsBot, Settings, is_bot_account
 from bot.events import FollowUpRound, IssueRef, RoundKind
+from bot.fence_marks import tag_head
 from bot.forges.base import Comment, EntryKind, Forge, ForgeError, TreeEntry
 from bot.text import clip
 from bot.tools.factory import BuiltTools
@@ -43,11 +43,14 @@ README_CHARS = 600
 GUIDE_CHARS = 1200
 GUIDE_FILES = ("AGENTS.md", "CLAUDE.md")
 INSTRUCTIONS_SOURCE = "instructions given with the command"
+_TOOL_TAG = tag_head(("tool_output",))
 
 
 def as_data(text: str) -> str:
-    """Tool output for a ``<tool_output>`` block: unchanged, except that it cannot close it."""
-    return re.sub(r"</\s*tool_output", "<\\/tool_output", text, flags=re.IGNORECASE)
+    """Tool output for a ``<tool_output>`` block: unchanged, except that it can neither
+    close it nor open another: the bracket of anything that reads as the tag (ASCII or a
+    look-alike, ``bot.fence_marks``) becomes ``&lt;``."""
+    return _TOOL_TAG.sub("&lt;", text)
 
 
 def tool_lines(tools: Iterable[Tool]) -> str:

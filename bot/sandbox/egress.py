@@ -6,10 +6,13 @@ host's loopback, its other addresses and the metadata service are not routed). F
 each such command the bot serves this proxy on a Unix socket bound into the sandbox;
 ``egress_forwarder`` relays a port of the sandbox's loopback to it and points the proxy
 variables there. The proxy takes HTTP ``CONNECT`` (HTTPS, tunnelled: the client checks
-the certificate) and plain ``http://`` requests, resolves the name itself (without
-blocking the event loop) and connects only when ``egress_policy`` allows the host and
-every address it resolves to; it connects to the address it checked, so a second
-answer cannot point elsewhere. A host proxy is chained to. Connections are bounded in
+the certificate) and plain ``http://`` requests, read strictly (``egress_request``:
+plain host names and ports, no userinfo, no control character), resolves the name
+itself (without blocking the event loop) and connects only when ``egress_policy``
+allows the host and every address it resolves to; it connects to the address it
+checked, so a second answer cannot point elsewhere. A host proxy is chained to, with
+the request line rebuilt from the checked host, port and path, and only for a name that
+resolves here to allowed addresses (no name is handed on unchecked). Connections are bounded in
 number, in the size and time of the request head, and in idle time. What it refused is
 kept in ``refusals`` for the command's output.
 """
@@ -18,16 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from bot.sandbox.egress_policy import EgressPolicy, Upstream, blocked_reason, is_local_address
+from bot.sandbox.egress_request import Request, parse_head
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,9 @@ RESOLVE_SECONDS = 15.0
 IDLE_SECONDS = 300.0
 CHUNK = 64 * 1024
 MAX_REFUSALS = 20
-_HOP_HEADERS = frozenset({"connection", "proxy-connection", "proxy-authorization", "keep-alive"})
+_HOP_HEADERS = frozenset(
+    {"connection", "proxy-connection", "proxy-authorization", "keep-alive", "host"}
+)
 
 Resolve = Callable[[str, int], Awaitable[list[str]]]
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -47,42 +50,6 @@ Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 class Refused(Exception):
     """The target may not be reached; the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    method: str
-    host: str
-    port: int
-    tls: bool
-    target: str  # as the client sent it
-    headers: tuple[tuple[str, str], ...]
-    version: str
-
-
-def parse_head(head: bytes) -> Request:
-    """The request line and headers of a proxy request; raises ValueError."""
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, version = lines[0].split(" ")
-    headers = tuple(
-        (name.strip(), value.strip())
-        for name, sep, value in (line.partition(":") for line in lines[1:] if line)
-        if sep
-    )
-    if method == "CONNECT":
-        host, port = _host_port(target)
-        return Request(method, host, port, True, target, headers, version)
-    url = urlsplit(target)
-    if url.scheme != "http" or not url.hostname:
-        raise ValueError(f"{target!r}: a proxy takes http:// URLs and CONNECT only")
-    return Request(method, url.hostname, url.port or 80, False, target, headers, version)
-
-
-def _host_port(target: str) -> tuple[str, int]:
-    host, sep, port = target.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{target!r} is not host:port")
-    return host.strip("[]"), int(port)
 
 
 async def _resolve(host: str, port: int) -> list[str]:
@@ -96,14 +63,14 @@ class EgressProxy:
         self,
         policy: EgressPolicy,
         *,
-        resolve: Resolve = _resolve,
+        resolve: Resolve | None = None,
         blocked: Callable[[str], str | None] = blocked_reason,
         local: Callable[[str], bool] = is_local_address,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.policy = policy
         self.refusals: list[str] = []
-        self._resolve = resolve
+        self._resolve = resolve or _resolve
         self._blocked = blocked
         self._local = local
         self._max = max_connections
@@ -180,7 +147,7 @@ class EgressProxy:
 
     async def _connect(self, request: Request) -> Streams:
         host, port = request.host, request.port
-        literal = _is_ip(host)
+        literal = request.address is not None
         if literal and (why := self._address_refusal(host)):
             raise Refused(f"{host} is {why}")
         if not self.policy.allowed(host, port):  # before any look-up: no name leaks out
@@ -192,12 +159,12 @@ class EgressProxy:
         if literal:
             addresses = [host]
         else:
-            try:
+            try:  # through the host's proxy too: no name is handed on unchecked
                 addresses = await asyncio.wait_for(self._resolve(host, port), RESOLVE_SECONDS)
             except (OSError, TimeoutError) as exc:
-                if upstream is None:
-                    raise Refused(f"{host} cannot be resolved ({exc})") from None
-                addresses = []  # the upstream proxy resolves it
+                raise Refused(f"{host} cannot be resolved here ({exc or 'timed out'})") from None
+        if not addresses:
+            raise Refused(f"{host} has no address")
         for address in addresses:
             if why := self._address_refusal(address):
                 raise Refused(f"{host} resolves to {address}: {why}")
@@ -211,28 +178,20 @@ class EgressProxy:
         )
 
     def _forward_head(self, request: Request) -> bytes:
+        """The request head forwarded, rebuilt from the checked parts: the target (the
+        absolute URL for the host's proxy, the path for the index) and ``Host``."""
         upstream = self.policy.upstream(request.host, tls=False)
+        extra = [("Host", request.authority.removesuffix(":80"))]
         if upstream is not None:
-            target = request.target
-            extra = (
-                [("Proxy-Authorization", upstream.authorization)] if upstream.authorization else []
-            )
+            target = request.url
+            if upstream.authorization:
+                extra.append(("Proxy-Authorization", upstream.authorization))
         else:
-            url = urlsplit(request.target)
-            target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-            extra = []
+            target = request.path
         kept = [(k, v) for k, v in request.headers if k.lower() not in _HOP_HEADERS]
         lines = [f"{request.method} {target} {request.version}"]
         lines += [f"{k}: {v}" for k, v in [*kept, *extra, ("Connection", "close")]]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
 
 
 async def _first_connection(addresses: list[str], port: int) -> Streams:
@@ -258,7 +217,7 @@ async def _through(upstream: Upstream, request: Request) -> Streams:
         raise Refused(f"the host's proxy {upstream.host}:{upstream.port}: {exc}") from None
     if not request.tls:
         return reader, writer
-    target = f"{request.host}:{request.port}"
+    target = request.authority  # the checked host and port, never the client's text
     lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
     if upstream.authorization:
         lines.append(f"Proxy-Authorization: {upstream.authorization}")

@@ -5,9 +5,10 @@ A target passes when its host name matches an allowed rule and every address it
 resolves to is public: loopback, link-local (169.254.0.0/16 with the cloud metadata
 service, fe80::/10), private (10/8, 172.16/12, 192.168/16), shared (100.64/10),
 unique-local (fc00::/7), multicast, reserved and unspecified addresses are refused,
-and so is every address of the host's own interfaces. The ranges are listed here on
-purpose, not taken from ``ipaddress``'s ``is_private``, which also counts the
-documentation ranges that real index hosts may answer from.
+and so is every address of the host's own interfaces, and an IPv6 address that carries
+a refused IPv4 address inside (IPv4-mapped, 6to4, Teredo, NAT64: ``bot.addresses``).
+The ranges are listed here on purpose, not taken from ``ipaddress``'s ``is_private``,
+which also counts the documentation ranges that real index hosts may answer from.
 
 The allowed hosts are the public indexes (PyPI, the npm registry), the hosts of the
 index URLs in the host's pip and npm configuration (environment and files), and
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bot.addresses import embedded_ipv4
+
 DEFAULT_HOSTS = ("pypi.org", "files.pythonhosted.org", "registry.npmjs.org")
 WEB_PORTS = frozenset({80, 443})
 MAX_CONFIG_BYTES = 1 << 20
@@ -37,7 +40,8 @@ _BLOCKED = tuple(
     for net in (
         "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
         "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4",
-        "240.0.0.0/4", "::/128", "::1/128", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
+        "240.0.0.0/4", "::/128", "::1/128", "64:ff9b:1::/48", "fc00::/7", "fe80::/10",
+        "fec0::/10", "ff00::/8",
     )
 )  # fmt: skip
 _WHY = {
@@ -58,8 +62,10 @@ def blocked_reason(address: str) -> str | None:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return f"{address} is not an IP address"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        for inner in embedded_ipv4(ip):  # IPv4-mapped, 6to4, Teredo, NAT64
+            if why := blocked_reason(str(inner)):
+                return f"{why} ({inner} inside {ip})"
     for net in _BLOCKED:
         if ip.version == net.version and ip in net:
             return _WHY.get(str(net), f"a private or reserved address ({net})")

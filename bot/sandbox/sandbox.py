@@ -54,7 +54,7 @@ from bot.sandbox.bwrap import (
 from bot.sandbox.cgroups import PidsCgroup
 from bot.sandbox.command_guard import refusal
 from bot.sandbox.disk import DiskUsageError, Usage, disk_usage
-from bot.sandbox.egress import EgressProxy
+from bot.sandbox.egress import EgressProxy, Resolve
 from bot.sandbox.egress_policy import EgressPolicy, read_policy
 from bot.sandbox.output import LogQuota, command_log
 from bot.sandbox.overlay import write_room
@@ -135,16 +135,19 @@ class Sandbox:
         bwrap: str | None = None,
         log_quota: LogQuota | None = None,
         egress: EgressPolicy | None = None,
+        resolve: Resolve | None = None,
     ) -> None:
         """``hide``: more paths no command may see (see ``hidden_paths``); ``expose``:
         paths to show read-only although they lie in a hidden directory, such as a
         toolchain installed under /root; ``bwrap``: the bubblewrap binary (default: PATH);
         ``log_quota``: the run directory's bound, which commands' logs share;
         ``egress``: where a command with network may connect (default: read from the
-        host's pip and npm configuration and ``sandbox.egress_allow`` on first use)."""
+        host's pip and npm configuration and ``sandbox.egress_allow`` on first use);
+        ``resolve``: how the egress proxy looks a name up (default: the system's resolver)."""
         self.settings = settings
         self.log_quota = log_quota
         self._egress = egress
+        self._resolve = resolve
         self.network = settings.network if network is None else network
         self._hide = tuple(Path(p).absolute() for p in hide)
         self._expose = tuple(Path(p).absolute() for p in expose)
@@ -231,7 +234,7 @@ class Sandbox:
             allow = self.settings.egress_allow
             self._egress = await asyncio.to_thread(read_policy, os.environ, Path.home(), allow)
         folder = Path(tempfile.mkdtemp(prefix="agent-egress-"))
-        proxy = EgressProxy(self._egress)
+        proxy = EgressProxy(self._egress, resolve=self._resolve)
         stack = contextlib.AsyncExitStack()
         stack.callback(shutil.rmtree, folder, ignore_errors=True)
         try:

@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import stat
 from collections.abc import AsyncIterator
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot import offload
+from bot.sandbox import tree_walk
 from bot.sandbox.gitcmd import Identity, base_env
 from bot.sandbox.workspace import Workspace, remove_nested_repositories
 
@@ -179,15 +179,15 @@ def remove_tree(folder: Path) -> None:
     if not stat.S_ISDIR(info.st_mode):
         folder.unlink()
         return
-    shutil.rmtree(folder, ignore_errors=True)
+    tree_walk.remove_tree(folder, ignore_errors=True)
     if not folder.exists():
         return
     folder.chmod(0o700)
-    for here, dirs, _files in os.walk(folder):  # never into a link
+    for here, dirs, _files in tree_walk.walk(folder):  # never into a link
         for name in dirs:
             path = Path(here, name)
             if stat.S_ISDIR(path.lstat().st_mode):
                 path.chmod(0o700)
-    shutil.rmtree(folder, ignore_errors=True)
+    tree_walk.remove_tree(folder, ignore_errors=True)
     if folder.exists():
         log.warning("the base checkout %s could not be removed whole", folder)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.sandbox.setup_plan import MAKEFILES, Argv, SetupPlan, Which, plain_file, read_pyproject
+from bot.sandbox.tree_walk import walk
 
 MANIFESTS = (
     "pyproject.toml", "setup.py", "setup.cfg", "Pipfile", "Pipfile.lock", "poetry.lock",
@@ -128,7 +129,7 @@ def executed_digests(root: Path, plan: SetupPlan) -> dict[str, str]:
 def tree_links(root: Path) -> dict[str, str]:
     """Every symbolic link in the clone (outside ``.git``) and where it points."""
     links = {}
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in walk(root):
         here = Path(folder)
         if here == root:
             dirs[:] = [d for d in dirs if d != ".git"]
@@ -200,7 +201,7 @@ def _backend_files(root: Path) -> list[str]:
         top = _inside_folder(root, str(folder))
         if top is None:
             continue
-        for here, dirs, files in os.walk(top):
+        for here, dirs, files in walk(top):
             dirs[:] = [d for d in dirs if not Path(here, d).is_symlink()]
             names += [Path(here, f).relative_to(root).as_posix() for f in files]
             if len(names) > MAX_EXECUTED_FILES:

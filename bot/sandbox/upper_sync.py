@@ -142,7 +142,10 @@ def _remove(dir_fd: int, name: str) -> bool:
     if old is None:
         return False
     if stat.S_ISDIR(old.st_mode):
-        shutil.rmtree(name, dir_fd=dir_fd)
+        try:
+            shutil.rmtree(name, dir_fd=dir_fd)
+        except RecursionError:  # rmtree recurses per level (Python 3.11)
+            raise OSError(f"{name}: folders nested too deep to remove here") from None
     else:
         os.unlink(name, dir_fd=dir_fd)
     return True

@@ -16,7 +16,6 @@ import hashlib
 import logging
 import os
 import re
-import shutil
 import stat
 import unicodedata
 import weakref
@@ -27,6 +26,7 @@ from bot import offload
 from bot.forges.base import CloneAuth
 from bot.paths import resolve_inside
 from bot.sandbox.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
+from bot.sandbox.tree_walk import remove_tree, walk
 
 log = logging.getLogger(__name__)
 
@@ -363,7 +363,7 @@ def _has_markers(path: Path) -> bool:
 def remove_nested_repositories(root: Path) -> list[str]:
     """Delete every ``.git`` below the top level of ``root``; the paths removed."""
     removed = []
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in walk(root):  # no recursion: a tree may nest 1,000s deep
         here = Path(folder)
         if here == root:
             dirs[:] = [d for d in dirs if d != ".git"]
@@ -371,7 +371,7 @@ def remove_nested_repositories(root: Path) -> list[str]:
         if ".git" in dirs or ".git" in files:
             nested = here / ".git"
             if nested.is_dir() and not nested.is_symlink():
-                shutil.rmtree(nested, ignore_errors=True)
+                remove_tree(nested, ignore_errors=True)
             else:
                 nested.unlink(missing_ok=True)
             removed.append(str(nested.relative_to(root)))

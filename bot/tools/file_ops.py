@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bot.paths import PathRefused, ensure_writable, read_regular, resolve_inside
 from bot.sandbox.textfiles import DecodedText, decode_text, encode_text
+from bot.sandbox.tree_walk import walk
 
 MAX_LIST_ENTRIES = 2000
 
@@ -193,7 +194,7 @@ def list_directory(root: Path, rel: str, *, recursive: bool) -> str:
         raise FileOpError(f"{rel}: not a directory")
     real_root = root.resolve()
     entries: list[str] = []
-    for directory, dirs, files in os.walk(base):
+    for directory, dirs, files in walk(base):
         dirs[:] = sorted(d for d in dirs if d != ".git")
         here = Path(directory)
         for name in dirs:

@@ -8,7 +8,6 @@ the size limit, and cap their output: ``read_many_files`` by total characters,
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -17,6 +16,7 @@ import re2
 
 from bot.paths import PathRefused, TooLarge, read_regular, resolve_inside
 from bot.sandbox.textfiles import decode_text
+from bot.sandbox.tree_walk import walk
 from bot.tools.file_ops import FileOpError, Limits, rel_name
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
@@ -43,7 +43,7 @@ def walk_files(
     root: Path, start: Path, excludes: tuple[str, ...], *, recursive: bool = True
 ) -> Iterator[Path]:
     real_root = root.resolve()
-    for directory, dirs, files in os.walk(start):
+    for directory, dirs, files in walk(start):
         here = Path(directory)
         dirs[:] = sorted(
             d for d in dirs

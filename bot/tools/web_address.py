@@ -17,29 +17,19 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
 
+from bot.addresses import embedded_ipv4
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # host, port -> the host's addresses (raises OSError when it has none)
 Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 # an address -> why it is refused, or None when it may be used
 AddressCheck = Callable[[IPAddress], str | None]
 
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-
-
-def _embedded(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    """The IPv4 addresses an IPv6 address carries, which a gateway may connect to."""
-    found = [ip.ipv4_mapped, ip.sixtofour]
-    if ip.teredo is not None:
-        found += list(ip.teredo)
-    if ip in _NAT64:
-        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    return [a for a in found if a is not None]
-
 
 def refused_address(ip: IPAddress) -> str | None:
     """Why ``fetch_url`` may not connect to ``ip``, or None for a public address."""
     if isinstance(ip, ipaddress.IPv6Address):
-        for inner in _embedded(ip):
+        for inner in embedded_ipv4(ip):
             why = refused_address(inner)
             if why is not None:
                 return f"{why} (inside {ip})"

@@ -5,7 +5,8 @@ planner's context fences issue text: inside ``<untrusted source="...">`` tags th
 system prompt declares to be data, never instructions. ``fence_web`` first drops invisible
 characters (format, control other than newline and tab, private use, surrogates), then
 turns the bracket of anything that would read as a fence tag (``<untrusted``,
-``</untrusted``, ``<tool_output``..., also with fullwidth or small brackets) into
+``</untrusted``, ``<tool_output``..., also with look-alike brackets, slashes and
+fullwidth letters: ``bot.fence_marks``) into
 ``&lt;``: nothing inside can close the fence, and nothing that escaping produces can
 open a tag again. The registry then redacts the output with the bot's secrets, like every
 tool's (``ToolRegistry.call``). A URL or query that holds what looks like a secret (the
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import offload
+from bot.fence_marks import tag_head
 from bot.redact import redact
 from bot.text import clip
 from bot.tools.registry import Tool, ToolResult
@@ -31,7 +33,7 @@ from bot.tools.web_policy import WebLimits
 from bot.tools.web_search import SearchHit, SearchProvider, SearxngSearch
 from bot.tools.web_text import CharsetFrom, Kind, Unsupported, page_text
 
-_FENCE_TAG = re.compile(r"[<\uff1c\ufe64](?=\s*/?\s*(?:untrusted|tool_output))", re.IGNORECASE)
+_FENCE_TAG = tag_head(("untrusted", "tool_output"))
 _INVISIBLE = frozenset({"Cf", "Cc", "Co", "Cs"})
 _KEEP = frozenset("\n\t")
 MAX_SOURCE_CHARS = 300

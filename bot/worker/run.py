@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import shutil
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -31,6 +30,7 @@ from bot.record.snapshot import run_traces, status_snapshot
 from bot.record.state import consumed_message_seq
 from bot.run_events import Outcome, SettingsRefused
 from bot.sandbox.gitcmd import WorkspaceError
+from bot.sandbox.tree_walk import remove_tree
 from bot.storage.base import ACTIVE_STATES, CommentIds, StoreError, Task, Tasks, TaskState
 from bot.storage.retry import PersistenceFailed, persist
 from bot.storage.runs import RunDirectory
@@ -323,4 +323,4 @@ class TaskRunner:
 
     def _clean_workspace(self, task_id: str) -> None:
         path = self.settings.data_dir / "workspaces" / task_id
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path, ignore_errors=True)

@@ -243,13 +243,89 @@ async def test_the_hosts_proxy_is_chained_to(
     async def unresolvable(host: str, port: int) -> list[str]:
         raise OSError("no DNS here: the host's proxy resolves")
 
-    proxy = EgressProxy(policy, resolve=unresolvable)
+    async def public(host: str, port: int) -> list[str]:
+        return ["203.0.113.80"]
+
+    proxy = EgressProxy(policy, resolve=public)
     async with proxy.serving(tmp_path / "p.sock") as sock:
-        answer = await _exchange(sock, b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n", then=b"tls")
+        answer = await _exchange(sock, b"CONNECT PyPI.org:443 HTTP/1.1\r\n\r\n", then=b"tls")
     assert answer.endswith(b"echo:tls")
     [head] = asked
     assert head.startswith(b"CONNECT pypi.org:443 HTTP/1.1\r\n")
     assert b"Proxy-Authorization: Basic " + base64.b64encode(b"bot:pw") in head
+    # a name that does not resolve here is refused, not handed on for the host's proxy to read
+    proxy = EgressProxy(policy, resolve=unresolvable)
+    async with proxy.serving(tmp_path / "q.sock") as sock:
+        answer = await _exchange(sock, b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403") and b"cannot be resolved here" in answer
+    assert len(asked) == 1
+
+
+async def test_a_plain_request_reaches_the_hosts_proxy_rebuilt_from_the_checked_parts(
+    tmp_path: Path, tcp: Callable[[Handler], Awaitable[int]]
+) -> None:
+    asked: list[bytes] = []
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    port = await tcp(upstream)
+    policy = build_policy([], ["idx.example:8080"], proxies={"http": f"http://127.0.0.1:{port}"})
+
+    async def public(host: str, port: int) -> list[str]:
+        return ["203.0.113.80"]
+
+    proxy = EgressProxy(policy, resolve=public)
+    request = (
+        b"GET HTTP://Idx.Example:8080?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"
+        b"Accept: text/html\r\n\r\n"
+    )
+    async with proxy.serving(tmp_path / "p.sock") as sock:
+        answer = await _exchange(sock, request)
+    assert answer.endswith(b"\r\n\r\nok")
+    [head] = asked
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "GET http://idx.example:8080/?x=1 HTTP/1.1"
+    assert "Host: idx.example:8080" in lines and "Accept: text/html" in lines
+    assert "127.0.0.1" not in head.decode()  # the client's Host went
+
+
+@pytest.mark.parametrize(
+    ("address", "inside"),
+    [
+        ("64:ff9b::7f00:1", "loopback"),  # NAT64
+        ("64:ff9b::a9fe:a9fe", "link-local"),
+        ("2002:7f00:1::1", "loopback"),  # 6to4
+        ("2002:a00:1::", "private"),
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback"),  # Teredo (client 127.0.0.1)
+        ("64:ff9b:1::808:808", "private or reserved"),  # local-use NAT64
+    ],
+)
+def test_ipv6_forms_that_carry_a_refused_ipv4_address_are_refused(
+    address: str, inside: str
+) -> None:
+    reason = blocked_reason(address)
+    assert reason is not None and inside in reason
+
+
+def test_ipv6_forms_that_carry_a_public_ipv4_address_pass() -> None:
+    assert blocked_reason("64:ff9b::808:808") is None
+    assert blocked_reason("2002:808:808::1") is None
+
+
+async def test_a_name_that_resolves_to_a_nat64_loopback_is_refused(tmp_path: Path) -> None:
+    async def nat64(host: str, port: int) -> list[str]:
+        return ["64:ff9b::7f00:1"]
+
+    proxy = EgressProxy(build_policy([], ["idx.example"], proxies={}), resolve=nat64)
+    async with proxy.serving(tmp_path / "p.sock") as sock:
+        answer = await _exchange(sock, b"CONNECT idx.example:443 HTTP/1.1\r\n\r\n")
+        literal = await _exchange(sock, b"GET http://[2002:7f00:1::]/ HTTP/1.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403") and b"127.0.0.1 inside 64:ff9b::7f00:1" in answer
+    assert literal.startswith(b"HTTP/1.1 403") and b"loopback" in literal
 
 
 async def test_connections_are_bounded_and_a_slow_lookup_blocks_no_other(

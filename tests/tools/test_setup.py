@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from bot.config import SandboxSettings
+from bot.sandbox.egress import Resolve
 from bot.sandbox.sandbox import CommandResult, Sandbox
 from bot.sandbox.setup import Preparer, SetupResult, SetupStatus
 from bot.sandbox.setup_cache import SetupCache
@@ -183,9 +184,10 @@ def _preparer(
     timeout: float = 600,
     networks: list[bool] | None = None,
     sandbox_settings: SandboxSettings | None = None,
+    resolve: Resolve | None = None,
 ) -> Preparer:
     """A preparer as the factory makes one; ``networks`` gets, for each command run,
-    whether it had network."""
+    whether it had network; ``resolve``: the egress proxy's name look-up."""
     settings = sandbox_settings or SandboxSettings(timeout=300, max_output_chars=20_000)
     networks = [] if networks is None else networks
 
@@ -197,7 +199,7 @@ def _preparer(
             return await super().run(argv, **kw)
 
     def sandbox(expose: tuple[Path, ...], network: bool) -> Sandbox:
-        return Recording(settings, network=network, expose=expose)
+        return Recording(settings, network=network, expose=expose, resolve=resolve)
 
     package = functools.partial(
         package_config,
