@@ -221,7 +221,7 @@ def test_a_helper_that_moves_the_stage_or_ends_the_run_is_found(tmp_path: Path) 
 # The rooms past the edge: what they compare is the bot's own control. The parsers at the
 # edge (webhooks/, forges/, the llm providers, config's and storage's drivers) compare the
 # outside world's own words where they decode them into these types.
-CONTROL_ROOMS = ("bot/agent/", "bot/record/", "bot/worker/", "bot/comments/", "bot/triggers.py",
+CONTROL_ROOMS = ("bot/agent/", "bot/record/", "bot/worker/", "bot/comments/", "bot/triggers/",
                  "bot/run_events.py", "bot/events.py", "bot/runtime.py")  # fmt: skip
 
 

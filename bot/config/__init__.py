@@ -8,7 +8,11 @@ whose paths the configuration (or environment) names.
 
 This module only re-exports; the code lives in one module per job:
 
-- ``bot.config.sections``: the pydantic models of every section, and ``ConfigError``;
+- ``bot.config.sections``: ``Settings``, which gathers every section, the smaller
+  sections' models, and ``ConfigError``;
+- ``bot.config.planning``, ``bot.config.server``, ``bot.config.forges``,
+  ``bot.config.sandbox``: the larger sections' models (``planning:``; ``server:``,
+  ``storage:``, ``worker:``; ``github:``, ``gitlab:``; ``sandbox:``, ``workspace:``);
 - ``bot.config.env``: environment variables and secret sources merged into the raw data;
 - ``bot.config.host_only``: the keys only the file on the host may change (not the API);
 - ``bot.config.sources``: the secret sources a candidate from the API may name;
@@ -24,6 +28,7 @@ Import from ``bot.config``; the split is an implementation detail.
 from __future__ import annotations
 
 from bot.config.env import without_overrides
+from bot.config.forges import GitHubSettings, GitLabSettings, WebhookSecretSource
 from bot.config.host_only import HOST_ONLY, host_only_changes, written_changes
 from bot.config.load import (
     DEFAULT_CONFIG_NAME,
@@ -35,35 +40,31 @@ from bot.config.load import (
     settings_from_text,
 )
 from bot.config.observability import ObservabilitySettings, TracesSettings
+from bot.config.planning import (
+    CacheSettings,
+    ComplexityThreshold,
+    EarlyTermination,
+    ExecutionSettings,
+    PlanningSettings,
+    ReflectionSettings,
+    RevisionSettings,
+    SecuritySettings,
+    UserConfigApiSettings,
+)
+from bot.config.sandbox import SandboxSettings, WorkspaceSettings
 from bot.config.sections import (
     BotIdentity,
-    CacheSettings,
     CiSettings,
     CommandSettings,
     CommentSettings,
-    ComplexityThreshold,
     ConfigError,
-    EarlyTermination,
-    ExecutionSettings,
-    GitHubSettings,
-    GitLabSettings,
     LabelSettings,
     LLMSettings,
     McpServer,
-    PlanningSettings,
-    ReflectionSettings,
     ReviewSettings,
-    RevisionSettings,
-    SandboxSettings,
-    SecuritySettings,
-    ServerSettings,
     Settings,
-    StorageSettings,
-    UserConfigApiSettings,
-    WebhookSecretSource,
-    WorkerSettings,
-    WorkspaceSettings,
 )
+from bot.config.server import ServerSettings, StorageSettings, WorkerSettings
 from bot.config.views import (
     CurrentSettings,
     IsBot,

@@ -20,7 +20,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.config.sections import PlanningSettings, Settings
+from bot.config.planning import PlanningSettings
+from bot.config.sections import Settings
 
 
 class Layer(StrEnum):

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import httpx
 from cachetools import TTLCache
 
-from bot.config.sections import UserConfigApiSettings
+from bot.config.planning import UserConfigApiSettings
 
 log = logging.getLogger("bot.user_config")
 

@@ -26,7 +26,8 @@ from bot.forges.base import (
 )
 from bot.forges.content import DelegatedContent, DelegatedFollowUp
 from bot.forges.deliveries import DeliveryLog
-from bot.forges.github_auth import GitHubSession, account_id, reading, repo_url
+from bot.forges.github_auth import GitHubSession
+from bot.forges.github_client import account_id, reading, repo_url
 from bot.forges.github_deliveries import GitHubDeliveries
 from bot.forges.github_followup import GitHubFollowUp
 from bot.forges.github_git import GitData

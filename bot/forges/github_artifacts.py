@@ -18,7 +18,8 @@ import httpx
 
 from bot.events import RepoRef
 from bot.forges.base import ForgeError, NotFound
-from bot.forges.github_auth import GitHubSession, reading, repo_url
+from bot.forges.github_auth import GitHubSession
+from bot.forges.github_client import reading, repo_url
 from bot.forges.github_graphql import status_error
 
 PAGE = 100

@@ -1,12 +1,12 @@
 """One authenticated conversation with the GitHub REST API.
 
-``GitHubSession`` sends requests through gidgethub's sans-I/O client over the shared
-``httpx.AsyncClient`` and takes care of what every call needs: credentials (a GitHub
-App's JWT and per-installation access tokens, cached and refreshed five minutes
-before they expire, or a personal token), retries (``retry_delay``: rate limits wait
-as told, 5xx and connection failures back off 1, 2, 4 s), one write at a time per
-installation (``WritePacer``), and typed errors (``bot.forges.base``). An installation
-token is minted for one repository with the task's permissions (``github_tokens``).
+``GitHubSession`` sends requests through ``github_client.GitHubClient`` (gidgethub over
+the shared ``httpx.AsyncClient``, retried there) and takes care of what every call needs
+besides: credentials (a GitHub App's JWT and per-installation access tokens, cached and
+refreshed five minutes before they expire, or a personal token), one write at a time per
+installation (``WritePacer``), and typed errors (``github_client.forge_error``). An
+installation token is minted for one repository with the task's permissions
+(``github_tokens``).
 """
 
 from __future__ import annotations
@@ -14,123 +14,30 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 from gidgethub import HTTPException, sansio
-from gidgethub import abc as gh_abc
 
-from bot import metrics, tracing
 from bot.events import RepoRef
-from bot.forges.base import AccessDenied, Conflict, ForgeError, NotFound, RateLimited
+from bot.forges.base import Conflict, ForgeError
+from bot.forges.github_client import (
+    ACCEPT,
+    Clock,
+    GitHubClient,
+    Sleep,
+    account_id,
+    api_headers,
+    forge_error,
+    repo_url,
+)
 from bot.forges.github_tokens import app_jwt, check_credentials, token_expiry, token_request
-from bot.forges.retry import WritePacer, retry_delay
-from bot.forges.routes import route_template
+from bot.forges.retry import WritePacer
 from bot.progress import step
 
-ACCEPT = "application/vnd.github+json"
-API_VERSION = "2022-11-28"
 TOKEN_REFRESH_MARGIN = 300.0
-
-Sleep = Callable[[float], Awaitable[None]]
-Clock = Callable[[], float]
-
-
-class _Client(gh_abc.GitHubAPI):
-    """gidgethub over the shared ``httpx.AsyncClient``, retrying below gidgethub.
-
-    gidgethub 6's own ``gidgethub.httpx.GitHubAPI`` binds to the ``httpx2`` package
-    when that is installed; this is the same small adapter over ``httpx`` itself,
-    with the retry loop and an injectable ``sleep`` and clock.
-    """
-
-    def __init__(
-        self, http: httpx.AsyncClient, *, requester: str, base_url: str, sleep: Sleep, clock: Clock
-    ) -> None:
-        super().__init__(requester, base_url=base_url)
-        self._http = http
-        self._sleep = sleep
-        self._clock = clock
-
-    async def _request(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
-    ) -> tuple[int, Mapping[str, str], bytes]:
-        with tracing.forge_span("github", method, url, route_template) as span:
-            status, got, content = await self._retried(method, url, headers, body, span)
-            tracing.forge_answered(span, status)
-            return status, got, content
-
-    async def _retried(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes, span: tracing.Span
-    ) -> tuple[int, Mapping[str, str], bytes]:
-        attempt = 0
-        while True:
-            status: int | None = None
-            metrics.forge_request("github", method)
-            try:
-                response = await self._http.request(
-                    method, url, headers=dict(headers), content=body
-                )
-            except httpx.TransportError as exc:
-                delay = retry_delay(None, {}, attempt, now=self._clock())
-                if delay is None:
-                    reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
-                    raise ForgeError(f"GitHub is unreachable ({method} {url}): {reason}") from exc
-            else:
-                status, got = response.status_code, response.headers
-                delay = retry_delay(status, got, attempt, now=self._clock())
-                if delay is None:
-                    return status, got, response.content
-            metrics.forge_wait("github", status)
-            span.set("bot.forge.retries", attempt + 1)
-            await self._sleep(delay)
-            attempt += 1
-
-    async def sleep(self, seconds: float) -> None:
-        await self._sleep(seconds)
-
-
-def forge_error(exc: HTTPException, *, method: str, path: str, what: str, now: float) -> ForgeError:
-    """The ``bot.forges.base`` error for a GitHub error response."""
-    status = int(exc.status_code)
-    where = f"({method} {path.split('{?', 1)[0]})"
-    detail = _detail(exc)
-    if status == 404:
-        return NotFound(f"{what} not found {where}", status=404)
-    if status == 429 or (status == 403 and _rate_limited(exc.headers)):
-        wait = retry_delay(status, exc.headers, 0, now=now) or 60.0
-        message = f"GitHub rate limit reached for {what}; retry in {wait:.0f} s {where}"
-        return RateLimited(message, retry_after=wait, status=status)
-    if status in (401, 403):
-        return AccessDenied(f"GitHub refused access to {what}: {detail} {where}", status=status)
-    if status in (409, 422):
-        return Conflict(f"GitHub refused {what}: {detail} {where}", status=status)
-    return ForgeError(f"GitHub error {status} for {what}: {detail} {where}", status=status)
-
-
-def _detail(exc: HTTPException) -> str:
-    """GitHub's message plus the messages of its validation ``errors``, when any."""
-    errors = getattr(exc, "errors", None)
-    notes = [
-        str(error.get("message") or f"{error.get('field')} {error.get('code')}")
-        for error in (errors if isinstance(errors, list) else [])
-        if isinstance(error, Mapping)
-    ]
-    return "; ".join([str(exc) or "no details", *notes])
-
-
-def _rate_limited(headers: Mapping[str, str]) -> bool:
-    lowered = {key.lower(): value for key, value in headers.items()}
-    return "retry-after" in lowered or lowered.get("x-ratelimit-remaining") == "0"
-
-
-def account_id(user: object) -> str:
-    """A REST or GraphQL user's account id (``id`` / ``databaseId``); "" when none."""
-    found = (user.get("id") or user.get("databaseId")) if isinstance(user, dict) else None
-    return str(found) if isinstance(found, int) and not isinstance(found, bool) else ""
 
 
 class GitHubSession:
@@ -153,7 +60,9 @@ class GitHubSession:
         well formed."""
         pacer = pacer or WritePacer()
         self._key = check_credentials(app_id, private_key, token)
-        self._api = _Client(http, requester=user_agent, base_url=api_url, sleep=sleep, clock=clock)
+        self._api = GitHubClient(
+            http, requester=user_agent, base_url=api_url, sleep=sleep, clock=clock
+        )
         self.api_url = api_url.rstrip("/")
         self.clock = clock
         self.http = http
@@ -202,7 +111,7 @@ class GitHubSession:
         """Every item of a paginated list, following ``Link: rel="next"``."""
         _, token = await self.credentials(repo)
         pages = self._api.getiter(
-            path, url_vars, accept=ACCEPT, oauth_token=token, extra_headers=_headers()
+            path, url_vars, accept=ACCEPT, oauth_token=token, extra_headers=api_headers()
         )
         try:
             with step(f"GitHub GET {path} (all pages)"):
@@ -225,7 +134,7 @@ class GitHubSession:
         (default: anything but GET) waits for the installation's write turn."""
         key, token = await self.credentials(repo)
         headers = sansio.create_headers(self.user_agent, accept=accept, oauth_token=token)
-        headers |= _headers()
+        headers |= api_headers()
         if body:
             headers["content-type"] = "application/json; charset=utf-8"
         with step(f"GitHub {method} {url.split('?', 1)[0]}"):
@@ -273,7 +182,7 @@ class GitHubSession:
         """Items of a paginated list as the App, page by page (``Link: rel="next"``),
         while ``take(item)`` says yes and fewer than ``limit`` were taken."""
         pages = self._api.getiter(path, accept=ACCEPT, jwt=self._jwt()["jwt"],
-                                  extra_headers=_headers())  # fmt: skip
+                                  extra_headers=api_headers())  # fmt: skip
         items: list[Any] = []
         try:
             with step(f"GitHub GET {path} (pages)"):
@@ -323,7 +232,7 @@ class GitHubSession:
         accept: str,
     ) -> Any:
         api = self._api
-        options: dict[str, Any] = {"accept": accept, "extra_headers": _headers(), **auth}
+        options: dict[str, Any] = {"accept": accept, "extra_headers": api_headers(), **auth}
         try:
             with step(f"GitHub {method} {path}"):
                 if method == "GET":
@@ -383,37 +292,3 @@ class GitHubSession:
         body = token_request(repo, permissions if isinstance(permissions, dict) else {})
         return await self._send("POST", f"{app}/access_tokens", None, body, self._jwt(), what,
                                 ACCEPT)  # fmt: skip
-
-
-def repo_url(repo: RepoRef, *parts: str, query: Mapping[str, Any] | None = None) -> str:
-    """``/repos/{owner}/{name}/...`` with each segment percent-encoded, plus a query template."""
-    owner, _, name = repo.full_name.partition("/")
-    if not owner or not name or "/" in name:
-        raise ValueError(f"not a GitHub repository name (owner/name): {repo.full_name!r}")
-    path = "/repos/" + "/".join(quote(part, safe="") for part in (owner, name, *parts))
-    return path + ("{?" + ",".join(query) + "}" if query else "")
-
-
-def split_path(path: str) -> list[str]:
-    """A file path or ref name as URL segments (its slashes become separators).
-
-    ``.`` and ``..`` segments are refused: the URL they make would be normalised into
-    another endpoint (``contents/../../other-repo/...`` reads another repository with
-    the installation's token)."""
-    parts = [part for part in path.strip("/").split("/") if part]
-    if any(part in (".", "..") for part in parts):
-        raise ValueError(f"refusing a path with '.' or '..' segments: {path!r}")
-    return parts
-
-
-@contextmanager
-def reading(what: str) -> Iterator[None]:
-    """Turn a response of the wrong shape into a ``ForgeError`` naming the call."""
-    try:
-        yield
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ForgeError(f"unexpected GitHub response for {what}: {exc!r}") from exc
-
-
-def _headers() -> dict[str, str]:
-    return {"x-github-api-version": API_VERSION}

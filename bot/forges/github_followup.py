@@ -30,7 +30,8 @@ from bot.change_state import (
 )
 from bot.events import Check, CheckKind, CheckState, RepoRef
 from bot.forges.base import ANSWERS_PER_REQUEST, LOG_TAIL_BYTES, ForgeError, NotFound
-from bot.forges.github_auth import GitHubSession, account_id, reading, repo_url
+from bot.forges.github_auth import GitHubSession
+from bot.forges.github_client import account_id, reading, repo_url
 from bot.forges.github_git import GitData
 from bot.forges.github_graphql import GraphQL, status_error
 from bot.forges.log_tail import TailBuffer

@@ -25,7 +25,8 @@ from bot.forges.base import (
     SearchHit,
     TreeEntry,
 )
-from bot.forges.github_auth import GitHubSession, reading, repo_url, split_path
+from bot.forges.github_auth import GitHubSession
+from bot.forges.github_client import reading, repo_url, split_path
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _SCOPE_QUALIFIER = re.compile(r"(?i)(?<!\S)-?(repo|org|user|owner|fork|is):\S*")

@@ -18,7 +18,8 @@ from gidgethub import HTTPException
 
 from bot.events import RepoRef
 from bot.forges.base import AccessDenied, ForgeError, NotFound, RateLimited
-from bot.forges.github_auth import GitHubSession, forge_error
+from bot.forges.github_auth import GitHubSession
+from bot.forges.github_client import forge_error
 from bot.forges.retry import retry_delay
 
 _ERROR_TYPES = {"NOT_FOUND": NotFound, "FORBIDDEN": AccessDenied}

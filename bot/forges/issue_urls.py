@@ -24,7 +24,7 @@ import msgspec
 
 from bot.config import Settings
 from bot.events import ForgeKind, IssueRef, RepoRef
-from bot.forges.github_auth import split_path
+from bot.forges.github_client import split_path
 
 _GITHUB_PATH = re.compile(r"(?P<repo>[\w.-]+/[\w.-]+)/(?P<kind>issues|pull)/(?P<n>[0-9]{1,10})/?")
 _GITLAB_PATH = re.compile(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.config.sections import RevisionSettings
+from bot.config.planning import RevisionSettings
 from bot.events import TaskMode
 from bot.storage.base import TaskState
 from tests.agent import docs

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.config.sections import ExecutionSettings
+from bot.config.planning import ExecutionSettings
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.e2e.support import GH_REPO, OWNER, gh_labeled, of_kind, settle
