@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
-from bot.config import HistorySettings
+from bot.config.sections import HistorySettings
 from bot.llm.budget import BudgetExceeded
 from bot.llm.calls import PhaseCaller
 from bot.llm.tokens import count_tokens
