@@ -151,6 +151,7 @@ class FakeRepo:
     ref: RepoRef
     default_branch: str = "main"
     clone_url: str = ""
+    ci_config_path: str = ""  # GitLab's project setting
     branches: dict[str, dict[str, bytes]] = field(default_factory=dict)
     labels: dict[str, tuple[str, str]] = field(default_factory=dict)
     permissions: dict[str, Permission] = field(default_factory=dict)
@@ -485,6 +486,7 @@ class FakeForge:
             default_branch=fake.default_branch,
             clone_url=fake.clone_url,
             web_url=fake.ref.web_url,
+            ci_config_path=fake.ci_config_path,
         )
 
     async def get_file(self, repo: RepoRef, path: str, *, ref: str | None = None) -> FileContent:

@@ -36,7 +36,8 @@ from bot.llm.base import LLMError
 from bot.llm.budget import BudgetExceeded, BudgetKind
 from bot.llm.offers import Offered, native_offer
 from bot.llm.tokens import count_tokens
-from bot.record.evidence import compact_results, unresolved_failures
+from bot.record.evidence import unresolved_failures
+from bot.record.folding import Recall
 from bot.record.history import HistoryKind
 from bot.record.judgement import unmet_precondition
 from bot.record.open_loop import FINISH_TOOL, OPEN_TASK, max_steps, next_step, with_step
@@ -109,6 +110,9 @@ class ActionRunner:
         self.repo_instructions = repo_instructions_block(built.instructions if built else "")
         self._ready = False
         self._briefing: Briefing | None = None  # the open loop's (read on its first step)
+        self.recall = Recall(session.state, session.caller, ctx.settings.planning.history,
+                             budget_tokens=self.results_budget, fence=as_data,
+                             checkpoint=session.checkpoint)  # fmt: skip
 
     async def prepare(self) -> SetupFailed | None:
         """Prepare the workspace once per run (set-up before work)."""
@@ -164,9 +168,10 @@ class ActionRunner:
             )  # fmt: skip
         offered: list[Offered] = [*self.tools.usable(), FINISH_TOOL]
         briefing = {**self._briefing.prompt_vars(), "tools": [_tool_view(t) for t in offered]}
+        await self.recall.fold(plan.goal)
         answer = await self.caller.ask_offering(
-            "open_loop", "execution", native_offer(OPEN_TASK, offered),
-            results=self.results_text(), notes=list(state.open_notes),
+            "open_loop", "execution", native_offer(OPEN_TASK, offered), memo=self.recall.memo(),
+            results=self.recall.results(), notes=list(state.open_notes),
             steps=len(plan.actions), max_steps=limit, **briefing,
         )  # fmt: skip
         state.open_notes = []
@@ -225,11 +230,6 @@ class ActionRunner:
                               revision=self._rev())  # fmt: skip
         return await self._finish(record, ok=False, output=f"not run: {why}")
 
-    def results_text(self, feedback_tokens: int = 0) -> str:
-        records = list(self.state.records.values())
-        budget = max(200, self.results_budget - feedback_tokens)
-        return as_data(compact_results(records, budget_tokens=budget, count=count_tokens))
-
     async def function_call(
         self, action: PlannedAction, *, feedback: str = "", choices: list[Tool] | None = None
     ) -> tuple[str, dict[str, Any]] | str:
@@ -245,6 +245,7 @@ class ActionRunner:
             return tool.name, dict(action.arguments or {})
         plan = self.session.plan
         offered = choices or [tool]
+        await self.recall.fold(plan.goal if plan else None)
         answer = await self.caller.ask_offering(
             "execution",
             "execution",
@@ -253,9 +254,10 @@ class ActionRunner:
             action=action,
             tools=[_tool_view(t) for t in offered],
             known_arguments=json.dumps(action.arguments) if action.arguments else "",
-            results=self.results_text(count_tokens(feedback)),
+            results=self.recall.results(count_tokens(feedback)),
             feedback=feedback,
             repo_instructions=self.repo_instructions,
+            memo=self.recall.memo(),
         )
         if answer.data is None:
             return f"the model gave no valid execution document: {answer.error}"

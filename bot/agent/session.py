@@ -124,6 +124,8 @@ class Session:
             journal=self.runlog,
         )
         self.history = PlanningHistory(self.ctx.data_dir, self.ctx.task.id, clock=self.clock)
+        if self.ctx.built is not None:  # the memo tool writes into the checkpoint's own list
+            self.ctx.built.memo.bind(self.state.memo)
         self._started = self.monotonic()
         self._base_elapsed = self.state.elapsed
         traced = tracing.traceparent() if self.persist else ""

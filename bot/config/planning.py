@@ -56,6 +56,21 @@ class ExecutionSettings(_Section):
     early_termination: EarlyTermination = EarlyTermination()
 
 
+class HistorySettings(_Section):
+    """The calls the model is shown (docs/planning.md#history): past ``max_turns`` calls,
+    the older ones but the last ``keep_turns`` are folded into one summary the model
+    writes (a call and its result are one turn, never split); 0: never folded."""
+
+    max_turns: int = Field(30, ge=0, le=10000)
+    keep_turns: int = Field(10, ge=1, le=10000)
+
+    @model_validator(mode="after")
+    def _keeps_fewer_than_the_bound(self) -> HistorySettings:
+        if self.max_turns and self.keep_turns >= self.max_turns:
+            raise ValueError("planning.history.keep_turns must be below max_turns")
+        return self
+
+
 CI_PATHS = (
     ".github/workflows/**",
     ".github/actions/**",
@@ -127,6 +142,7 @@ class PlanningSettings(_Section):
     revision: RevisionSettings = RevisionSettings()
     cache: CacheSettings = CacheSettings()
     execution: ExecutionSettings = ExecutionSettings()
+    history: HistorySettings = HistorySettings()
     security: SecuritySettings = SecuritySettings()
     budget: BudgetSettings = BudgetSettings()
     user_config_api: UserConfigApiSettings = UserConfigApiSettings()

@@ -117,6 +117,8 @@ class RepoInfo:
     clone_url: str
     web_url: str = ""
     description: str = ""
+    # GitLab: the project's own CI file path (``ci_config_path``; "" is ``.gitlab-ci.yml``)
+    ci_config_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,7 @@ class GitLabGit:
             clone_url=data["http_url_to_repo"],
             web_url=web_url,
             description=data.get("description") or "",
+            ci_config_path=str(data.get("ci_config_path") or ""),
         )
 
     async def _ref_or_default(self, repo: RepoRef, ref: str | None) -> str:

@@ -28,6 +28,7 @@ PHASES = (
     "completion",
     "human_feedback",
     "summarise",
+    "history_summary",
 )
 TEMPLATES = ("system", *PHASES)
 PROMPT_PACKAGE = "bot._prompts"

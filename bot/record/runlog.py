@@ -223,6 +223,7 @@ class Artifacts:
                 conversation_summary=summary,
                 outcome=outcome,
                 settings=planning.report_lines() if planning is not None else None,
+                memo=[self.runlog.redact(entry) for entry in self.state.memo],
             )
         hidden = ("description", "requested_by", "trace")  # the readers need none
         shown = {k: v for k, v in task.items() if k not in hidden}

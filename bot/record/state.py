@@ -250,6 +250,9 @@ class AgentState:
     # what its next step is told (people's feedback, what the record holds against a claim).
     open_loop: bool = False
     open_notes: list[str] = field(default_factory=list)
+    memo: list[str] = field(default_factory=list)  # the memo tool's notes (tools/memo.py)
+    history_summary: str = ""  # older calls folded into one summary (record/folding.py)
+    folded: list[str] = field(default_factory=list)  # the keys of the calls folded
     outcome: dict[str, Any] | None = None
     # The traceparent of each traced run, oldest first (bot.tracing): a resumed run links
     # to the one before it; the API and the report show the last one's trace id.

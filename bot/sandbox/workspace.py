@@ -25,6 +25,7 @@ from pathlib import Path
 from bot import offload
 from bot.forges.base import CloneAuth
 from bot.paths import resolve_inside
+from bot.sandbox.git_state import has_markers, marker_sizes, parse_status, unmerged_paths
 from bot.sandbox.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
 from bot.sandbox.tree_walk import remove_tree, walk
 
@@ -313,13 +314,21 @@ class Workspace:
         await self._git("fetch", "--quiet", "--no-tags", *deepen, "origin", *refs, auth=auth)
 
     async def _unmerged(self) -> list[str]:
+        """The paths git holds as unmerged (the index's stages and the diff's view)."""
+        staged = await self._git("ls-files", "-u", "-z")
         listed = await self._git("diff", "--name-only", "-z", "--diff-filter=U")
-        return sorted({p for p in listed.stdout.split("\0") if p})
+        return unmerged_paths(staged.stdout, listed.stdout)
 
     async def _conflict_markers(self) -> list[str]:
-        """The paths a merge left conflicted that still hold a conflict marker line."""
+        """The paths left unmerged that still hold a conflict marker line of any length
+        the attributes name (the working tree's, the index's, git's default)."""
         conflicted = await self._unmerged()
-        return [p for p in conflicted if await offload.run(_has_markers, self.resolve(p))]
+        names = "".join(f"{p}\0" for p in conflicted).encode()
+        found = [await self._git("check-attr", "-z", "--stdin", *where,
+                                 "conflict-marker-size", stdin=names)
+                 for where in ([], ["--cached"]) if conflicted]  # fmt: skip
+        sizes = marker_sizes(conflicted, *(f.stdout for f in found))
+        return [p for p in conflicted if await offload.run(has_markers, self.resolve(p), sizes[p])]
 
     async def unpublished(self) -> bool:
         """Whether the branch has commits the remote is not known to have (a commit made
@@ -346,18 +355,6 @@ class Workspace:
         await self._git("push", "--quiet", "--no-verify", "origin",
                         f"{head}:refs/heads/{self.branch}", auth=auth)  # fmt: skip
         await self._git("update-ref", f"refs/remotes/origin/{self.branch}", head)
-
-
-_MARKERS = (b"<<<<<<< ", b">>>>>>> ")
-
-
-def _has_markers(path: Path) -> bool:
-    """Whether the file holds a line git writes around a conflict."""
-    try:
-        with path.open("rb") as handle:
-            return any(line.startswith(_MARKERS) for line in handle)
-    except (FileNotFoundError, IsADirectoryError):
-        return False
 
 
 def remove_nested_repositories(root: Path) -> list[str]:
@@ -395,19 +392,3 @@ def content_digest(root: Path, rel: str) -> str:
         return "special"
     with where.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def parse_status(porcelain: str) -> list[str]:
-    """File paths from ``git status --porcelain=v1 -z`` (renames give the new path)."""
-    fields = porcelain.split("\0")
-    paths: list[str] = []
-    index = 0
-    while index < len(fields):
-        entry = fields[index]
-        index += 1
-        if len(entry) < 4:
-            continue
-        paths.append(entry[3:])
-        if entry[0] in "RC" or entry[1] in "RC":
-            index += 1  # the original path of a rename or copy follows
-    return sorted(set(paths))

@@ -171,11 +171,12 @@ class RunDirectory:
         conversation_summary: str,
         outcome: str,
         settings: list[str] | None = None,
+        memo: list[str] | None = None,
     ) -> Path:
         text = render_report(
             task=task, changes=changes, diff_stat=diff_stat, quality=quality,
             conversation_summary=conversation_summary, outcome=outcome,
-            artifacts=self.artifact_names(), settings=settings,
+            artifacts=self.artifact_names(), settings=settings, memo=memo,
         )  # fmt: skip
         return self._replace("report.md", text)
 
@@ -310,6 +311,7 @@ def render_report(
     outcome: str,
     artifacts: list[str],
     settings: list[str] | None = None,
+    memo: list[str] | None = None,
 ) -> str:
     """report.md: pure, so it can be tested and previewed without a run directory."""
     title = task.get("title") or task.get("id") or "task"
@@ -323,6 +325,13 @@ def render_report(
     if settings:
         lines += ["", "## Planning settings", "", *settings]
     lines += ["", "## Conversation summary", "", conversation_summary.strip() or "(none)"]
+    if memo:  # the notes the agent kept for itself (the memo tool)
+        lines += [
+            "",
+            "## Memo",
+            "",
+            *(f"{n}. {' '.join(e.split())}" for n, e in enumerate(memo, 1)),
+        ]
     lines += ["", "## Artifacts", ""]
     lines += [f"- [`{name}`](artifacts/{quote(name)})" for name in artifacts] or ["None."]
     return "\n".join(lines) + "\n"

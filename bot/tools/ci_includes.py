@@ -2,12 +2,15 @@
 
 They are CI definitions as much as ``.gitlab-ci.yml`` is: pushed, they run with the
 project's CI variables. Their names are the project's choice, so no default glob can
-name them all: ``load_ci_includes`` reads ``.gitlab-ci.yml`` on the default branch and
+name them all: ``load_ci_includes`` reads the project's CI file on the default branch
+(``.gitlab-ci.yml``, or the path the project's settings name: ``ci_config_path``) and
 the local files it includes (and those include, up to ``MAX_FILES`` files), and their
 paths join ``require_approval_paths`` for the task (``load_repo_config``). Wildcards
-(``configs/*.yml``) and CI variables (``$CI_...``) stay globs. A pipeline that cannot be
-read whole (too large, too many includes) guards every YAML file instead.
-``local_includes`` is pure; ``load_ci_includes`` is the one function that reads.
+(``configs/*.yml``, ``ci/**/*.yml``) and CI variables (``$CI_...``) stay globs, read as
+GitLab reads them (``**/`` is also no folder; ``?`` and ``[`` are plain characters). A
+pipeline that cannot be read whole (too large, too many includes) guards every YAML file
+instead. On GitHub the same call gives the folders of the local actions the workflows run
+(``local_actions``). ``local_includes`` is pure; ``load_ci_includes`` reads.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import yaml
 
 from bot.events import ForgeKind, RepoRef
 from bot.forges.base import Forge, NotFound
+from bot.tools.local_actions import load_local_actions
 from bot.tools.policy import repo_path
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,24 @@ def local_includes(document: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def literal(path: str) -> str:
+    """A GitLab include path as the approval guard's glob: GitLab's only wildcard is
+    ``*`` (``**``), so ``?`` and ``[`` name themselves."""
+    return path.replace("[", "[[]").replace("?", "[?]")
+
+
+def own_ci_file(setting: str) -> str | None:
+    """The repository path of the project's CI file from its ``ci_config_path``: "" is
+    ``.gitlab-ci.yml``; a file of another project (``path@group/project``) or a URL is
+    none of this repository's (None)."""
+    text = setting.strip()
+    if not text:
+        return GITLAB_CI_PATH
+    if "://" in text or "@" in text:
+        return None
+    return repo_path(text) or None
+
+
 def _parse(content: bytes) -> object:
     try:
         return yaml.load(content.decode("utf-8"), Loader=_Loader)  # noqa: S506 (a safe loader)
@@ -63,13 +85,17 @@ def _parse(content: bytes) -> object:
 
 
 async def load_ci_includes(forge: Forge, repo: RepoRef, ref: str) -> tuple[str, ...]:
-    """The local files a GitLab project's pipeline at ``ref`` includes (nothing for a
-    GitHub repository, or without ``.gitlab-ci.yml``). Forge errors other than
+    """The local files a GitLab project's pipeline at ``ref`` includes, its own CI file
+    when the project's settings name one (nothing without a CI file); on GitHub the
+    folders of the local actions its workflows run. Forge errors other than
     ``NotFound`` propagate."""
-    if repo.forge is not ForgeKind.GITLAB:
+    if repo.forge is ForgeKind.GITHUB:
+        return await load_local_actions(forge, repo, ref)
+    start = own_ci_file((await forge.get_repo_info(repo)).ci_config_path)
+    if start is None:
         return ()
-    found: list[str] = []
-    queue, seen = [GITLAB_CI_PATH], set[str]()
+    found: list[str] = [] if start == GITLAB_CI_PATH else [literal(start)]
+    queue, seen = [start], set[str]()
     while queue:
         path = queue.pop(0)
         if path in seen:
@@ -95,7 +121,7 @@ async def load_ci_includes(forge: Forge, repo: RepoRef, ref: str) -> tuple[str, 
             )
             return (*found, *UNKNOWN)
         for included in local_includes(_parse(file.content)):
-            found.append(included)
-            if not any(c in included for c in "*?["):
+            found.append(literal(included))
+            if "*" not in included:
                 queue.append(included)
     return tuple(dict.fromkeys(found))

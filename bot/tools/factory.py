@@ -30,6 +30,7 @@ from bot.sandbox.setup_plan import sandbox_which
 from bot.sandbox.workspace import Workspace, branch_name
 from bot.tools.forge_tools import CommentFinisher, forge_tools
 from bot.tools.mcp import McpToolset
+from bot.tools.memo import MemoPad, memo_tool
 from bot.tools.quality import QualityCommands
 from bot.tools.registry import Tool, ToolRegistry
 from bot.tools.repo_config import EffectivePolicy, RepoConfig, apply_repo_config
@@ -57,6 +58,7 @@ class BuiltTools:
     preparer: Preparer | None = None  # set-up before work (None: no set-up)
     mcp_unavailable: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    memo: MemoPad = field(default_factory=MemoPad)  # the agent's notes (bound to its checkpoint)
 
 
 def combine(builtin: list[Tool], extra: list[Tool]) -> tuple[list[Tool], list[str]]:
@@ -133,6 +135,8 @@ async def build_tools(
     )  # fmt: skip
     web = web_limits(settings.web, repo.web)  # off unless the server turns the tools on
     builtin += web_tools(web, secrets=secret_values(settings))
+    memo = MemoPad()
+    builtin.append(memo_tool(memo))
     mcp = McpToolset(settings.mcp_servers, max_output_chars=settings.sandbox.max_output_chars)
     await stack.enter_async_context(mcp)
     tools, skipped = combine(builtin, mcp.tools)
@@ -153,6 +157,7 @@ async def build_tools(
         preparer=preparer,
         mcp_unavailable=dict(mcp.unavailable),
         notes=effective.notes + web.notes + tuple(skipped) + tuple(unavailable),
+        memo=memo,
     )
 
 

@@ -7,7 +7,9 @@ repository paths (CI definitions by default) whose writing waits for approval.
 
 from __future__ import annotations
 
+import functools
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -33,6 +35,38 @@ def repo_path(path: str) -> str:
     return "" if norm == "." else norm
 
 
+@functools.lru_cache(maxsize=1024)
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    """A path glob as a regular expression: ``fnmatch``'s (``*`` and ``?`` cross ``/``,
+    ``[...]`` a class), and ``**/`` also no folder at all, as GitLab's ``include`` reads
+    it (``ci/**/*.yml`` holds ``ci/a.yml``; ``**/*.yml`` holds ``a.yml``). Wider than
+    GitLab's own ``*`` (which stops at ``/``): a guard errs on the side of asking."""
+    out, at = [], 0
+    while at < len(pattern):
+        if pattern.startswith("**/", at):
+            out.append("(?:.*/)?")
+            at += 3
+        elif pattern[at] == "*":
+            out.append(".*")
+            at += 1
+        elif pattern[at] == "?":
+            out.append(".")
+            at += 1
+        elif pattern[at] == "[" and (end := pattern.find("]", at + 2)) > 0:
+            body = pattern[at + 1 : end].replace("\\", "\\\\").replace("[", "\\[")
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            at = end + 1
+        else:
+            out.append(re.escape(pattern[at]))
+            at += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def path_matches(path: str, pattern: str) -> bool:
+    """Whether the repository path ``path`` matches the glob ``pattern`` (``_path_regex``)."""
+    return _path_regex(pattern).fullmatch(path) is not None
+
+
 def guarded_by(path: str, patterns: tuple[str, ...]) -> str | None:
     """The pattern that makes writing ``path`` need approval: the path matches it, or is
     a folder that holds what it matches (moving or deleting ``.github`` moves the
@@ -44,7 +78,7 @@ def guarded_by(path: str, patterns: tuple[str, ...]) -> str | None:
         return patterns[0] if patterns else None
     parts = norm.split("/")
     for pattern in patterns:
-        if fnmatchcase(norm, pattern):
+        if path_matches(norm, pattern):
             return pattern
         steps = pattern.split("/")
         anywhere = not steps[0].strip("*")

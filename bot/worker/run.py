@@ -54,10 +54,13 @@ LATE_REPORT_SECONDS = 60.0
 
 
 def task_fields(task: Task, settings: Settings) -> dict[str, Any]:
-    """What task.json says of a task when its run starts: the issue, who asked, the
+    """What task.json says of a task when its run starts: the issue and its text (the
+    body, and the instructions given with the command or over the API), who asked, the
     model and a digest of the settings the run uses."""
     issue = task.request.issue
     return {
+        "description": issue.body,
+        "instructions": task.request.instructions,
         "id": task.id,
         "issue": issue.web_url or issue.key,
         "title": issue.title,

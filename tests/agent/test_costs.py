@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bot.comments.status import StatusView
 from bot.config.sections import ModelPrice
-from bot.llm.prices import price_for
+from bot.llm.prices import dollars, price_for
 from bot.llm.scripted import ScriptedLLM
 from bot.run_events import ProgressKind
 from bot.storage.base import TaskState
@@ -35,7 +35,7 @@ async def test_a_task_on_a_priced_model_adds_up_what_each_call_cost(
     assert usage[-1]["cost"] > 0
     view = StatusView(state=TaskState.DONE)
     view.restore({"total_tokens": usage[-1]["total_tokens"], "cost": usage[-1]["cost"]})
-    assert f"· Cost: ${usage[-1]['cost']:.3f}" in view.render("en")
+    assert f"· Cost: {dollars(usage[-1]['cost'])}" in view.render("en")  # however small
     assert "· 費用: $" in view.render("ja")
 
 

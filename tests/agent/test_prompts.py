@@ -91,6 +91,7 @@ VARIABLES: dict[str, dict[str, Any]] = {
         "delivery": {"branch": "agent/1-x"},
     },
     "summarise": {"goal": GOAL, "tool": "read", "output": "long text"},
+    "history_summary": {"goal": GOAL, "previous": "read README.md", "calls": "- [step_2] ..."},
 }
 
 

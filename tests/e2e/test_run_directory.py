@@ -70,3 +70,24 @@ async def test_task_json_is_written_at_the_start_and_follows_each_state(
     ]
     assert done["state"] == "done" and done["settings_digest"] == seen["settings_digest"]
     assert done["title"] == "Spelling error in the README file" and "tokens" in done
+
+
+async def test_task_json_carries_the_instruction_text_from_the_start(
+    tmp_path: Path, remote: Remote
+) -> None:
+    """The issue's body and the words given with ``/agent run`` are in task.json before
+    the model is first asked, not only in the report at the end."""
+    seen: dict[str, Any] = {}
+    async with Harness(tmp_path) as bot:
+        github_repo(bot, remote)
+
+        async def first_call() -> None:
+            [task] = await bot.tasks()
+            seen.update(_task_json(bot, task.id))
+
+        use_llm(bot, SteeredLLM([_write_plan(), docs.completion(done=1)], {1: first_call}))
+        await bot.send_github("issue_comment", gh_comment("/agent run keep the changelog"))
+        await settle(bot)
+    assert seen["state"] == "running"
+    assert seen["description"] == "It looks like you accidently spelled 'commit' with two 't's."
+    assert "keep the changelog" in seen["instructions"]

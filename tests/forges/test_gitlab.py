@@ -338,6 +338,15 @@ async def test_get_repo_info(api: Any, forge: GitLabForge) -> None:
     assert info.web_url == f"{HOST}/acme/widgets"
     assert info.description == "Widgets for everyone"
     assert info.repo.project_id == 42
+    assert info.ci_config_path == ""  # the project keeps .gitlab-ci.yml
+
+
+async def test_get_repo_info_reads_the_projects_own_ci_file_path(
+    api: Any, forge: GitLabForge
+) -> None:
+    api.get(P, json={**load("project"), "ci_config_path": "ci/pipeline.yml"})
+
+    assert (await forge.get_repo_info(REPO)).ci_config_path == "ci/pipeline.yml"
 
 
 async def test_self_hosted_url_is_honoured(waits: list[float]) -> None:

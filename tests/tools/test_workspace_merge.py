@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.sandbox.git_state import has_markers, marker_sizes, unmerged_paths
 from bot.sandbox.workspace import Workspace, WorkspaceError
 from tests.tools.conftest import Remote, git
 
@@ -61,3 +62,52 @@ async def test_conflicts_are_left_for_the_agent_and_block_the_push_until_resolve
     assert head is not None and remote.rev(BRANCH) == head
     git("merge-base", "--is-ancestor", mine, head, cwd=remote.bare)  # kept, not rewritten
     assert remote.show(BRANCH, "README.md") == b"both sides' words\n"
+
+
+async def test_markers_of_the_size_the_attributes_name_block_the_push(
+    make_workspace: MakeWorkspace, remote: Remote, tmp_path: Path
+) -> None:
+    """``conflict-marker-size=12``: git writes twelve-character markers, which a check for
+    git's default seven never saw; neither the working tree's attributes changed by a
+    command nor git's default hides them."""
+    push(remote, tmp_path, "main", ".gitattributes", "* conflict-marker-size=12\n")
+    mine = push(remote, tmp_path, BRANCH, "README.md", "the branch's words\n")
+    push(remote, tmp_path, "main", "README.md", "main's words\n")
+    workspace = make_workspace()
+    assert await workspace.merge_base() == ["README.md"]
+    assert "u" in git("status", "--porcelain", "README.md", cwd=workspace.path).lower()
+    marked = (workspace.path / "README.md").read_text()
+    firsts = {line.split(" ")[0] for line in marked.splitlines()}
+    assert "<" * 12 in firsts and ">" * 12 in firsts and "<" * 7 not in firsts
+    with pytest.raises(WorkspaceError, match=r"conflict markers in README\.md"):
+        await workspace.commit_and_push("Merge main")
+    # a command names another size in the working tree: the index's attributes still count
+    (workspace.path / ".gitattributes").write_text("* conflict-marker-size=30\n")
+    with pytest.raises(WorkspaceError, match=r"conflict markers in README\.md"):
+        await workspace.commit_and_push("Merge main")
+    assert remote.rev(BRANCH) == mine  # nothing pushed
+
+    (workspace.path / ".gitattributes").write_text("* conflict-marker-size=12\n")
+    (workspace.path / "README.md").write_text("both sides' words\n")
+    head = await workspace.commit_and_push("Merge main")
+    assert head is not None and remote.show(BRANCH, "README.md") == b"both sides' words\n"
+
+
+def test_marker_sizes_read_as_git_reads_them(tmp_path: Path) -> None:
+    outputs = (
+        "a\0conflict-marker-size\x0012\0b\0conflict-marker-size\0unspecified\0"
+        "c\0conflict-marker-size\0set\0d\0conflict-marker-size\x003x\0",
+        "a\0conflict-marker-size\0unspecified\0",
+    )
+    sizes = marker_sizes(["a", "b", "c", "d", "e"], *outputs)
+    assert sizes == {"a": {7, 12}, "b": {7}, "c": {7}, "d": {3, 7}, "e": {7}}
+    file = tmp_path / "f.txt"
+    file.write_bytes(b"text\n<<<<<<<<<<<< HEAD\nx\n")
+    assert has_markers(file, frozenset({7, 12}))
+    assert not has_markers(file, frozenset({7}))  # twelve is not seven followed by a space
+    file.write_bytes(b"|||| base\n")
+    assert has_markers(file, frozenset({4})) and not has_markers(file, frozenset({3, 5}))
+    assert unmerged_paths("100644 abc 2\tx.txt\x00100644 def 3\tx.txt\x00", "y.txt\0") == [
+        "x.txt",
+        "y.txt",
+    ]

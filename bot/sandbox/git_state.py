@@ -1,0 +1,91 @@
+"""What git says of the working tree: the paths a status lists, and what a merge of the
+base left unresolved, read from git's own state and the files.
+
+Git keeps a path it could not merge in the index's higher stages (``git ls-files -u``)
+until it is added again; in the file it writes conflict markers whose length the
+repository's attributes choose (``conflict-marker-size``, seven by default). A path still
+unmerged whose file holds a marker line of any length those attributes name (in the
+working tree or in the index, which a sandboxed command cannot change) is unresolved.
+Pure: the parsing of git's output and the reading of one file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_MARKER_SIZE",
+    "has_markers",
+    "marker_sizes",
+    "parse_status",
+    "unmerged_paths",
+]
+
+DEFAULT_MARKER_SIZE = 7  # git's own, where no attribute names another
+_MARKER_CHARS = (b"<", b">", b"|")  # ours, theirs, and the base of the diff3 style
+
+
+def unmerged_paths(ls_files_u: str, diff_filter_u: str) -> list[str]:
+    """Every path git holds as unmerged: ``ls-files -u -z`` (``mode oid stage\\tpath``)
+    and ``diff --name-only --diff-filter=U -z``, one sorted list."""
+    staged = (entry.partition("\t")[2] for entry in ls_files_u.split("\0"))
+    listed = diff_filter_u.split("\0")
+    return sorted({p for p in (*staged, *listed) if p})
+
+
+def _size(value: str) -> int:
+    """Git's reading of the attribute's value: its leading digits, or the default when
+    they name no positive number (``unspecified``, ``set``, ``unset``, garbage)."""
+    digits = ""
+    for char in value.strip():
+        if not char.isdigit():
+            break
+        digits += char
+    size = int(digits) if digits and len(digits) < 10 else 0
+    return size if size > 0 else DEFAULT_MARKER_SIZE
+
+
+def marker_sizes(paths: list[str], *check_attr: str) -> dict[str, frozenset[int]]:
+    """Each path's marker lengths from the ``check-attr -z conflict-marker-size`` outputs
+    given (``path NUL attribute NUL value NUL``), git's default always among them."""
+    sizes: dict[str, set[int]] = {path: {DEFAULT_MARKER_SIZE} for path in paths}
+    for output in check_attr:
+        fields = output.split("\0")
+        for at in range(0, len(fields) - 2, 3):
+            path, value = fields[at], fields[at + 2]
+            sizes.setdefault(path, {DEFAULT_MARKER_SIZE}).add(_size(value))
+    return {path: frozenset(found) for path, found in sizes.items()}
+
+
+def _is_marker(line: bytes, size: int) -> bool:
+    for char in _MARKER_CHARS:
+        if line.startswith(char * size):
+            rest = line[size : size + 1]
+            if rest in (b" ", b"\n", b"\r", b""):
+                return True
+    return False
+
+
+def has_markers(path: Path, sizes: frozenset[int]) -> bool:
+    """Whether the file holds a line git writes around a conflict, at any of ``sizes``."""
+    try:
+        with path.open("rb") as handle:
+            return any(_is_marker(line, size) for line in handle for size in sizes)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return False
+
+
+def parse_status(porcelain: str) -> list[str]:
+    """File paths from ``git status --porcelain=v1 -z`` (renames give the new path)."""
+    fields = porcelain.split("\0")
+    paths: list[str] = []
+    index = 0
+    while index < len(fields):
+        entry = fields[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC" or entry[1] in "RC":
+            index += 1  # the original path of a rename or copy follows
+    return sorted(set(paths))
