@@ -26,7 +26,7 @@ from bot.tools.mcp import McpToolset
 from bot.tools.output import LogQuota
 from bot.tools.quality import QualityCommands
 from bot.tools.registry import Tool, ToolRegistry
-from bot.tools.repo_config import EffectivePolicy, RepoConfig, apply_repo_config
+from bot.tools.repo_config import Argv, EffectivePolicy, RepoConfig, apply_repo_config
 from bot.tools.sandbox import Sandbox, hidden_paths
 from bot.tools.setup import Preparer
 from bot.tools.setup_cache import SetupCache
@@ -158,9 +158,21 @@ def _preparer(
     repo: RepoConfig,
     quota: LogQuota | None,
 ) -> Preparer:
+    repository = f"{issue.repo.forge.value}:{issue.repo.full_name}"  # hashed: one folder each
+    return setup_preparer(settings, workspace, repo.setup, repository, quota)
+
+
+def setup_preparer(
+    settings: Settings,
+    workspace: Workspace,
+    configured: tuple[Argv, ...] | None,
+    repository: str,
+    quota: LogQuota | None = None,
+) -> Preparer:
     """Set-up runs in a sandbox of its own: with network (the server's sandbox.network is
     for the agent's commands) unless it would run what the agent wrote, the same hidden
-    paths, and the host's package-manager configuration files shown."""
+    paths, and the host's package-manager configuration files shown. ``configured``: the
+    repository's ``setup:`` (None: detected); ``repository``: names its cache folder."""
     hidden = hidden_paths(settings)
 
     def sandbox(expose: tuple[Path, ...], network: bool) -> Sandbox:
@@ -176,10 +188,9 @@ def _preparer(
         secrets=secret_values(settings),
         own_files=hidden,
     )
-    repository = f"{issue.repo.forge.value}:{issue.repo.full_name}"  # hashed: one folder each
     return Preparer(
         workspace=workspace,
-        configured=repo.setup,
+        configured=configured,
         sandbox=sandbox,
         package=package,
         cache=SetupCache(settings.data_dir / "setup-cache", repository),
