@@ -9,8 +9,9 @@ else from the summary lines, else it is ``MISSING`` (not run: its file is gone, 
 not collected, it was skipped, or the run timed out). ``discover`` runs the whole suite
 and returns every id the summary names (mining).
 
-Statuses: ``PASSED`` (xfail counts as passed, as SWE-bench counts it), ``FAILED``
-(xpass strict, assertion), ``ERROR`` (set-up/teardown or collection error), ``MISSING``.
+Statuses: ``PASSED`` (an expected failure counts as passed, as SWE-bench counts it; so
+does an unexpected pass that is not strict, as pytest counts it), ``FAILED`` (an
+assertion, a strict xpass), ``ERROR`` (set-up, teardown or collection), ``MISSING``.
 The whole output goes to ``log_path`` when one is given, within ``sandbox.max_file_mb``.
 """
 
@@ -50,7 +51,7 @@ _WORDS = {
     "PASSED": TestStatus.PASSED,
     "XFAIL": TestStatus.PASSED,
     "FAILED": TestStatus.FAILED,
-    "XPASS": TestStatus.FAILED,
+    "XPASS": TestStatus.PASSED,  # not strict (a strict one is FAILED)
     "ERROR": TestStatus.ERROR,
 }
 _RANK = {TestStatus.MISSING: 0, TestStatus.PASSED: 1, TestStatus.FAILED: 2, TestStatus.ERROR: 3}
@@ -81,7 +82,7 @@ def is_pytest(command: Sequence[str]) -> bool:
     return any(PurePosixPath(part).name in ("pytest", "py.test") for part in command)
 
 
-def test_argv(command: Sequence[str], ids: Sequence[str], report: str | None) -> list[str]:
+def command_line(command: Sequence[str], ids: Sequence[str], report: str | None) -> list[str]:
     """The command line: the command, pytest's options (with ``report``), then the ids."""
     argv = list(command)
     if report is not None and is_pytest(command):
@@ -220,7 +221,7 @@ async def _run(
 ) -> TestRun:
     name = f".eval-report-{secrets.token_hex(8)}.xml"
     report_path = root / name
-    argv = test_argv(how.argv, ids or [], name)
+    argv = command_line(how.argv, ids or [], name)
     started = time.monotonic()
     try:
         result = await sandbox.run(argv, cwd=root, timeout=how.timeout, env=dict(how.env),

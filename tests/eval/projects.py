@@ -28,9 +28,14 @@ def git(repo: Path, *args: str, stdin: str | None = None, date: str = "") -> str
         "PATH": "/usr/bin:/bin",
     }
     done = subprocess.run(
-        ["git", *args], cwd=repo, env=env, input=stdin, capture_output=True, text=True,
+        ["git", *args],
+        cwd=repo,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
         check=True,
-    )  # fmt: skip
+    )
     return done.stdout
 
 
@@ -69,7 +74,9 @@ def diff_of(repo: Path, files: dict[str, str | None]) -> str:
 
 
 def settings_for(tmp_path: Path, **sandbox: object) -> Settings:
-    return Settings.model_validate({
-        "storage": {"data_dir": str(tmp_path / "data")},
-        "sandbox": {"expose_paths": EXPOSE, "timeout": 120, **sandbox},
-    })  # fmt: skip
+    return Settings.model_validate(
+        {
+            "storage": {"data_dir": str(tmp_path / "data")},
+            "sandbox": {"expose_paths": EXPOSE, "timeout": 120, **sandbox},
+        }
+    )

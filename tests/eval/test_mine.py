@@ -41,29 +41,44 @@ def build_history(root: Path) -> dict[str, str]:
         repo, {"calc.py": CALC + NEG}, "Add neg", date="2024-01-02T10:00:00Z"
     )
     shas["tests_only"] = commit(
-        repo, {"tests/test_neg.py": "from calc import neg\n\n\ndef test_neg():\n"
-               "    assert neg(2) == -2\n"}, "Test neg", date="2024-01-03T10:00:00Z",
-    )  # fmt: skip
+        repo,
+        {
+            "tests/test_neg.py": "from calc import neg\n\n\ndef test_neg():\n"
+            "    assert neg(2) == -2\n"
+        },
+        "Test neg",
+        date="2024-01-03T10:00:00Z",
+    )
     fixed = CALC.replace("def sub(a, b):\n    return a + b", "def sub(a, b):\n    return a - b")
     shas["fix"] = commit(
-        repo, {"calc.py": fixed + NEG, "tests/test_calc.py": TEST_ADD + TEST_SUB},
-        "Fix sub\n\nIt added.", date="2024-01-04T10:00:00Z",
-    )  # fmt: skip
+        repo,
+        {"calc.py": fixed + NEG, "tests/test_calc.py": TEST_ADD + TEST_SUB},
+        "Fix sub\n\nIt added.",
+        date="2024-01-04T10:00:00Z",
+    )
     shas["passed_before"] = commit(
-        repo, {"calc.py": fixed.replace("return a + b", "return sum((a, b))") + NEG,
-               "tests/test_more.py": "from calc import add\n\n\ndef test_add_more():\n"
-               "    assert add(2, 2) == 4\n"},
-        "Refactor add", date="2024-01-05T10:00:00Z",
-    )  # fmt: skip
+        repo,
+        {
+            "calc.py": fixed.replace("return a + b", "return sum((a, b))") + NEG,
+            "tests/test_more.py": "from calc import add\n\n\ndef test_add_more():\n"
+            "    assert add(2, 2) == 4\n",
+        },
+        "Refactor add",
+        date="2024-01-05T10:00:00Z",
+    )
     current = fixed.replace("return a + b", "return sum((a, b))") + NEG
     shas["no_run"] = commit(
-        repo, {"calc.py": current + MUL, "tests/test_mul.py": "def test_mul(:\n"},
-        "Add mul", date="2024-03-01T10:00:00Z",
-    )  # fmt: skip
+        repo,
+        {"calc.py": current + MUL, "tests/test_mul.py": "def test_mul(:\n"},
+        "Add mul",
+        date="2024-03-01T10:00:00Z",
+    )
     shas["fixes_3"] = commit(
-        repo, {"calc.py": current + MUL.replace("a + b", "a * b"), "tests/test_mul.py": TEST_MUL},
-        "Make mul multiply\n\nFixes #3", date="2024-03-02T10:00:00Z",
-    )  # fmt: skip
+        repo,
+        {"calc.py": current + MUL.replace("a + b", "a * b"), "tests/test_mul.py": TEST_MUL},
+        "Make mul multiply\n\nFixes #3",
+        date="2024-03-02T10:00:00Z",
+    )
     return shas
 
 
@@ -74,8 +89,11 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
 
 
 P2P_AT_FIX = ["tests/test_calc.py::test_add", "tests/test_neg.py::test_neg"]
-F2P_AT_FIX = ["tests/test_calc.py::test_sub", "tests/test_calc.py::test_sub_self[1]",
-              "tests/test_calc.py::test_sub_self[2]"]  # fmt: skip
+F2P_AT_FIX = [
+    "tests/test_calc.py::test_sub",
+    "tests/test_calc.py::test_sub_self[1]",
+    "tests/test_calc.py::test_sub_self[2]",
+]
 
 
 async def test_mining_finds_exactly_the_qualifying_commits(
@@ -88,8 +106,12 @@ async def test_mining_finds_exactly_the_qualifying_commits(
         verdicts.append(verdict)
 
     how = Mining(test_command=tuple(TEST_COMMAND), setup=(), report=report)
-    tasks = await mine(Source(repo, "acme/calc"), settings=settings_for(tmp_path),
-                       work_dir=tmp_path / "work", how=how)  # fmt: skip
+    tasks = await mine(
+        Source(repo, "acme/calc"),
+        settings=settings_for(tmp_path),
+        work_dir=tmp_path / "work",
+        how=how,
+    )
     assert [t["commit"] for t in tasks] == [shas["fixes_3"], shas["fix"]]
     newest, fix = tasks
     assert json.loads(newest["FAIL_TO_PASS"]) == ["tests/test_mul.py::test_mul"]
@@ -123,15 +145,20 @@ async def test_a_mined_task_scores_its_own_fix_as_resolved(
     repo, shas = history
     how = Mining(test_command=tuple(TEST_COMMAND), setup=(), limit=1, since="2024-03-01")
     settings = settings_for(tmp_path)
-    [task] = await mine(Source(repo, "acme/calc"), settings=settings, work_dir=tmp_path / "w",
-                        how=how)  # fmt: skip
+    [task] = await mine(
+        Source(repo, "acme/calc"), settings=settings, work_dir=tmp_path / "w", how=how
+    )
     assert task["commit"] == shas["fixes_3"]
     args: dict[str, Any] = {
-        "repo": repo, "base_commit": task["base_commit"], "test_patch": task["test_patch"],
+        "repo": repo,
+        "base_commit": task["base_commit"],
+        "test_patch": task["test_patch"],
         "fail_to_pass": json.loads(task["FAIL_TO_PASS"]),
-        "pass_to_pass": json.loads(task["PASS_TO_PASS"]), "test_command": task["test_command"],
-        "setup": task["setup"], "settings": settings,
-    }  # fmt: skip
+        "pass_to_pass": json.loads(task["PASS_TO_PASS"]),
+        "test_command": task["test_command"],
+        "setup": task["setup"],
+        "settings": settings,
+    }
     resolved = await score_patch(model_patch=task["patch"], work_dir=tmp_path / "a", **args)
     assert resolved.resolved, resolved.reason
     empty = await score_patch(model_patch="", work_dir=tmp_path / "b", **args)
@@ -145,16 +172,26 @@ async def test_the_linked_issue_is_the_problem_statement(
     forge = FakeForge(ForgeKind.GITHUB)
     ref = forge.add_repo("acme/calc")
     forge.add_issue(ref, 3, title="mul adds", body="mul(2, 3) gives 5, not 6.")
-    how = Mining(test_command=tuple(TEST_COMMAND), setup=(), since="2024-03-01", limit=1,
-                 issues=IssueSource(forge, ref))  # fmt: skip
-    [task] = await mine(Source(repo, "acme/calc"), settings=settings_for(tmp_path),
-                        work_dir=tmp_path / "w", how=how)  # fmt: skip
+    how = Mining(
+        test_command=tuple(TEST_COMMAND),
+        setup=(),
+        since="2024-03-01",
+        limit=1,
+        issues=IssueSource(forge, ref),
+    )
+    [task] = await mine(
+        Source(repo, "acme/calc"), settings=settings_for(tmp_path), work_dir=tmp_path / "w", how=how
+    )
     assert task["commit"] == shas["fixes_3"]
     assert task["problem_statement"] == "mul adds\n\nmul(2, 3) gives 5, not 6."
     assert task["statement"] == "issue"
     forge.issues.clear()  # the issue cannot be read: the commit message instead
-    [task] = await mine(Source(repo, "acme/calc"), settings=settings_for(tmp_path),
-                        work_dir=tmp_path / "w2", how=how)  # fmt: skip
+    [task] = await mine(
+        Source(repo, "acme/calc"),
+        settings=settings_for(tmp_path),
+        work_dir=tmp_path / "w2",
+        how=how,
+    )
     assert task["problem_statement"] == "Make mul multiply\n\nFixes #3"
     assert task["statement"] == "commit"
 
@@ -166,10 +203,20 @@ def test_the_command_writes_the_tasks_file(
     parser = argparse.ArgumentParser(prog="bot eval")
     add_mine_command(parser.add_subparsers(dest="verb"))
     out = tmp_path / "tasks.jsonl"
-    args = parser.parse_args([
-        "mine", str(repo), "--out", str(out), "--limit", "1",
-        "--test-command", " ".join(TEST_COMMAND), "--setup", "true",
-    ])  # fmt: skip
+    args = parser.parse_args(
+        [
+            "mine",
+            str(repo),
+            "--out",
+            str(out),
+            "--limit",
+            "1",
+            "--test-command",
+            " ".join(TEST_COMMAND),
+            "--setup",
+            "true",
+        ]
+    )
     assert run_mine(args, settings_for(tmp_path)) == 0
     [line] = out.read_text().splitlines()
     task = json.loads(line)

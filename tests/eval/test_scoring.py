@@ -47,11 +47,17 @@ def task(tmp_path: Path) -> dict[str, object]:
 
 async def _score(task: dict[str, object], patch: str, work: Path, **over: object) -> Score:
     args: dict[str, object] = {
-        "repo": task["repo"], "base_commit": task["base_commit"], "model_patch": patch,
-        "test_patch": task["test_patch"], "fail_to_pass": F2P, "pass_to_pass": P2P,
-        "test_command": TEST_COMMAND, "setup": [], "settings": task["settings"],
+        "repo": task["repo"],
+        "base_commit": task["base_commit"],
+        "model_patch": patch,
+        "test_patch": task["test_patch"],
+        "fail_to_pass": F2P,
+        "pass_to_pass": P2P,
+        "test_command": TEST_COMMAND,
+        "setup": [],
+        "settings": task["settings"],
         "work_dir": work,
-    }  # fmt: skip
+    }
     return await score_patch(**{**args, **over})  # type: ignore[arg-type]
 
 
@@ -102,8 +108,9 @@ async def test_a_patch_that_does_not_apply_says_why(
 async def test_a_patch_touching_the_test_files_is_refused(
     task: dict[str, object], tmp_path: Path
 ) -> None:
-    cheat = diff_of(task["repo"], {"calc.py": FIXED, "tests/test_calc.py": "def test_x():\n"
-                                   "    pass\n"})  # type: ignore[arg-type]  # fmt: skip
+    cheat = diff_of(
+        task["repo"], {"calc.py": FIXED, "tests/test_calc.py": "def test_x():\n    pass\n"}
+    )  # type: ignore[arg-type]
     score = await _score(task, cheat, tmp_path / "w")
     assert not score.resolved
     assert score.reason == (
@@ -112,8 +119,9 @@ async def test_a_patch_touching_the_test_files_is_refused(
 
 
 async def test_a_test_the_patch_removes_is_missing(task: dict[str, object], tmp_path: Path) -> None:
-    score = await _score(task, str(task["fix"]), tmp_path / "w",
-                         pass_to_pass=[*P2P, "tests/test_gone.py::test_x"])  # fmt: skip
+    score = await _score(
+        task, str(task["fix"]), tmp_path / "w", pass_to_pass=[*P2P, "tests/test_gone.py::test_x"]
+    )
     assert not score.resolved
     assert score.pass_to_pass["tests/test_gone.py::test_x"] is TestStatus.MISSING
     assert score.reason == "PASS_TO_PASS not passing: tests/test_gone.py::test_x (missing)"
@@ -137,8 +145,11 @@ async def test_set_up_runs_before_the_tests_and_is_cached(
     made = "python3 -c \"open('made.txt', 'w').write('ok')\""
     check = "\n\ndef test_made():\n    assert open('made.txt').read() == 'ok'\n"
     test_patch = diff_of(task["repo"], {"tests/test_calc.py": NEW_TESTS + check})  # type: ignore[arg-type]
-    over = {"setup": [made], "test_patch": test_patch,
-            "pass_to_pass": [*P2P, "tests/test_calc.py::test_made"]}  # fmt: skip
+    over = {
+        "setup": [made],
+        "test_patch": test_patch,
+        "pass_to_pass": [*P2P, "tests/test_calc.py::test_made"],
+    }
     first = await _score(task, str(task["fix"]), tmp_path / "a", **over)
     assert first.resolved, first.reason
     cache = tmp_path / "data" / "setup-cache"
