@@ -32,6 +32,7 @@ from bot.eval.prepared import Prepared, prepared, setup_failure
 from bot.eval.testrun import TestRun, TestStatus, discover
 from bot.events import RepoRef
 from bot.forges.base import Forge, ForgeError
+from bot.tools.gitcmd import WorkspaceError
 
 
 class Statement(StrEnum):
@@ -132,8 +133,10 @@ async def judge_candidate(
                             setup=how.setup, test_command=how.test_command,
                             settings=settings) as ready:  # fmt: skip
             runs = await _before_and_after(ready, candidate, work_dir)
-    except CheckoutError as exc:
-        return Verdict(candidate.commit, reason=f"no checkout of its parent: {exc}")
+    except (CheckoutError, WorkspaceError) as exc:
+        return Verdict(
+            candidate.commit, reason=f"no checkout of its parent could be prepared: {exc}"
+        )
     if isinstance(runs, str):
         return Verdict(candidate.commit, reason=runs)
     before, after = runs

@@ -21,6 +21,7 @@ from bot.config import Settings
 from bot.eval.checkout import CheckoutError, apply_patch, patch_paths
 from bot.eval.prepared import Prepared, prepared, setup_failure
 from bot.eval.testrun import TestRun, TestStatus, run_tests
+from bot.tools.gitcmd import WorkspaceError
 
 __all__ = ["Score", "TestStatus", "judge", "score_patch"]
 
@@ -77,8 +78,8 @@ async def score_patch(
                 return unresolved(refused)
             run = await run_tests(ready.root, [*f2p, *p2p], sandbox=ready.sandbox,
                                   how=ready.how, log_path=work_dir / "tests.log")  # fmt: skip
-    except CheckoutError as exc:
-        return unresolved(f"no checkout of {base_commit}: {exc}")
+    except (CheckoutError, WorkspaceError) as exc:
+        return unresolved(f"no checkout could be prepared: {exc}")
     resolved, reason = judge(f2p, p2p, run)
     return Score(resolved, reason, {i: run.statuses[i] for i in f2p},
                  {i: run.statuses[i] for i in p2p}, time.monotonic() - started)  # fmt: skip

@@ -127,14 +127,21 @@ async def test_a_test_the_patch_removes_is_missing(task: dict[str, object], tmp_
     assert score.reason == "PASS_TO_PASS not passing: tests/test_gone.py::test_x (missing)"
 
 
-async def test_an_unknown_base_commit_is_unresolved(
+async def test_an_unknown_commit_or_an_unreadable_set_up_is_unresolved(
     task: dict[str, object], tmp_path: Path
 ) -> None:
     score = await _score(task, str(task["fix"]), tmp_path / "w", base_commit="0" * 40)
     assert not score.resolved
-    assert (
-        score.reason == f"no checkout of {'0' * 40}: the commit {'0' * 40} is not in {task['repo']}"
+    assert score.reason == (
+        f"no checkout could be prepared: the commit {'0' * 40} is not in {task['repo']}"
     )
+    assert score.fail_to_pass == dict.fromkeys(F2P, TestStatus.MISSING)
+    score = await _score(task, str(task["fix"]), tmp_path / "x", setup=["pip install 'a"])
+    assert score.reason == (
+        "no checkout could be prepared: the set-up cannot be read: "
+        'cannot split "pip install \'a": No closing quotation'
+    )
+    assert not (tmp_path / "x" / "checkout").exists()
 
 
 async def test_set_up_runs_before_the_tests_and_is_cached(

@@ -73,6 +73,8 @@ def test_the_report_gives_each_asked_id_its_status() -> None:
         "tests/test_x.py::test_xf": TestStatus.PASSED,
     }  # skipped and absent ids are not in it
     assert junit_statuses("<testsuites", ids) == {}  # a broken report tells nothing
+    entity = '<!DOCTYPE t [<!ENTITY e "x">]>' + REPORT.split("?>", 1)[1]
+    assert junit_statuses(entity, ids) == {}  # nor one with a document type
 
 
 OUTPUT = """tests/test_x.py::test_a PASSED
