@@ -22,7 +22,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
@@ -158,8 +158,8 @@ async def _source(given: str, clone: Path) -> Source | None:
     """The repository to mine: a local clone as it is, or a URL cloned into ``clone``."""
     if is_url(given):
         await git("clone", "--quiet", "--no-tags", "--", given, str(clone), cwd=clone.parent)
-        web = web_url(given)
-        return Source(clone, repo_name(web) or clone.name, url=given)
+        name = repo_name(web_url(given)) or PurePosixPath(urlsplit(given).path).name
+        return Source(clone, name.removesuffix(".git") or clone.name, url=given)
     path = await asyncio.to_thread(Path(given).absolute)
     if not await asyncio.to_thread(path.is_dir):
         return None

@@ -225,5 +225,31 @@ def test_the_command_writes_the_tasks_file(
     err = capsys.readouterr().err
     assert f"kept {shas['fixes_3'][:12]}: 1 FAIL_TO_PASS, 6 PASS_TO_PASS" in err
     assert "1 task(s) written to" in err
+    url = f"file://{repo}"
+    args = parser.parse_args(
+        [
+            "mine",
+            url,
+            "--out",
+            str(out),
+            "--limit",
+            "1",
+            "--no-issues",
+            "--test-command",
+            " ".join(TEST_COMMAND),
+            "--setup",
+            "true",
+        ]
+    )
+    assert run_mine(args, settings_for(tmp_path)) == 0
+    task = json.loads(out.read_text())
+    assert task["repo"] == "calc" and task["repo_url"] == url and "repo_path" not in task
+    assert task["commit"] == shas["fixes_3"]
+    assert list((tmp_path / "data" / "eval").iterdir()) == []  # the clone is removed
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    args = parser.parse_args(["mine", str(plain), "--out", str(tmp_path / "none.jsonl")])
+    assert run_mine(args, settings_for(tmp_path)) == 2
+    assert f"bot: {plain} is not a git repository" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parser.parse_args(["mine", str(repo), "--out", str(out), "--since", "last week"])
