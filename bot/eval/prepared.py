@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ class Prepared:
     setup: SetupResult
     sandbox: Sandbox  # for the tests: no network
     how: TestCommand
+    setup_seconds: float = 0.0
 
 
 def setup_commands(setup: Sequence[str] | None, root: Path) -> tuple[Argv, ...] | None:
@@ -82,11 +84,13 @@ async def prepared(
         configured = await asyncio.to_thread(setup_commands, setup, root)
         repository = f"eval:{await asyncio.to_thread(repo.resolve)}"
         preparer = setup_preparer(settings, workspace, configured, repository)
+        started = time.monotonic()
         result = await preparer.prepare(log_dir=work_dir / "setup")
+        took = time.monotonic() - started
         sandbox = Sandbox(settings.sandbox, network=False, hide=hidden_paths(settings),
                           expose=settings.sandbox.expose_paths)  # fmt: skip
         command = tuple(test_command) if test_command else None
         how = TestCommand(command, float(settings.sandbox.timeout))
-        yield Prepared(root, result, sandbox, how)
+        yield Prepared(root, result, sandbox, how, took)
     finally:
         await asyncio.to_thread(shutil.rmtree, root, True)

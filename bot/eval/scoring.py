@@ -35,6 +35,8 @@ class Score:
     fail_to_pass: dict[str, TestStatus]
     pass_to_pass: dict[str, TestStatus]
     seconds: float
+    setup_seconds: float = 0.0  # of ``seconds``: the set-up (or its restore from the cache)
+    test_seconds: float = 0.0  # of ``seconds``: the test command
 
 
 class _Step(enum.Enum):
@@ -62,27 +64,41 @@ async def score_patch(
     patch holds: the reason says what went wrong)."""
     started = time.monotonic()
     f2p, p2p = list(dict.fromkeys(fail_to_pass)), list(dict.fromkeys(pass_to_pass))
-    missing = {i: TestStatus.MISSING for i in [*f2p, *p2p]}
+    done = _Done("the task names no FAIL_TO_PASS test")
+    if f2p:
+        try:
+            async with prepared(repo=repo, commit=base_commit, work_dir=work_dir, setup=setup,
+                                test_command=test_command, settings=settings) as ready:  # fmt: skip
+                done = await _tested(ready, model_patch, test_patch, [*f2p, *p2p], work_dir)
+        except (CheckoutError, WorkspaceError) as exc:
+            done = _Done(f"no checkout could be prepared: {exc}")
+    run = done.run
+    resolved, reason = judge(f2p, p2p, run) if run else (False, done.reason)
+    statuses = run.statuses if run else dict.fromkeys([*f2p, *p2p], TestStatus.MISSING)
+    return Score(
+        resolved, reason, {i: statuses[i] for i in f2p}, {i: statuses[i] for i in p2p},
+        time.monotonic() - started, done.setup_seconds, run.seconds if run else 0.0,
+    )  # fmt: skip
 
-    def unresolved(reason: str, statuses: dict[str, TestStatus] = missing) -> Score:
-        return Score(False, reason, {i: statuses[i] for i in f2p},
-                     {i: statuses[i] for i in p2p}, time.monotonic() - started)  # fmt: skip
 
-    if not f2p:
-        return unresolved("the task names no FAIL_TO_PASS test")
-    try:
-        async with prepared(repo=repo, commit=base_commit, work_dir=work_dir, setup=setup,
-                            test_command=test_command, settings=settings) as ready:  # fmt: skip
-            refused = await _patched(ready, model_patch, test_patch)
-            if refused:
-                return unresolved(refused)
-            run = await run_tests(ready.root, [*f2p, *p2p], sandbox=ready.sandbox,
-                                  how=ready.how, log_path=work_dir / "tests.log")  # fmt: skip
-    except (CheckoutError, WorkspaceError) as exc:
-        return unresolved(f"no checkout could be prepared: {exc}")
-    resolved, reason = judge(f2p, p2p, run)
-    return Score(resolved, reason, {i: run.statuses[i] for i in f2p},
-                 {i: run.statuses[i] for i in p2p}, time.monotonic() - started)  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """How far a scoring went: why it stopped before the tests, or their run."""
+
+    reason: str
+    run: TestRun | None = None
+    setup_seconds: float = 0.0
+
+
+async def _tested(
+    ready: Prepared, model_patch: str, test_patch: str, ids: list[str], work_dir: Path
+) -> _Done:
+    refused = await _patched(ready, model_patch, test_patch)
+    if refused:
+        return _Done(refused, setup_seconds=ready.setup_seconds)
+    run = await run_tests(ready.root, ids, sandbox=ready.sandbox, how=ready.how,
+                          log_path=work_dir / "tests.log")  # fmt: skip
+    return _Done("", run, ready.setup_seconds)
 
 
 async def _patched(ready: Prepared, model_patch: str, test_patch: str) -> str:

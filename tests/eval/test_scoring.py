@@ -67,7 +67,8 @@ async def test_the_reference_fix_is_resolved(task: dict[str, object], tmp_path: 
     assert score.reason == ""
     assert score.fail_to_pass == dict.fromkeys(F2P, TestStatus.PASSED)
     assert score.pass_to_pass == dict.fromkeys(P2P, TestStatus.PASSED)
-    assert score.seconds > 0
+    assert 0 < score.setup_seconds + score.test_seconds < score.seconds
+    assert score.test_seconds > 0
     assert "passed" in (tmp_path / "w" / "tests.log").read_text()
     assert not (tmp_path / "w" / "checkout").exists()  # the checkout is removed
 
@@ -102,6 +103,7 @@ async def test_a_patch_that_does_not_apply_says_why(
     assert not score.resolved
     assert score.reason.startswith("the model patch was refused: it does not apply: error:")
     assert "calc.py" in score.reason
+    assert score.test_seconds == 0.0  # no test ran
     assert set(score.fail_to_pass.values()) == {TestStatus.MISSING}
 
 
