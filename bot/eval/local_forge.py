@@ -83,6 +83,7 @@ class LocalForge:
         issue = IssueRef(repo_ref, ISSUE_NUMBER, title=title, body=body, author=requester)
         self.issue = LocalIssue(issue)
         self._ids = itertools.count(1)
+        self._writing = asyncio.Lock()  # one write of comments.md at a time
 
     @property
     def repo(self) -> RepoRef:
@@ -121,8 +122,10 @@ class LocalForge:
         raise NotFound(f"no comment {comment_id}", status=404)
 
     async def _write_comments(self) -> None:
-        parts = [f"<!-- comment {c.id} -->\n{c.body}\n" for c in self.issue.comments]
-        await asyncio.to_thread(_write, self.folder / "comments.md", "\n---\n\n".join(parts))
+        async with self._writing:
+            parts = [f"<!-- comment {c.id} -->\n{c.body}\n" for c in self.issue.comments]
+            text = "\n---\n\n".join(parts)
+            await asyncio.to_thread(_write, self.folder / "comments.md", text)
 
     async def add_reaction(
         self, issue: IssueRef, comment_id: int | None, reaction: str, *, line_comment: bool = False
