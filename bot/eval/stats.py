@@ -54,7 +54,7 @@ def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = Z95) -> P
     la, ua = wilson(both + only_a, n, z)
     lb, ub = wilson(both + only_b, n, z)
     difference = pb - pa
-    phi = _phi(both, only_a, only_b, neither)
+    phi = _phi(both, only_a, only_b, neither, n)
     low_sq = (pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2
     high_sq = (ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2
     low = difference - math.sqrt(max(0.0, low_sq))
@@ -62,11 +62,15 @@ def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = Z95) -> P
     return Paired(n, only_a, only_b, difference, max(-1.0, low), min(1.0, high))
 
 
-def _phi(both: int, only_a: int, only_b: int, neither: int) -> float:
-    """The correlation of the pairs (0 when a margin is empty, as Newcombe sets it)."""
+def _phi(both: int, only_a: int, only_b: int, neither: int, n: int) -> float:
+    """The correlation of the pairs, its numerator corrected by n/2 towards 0 when
+    positive (0 when a margin is empty), as Newcombe sets it."""
     row_a, row_not_a = both + only_a, only_b + neither
     col_b, col_not_b = both + only_b, only_a + neither
     product = row_a * row_not_a * col_b * col_not_b
     if product == 0:
         return 0.0
-    return (both * neither - only_a * only_b) / math.sqrt(product)
+    numerator = both * neither - only_a * only_b
+    if numerator > 0:
+        numerator = max(numerator - n / 2, 0.0)
+    return numerator / math.sqrt(product)
