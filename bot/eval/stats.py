@@ -70,7 +70,7 @@ def _phi(both: int, only_a: int, only_b: int, neither: int, n: int) -> float:
     product = row_a * row_not_a * col_b * col_not_b
     if product == 0:
         return 0.0
-    numerator = both * neither - only_a * only_b
+    numerator = float(both * neither - only_a * only_b)
     if numerator > 0:
         numerator = max(numerator - n / 2, 0.0)
     return numerator / math.sqrt(product)
