@@ -42,6 +42,7 @@ class TaskResult:
     cost: float = 0.0
     model_calls: int = 0
     revisions: int = 0
+    waits_answered: int = 0  # questions answered "no answer: decide", approvals given/refused
     setup_seconds: float = 0.0
     agent_seconds: float = 0.0
     test_seconds: float = 0.0

@@ -245,6 +245,7 @@ def _result(
         cost=float(usage.get("cost", 0.0)),
         model_calls=int(usage.get("calls", 0)),
         revisions=agent.revisions,
+        waits_answered=agent.answered,
         setup_seconds=setup,
         agent_seconds=agent.agent_seconds,
         test_seconds=score.test_seconds,

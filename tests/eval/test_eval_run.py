@@ -127,12 +127,13 @@ def _changes(patch: str) -> list[str]:
 
 
 def test_a_model_that_changes_nothing_resolves_none_and_a_malformed_task_is_refused(
-    suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # the run folder is given relative to it
     broken = json.dumps({"instance_id": "bad-1", "repo": "x/y", "base_commit": "abc1234"})
     tasks = some_tasks(suite, tmp_path / "tasks.jsonl", ["calc", "words"], [broken])
     scripted = scripts(suite, tmp_path / "scripts", {"calc": "nothing", "words": "nothing"})
-    assert bot_eval(tmp_path, scripted, "run", str(tasks), "--out", str(tmp_path / "run")) == 0
+    assert bot_eval(tmp_path, scripted, "run", str(tasks), "--out", "run") == 0
     found = results(tmp_path / "run")
     assert sorted(found) == ["suite__calc-1", "suite__words-1"]
     for result in found.values():
@@ -247,3 +248,32 @@ def test_compare_reports_the_paired_difference(
     assert "| suite__words-1 | resolved | - |" in shown
     assert "| suite__calc-1 | resolved | resolved |" in shown
     assert bot_eval(tmp_path, scripted, "compare", str(fixed_run), str(tmp_path)) == 2
+
+
+def test_questions_get_no_answer_and_approvals_follow_the_flag(suite: Path, tmp_path: Path) -> None:
+    from tests.agent.conftest import script
+
+    [unclear] = script("unclear_goal")[:1]
+    scripted = scripts(suite, tmp_path / "scripts", {"calc": "fix", "words": "fix"})
+    words = scripted / "suite__words-1.json"
+    words.write_text(json.dumps([unclear, *json.loads(words.read_text())]))
+    tasks = some_tasks(suite, tmp_path / "tasks.jsonl", ["calc", "words"])
+    cfg = config(tmp_path, scripted)
+    settings = json.loads(cfg.read_text())
+    planning = {"security": {"require_approval": ["write_file"]}}
+    cfg.write_text(json.dumps({**settings, "planning": planning}))
+    approved, refused = tmp_path / "approved", tmp_path / "refused"
+    args = ["--config", str(cfg), "eval", "run", str(tasks), "--workers", "2"]
+    assert main([*args, "--out", str(approved)]) == 0
+    found = results(approved)
+    assert all(r["resolved"] and r["outcome"] == "done" for r in found.values()), found
+    assert found["suite__calc-1"]["waits_answered"] == 1  # the write's approval
+    assert found["suite__words-1"]["waits_answered"] == 2  # the questions, then the write
+    comments = (approved / "tasks" / "suite__words-1" / "comments.md").read_text()
+    assert "I need a few answers before I start" in comments
+    history = (approved / "tasks" / "suite__words-1" / "trajectory.jsonl").read_text()
+    assert "no answer: decide" in history
+    assert main([*args, "--out", str(refused), "--approve", "none"]) == 0
+    for result in results(refused).values():
+        assert not result["resolved"] and result["model_patch"] == ""
+        assert result["waits_answered"] >= 1 and result["outcome"] != "done"
