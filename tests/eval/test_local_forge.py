@@ -62,3 +62,11 @@ async def test_commits_land_on_the_bots_branch_and_make_the_prediction(tmp_path:
     assert text.index("status: done") < text.index("\ndone") and "planning" not in text
     details = await forge.get_issue(forge.repo, 1, change_request=False)
     assert details.issue.body == "It should add." and len(details.comments) == 2
+
+
+async def test_comments_written_at_once_are_all_kept(tmp_path: Path) -> None:
+    forge, _, _ = await forge_at_base(tmp_path)
+    bodies = [f"comment {n}" for n in range(20)]
+    await asyncio.gather(*(forge.create_comment(forge.issue.ref, b) for b in bodies))
+    text = (forge.folder / "comments.md").read_text()
+    assert all(f"{body}\n" in text for body in bodies)
