@@ -188,6 +188,13 @@ def test_a_run_budget_stops_the_run_cleanly_and_resume_finishes_it(
     capsys.readouterr()
     assert bot_eval(tmp_path, scripted, "status", str(run)) == 0
     assert "finished 2, resolved 2" in capsys.readouterr().out
+    # a task's own budget stops that task as any task stops at its budget
+    small = tmp_path / "small"
+    assert bot_eval(tmp_path, scripted, "run", str(tasks), "--out", str(small),
+                    "--max-tokens", "1000", "--max-run-cost", "5") == 0  # fmt: skip
+    for result in results(small).values():
+        assert result["outcome"] == "help needed" and not result["resolved"]
+        assert "llm.max_tokens_per_task (1000)" in str(result["agent_reason"])
 
 
 def test_an_interrupted_run_resumed_gives_the_same_results(
