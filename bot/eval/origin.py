@@ -20,7 +20,7 @@ from bot.eval.local_forge import BASE_BRANCH
 from bot.eval.tasks import EvalTask
 from bot.sandbox.gitcmd import WorkspaceError
 
-_CLONING: dict[str, asyncio.Lock] = {}
+_CLONING: dict[tuple[int, str], asyncio.Lock] = {}  # (event loop, URL's key): one clone
 
 
 async def source_repo(task: EvalTask, cache: Path) -> Path:
@@ -29,7 +29,8 @@ async def source_repo(task: EvalTask, cache: Path) -> Path:
         return task.repo_path
     key = hashlib.sha256(task.repo_url.encode()).hexdigest()[:16]
     bare = cache / f"{key}.git"
-    async with _CLONING.setdefault(key, asyncio.Lock()):
+    lock = _CLONING.setdefault((id(asyncio.get_running_loop()), key), asyncio.Lock())
+    async with lock:
         if not await asyncio.to_thread((bare / "HEAD").is_file):
             await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
             try:

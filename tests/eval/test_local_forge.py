@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from bot.eval.checkout import CheckoutError
 from bot.eval.local_forge import LocalForge
-from bot.eval.origin import bot_patch, make_origin
+from bot.eval.origin import bot_patch, make_origin, source_repo
+from bot.eval.tasks import EvalTask
 from bot.forges.base import NotFound
 from tests.eval.projects import commit, git, new_repo
 
@@ -70,3 +73,15 @@ async def test_comments_written_at_once_are_all_kept(tmp_path: Path) -> None:
     await asyncio.gather(*(forge.create_comment(forge.issue.ref, b) for b in bodies))
     text = (forge.folder / "comments.md").read_text()
     assert all(f"{body}\n" in text for body in bodies)
+
+
+async def test_a_task_from_a_git_url_is_cloned_once_per_run(tmp_path: Path) -> None:
+    repo, base = new_repo(tmp_path / "repo", {"calc.py": "x = 1\n"})
+    task = EvalTask("octo__calc-1", "octo/calc", base, "x", "diff", ("t::a",), (),
+                    repo_url=repo.absolute().as_uri())  # fmt: skip
+    cache = tmp_path / "run" / "repos"
+    first, second = await asyncio.gather(source_repo(task, cache), source_repo(task, cache))
+    assert first == second and first.parent == cache and (first / "HEAD").is_file()
+    assert await make_origin(first, base, tmp_path / "origin.git") == base
+    with pytest.raises(CheckoutError, match="cannot clone"):
+        await source_repo(replace(task, repo_url=(tmp_path / "nowhere").as_uri()), cache)
