@@ -41,6 +41,7 @@ def summarize(
         "resolved_rate": resolved / n if n else 0.0,
         "interval_95": [low, high],
         "outcomes": dict(sorted(outcomes.items())),
+        "by_statement": by_statement(results),
         "tokens": sum(r.tokens for r in results),
         "cost": sum(r.cost for r in results),
         "model_calls": sum(r.model_calls for r in results),
@@ -61,6 +62,17 @@ def summarize(
             r.instance_id for r in sorted(results, key=lambda r: (-r.cost, -r.tokens))[:LISTED]
         ],
     }
+
+
+def by_statement(results: Sequence[TaskResult]) -> dict[str, dict[str, int]]:
+    """Tasks and resolved per kind of problem statement: an issue's, or a commit message
+    (tasks mined without an issue)."""
+    kinds: dict[str, dict[str, int]] = {}
+    for result in results:
+        entry = kinds.setdefault(result.statement, {"tasks": 0, "resolved": 0})
+        entry["tasks"] += 1
+        entry["resolved"] += int(result.resolved)
+    return dict(sorted(kinds.items()))
 
 
 def phase_figures(results: Sequence[TaskResult]) -> dict[str, dict[str, Any]]:
@@ -100,6 +112,13 @@ def render(summary: dict[str, Any], results: Sequence[TaskResult]) -> str:
         "| outcome | tasks |",
         "| --- | ---: |",
         *(f"| {name} | {count} |" for name, count in summary["outcomes"].items()),
+        "",
+        "Problem statements: "
+        + "; ".join(
+            f"from {'a commit message' if kind == 'commit' else 'an issue'}: "
+            f"{entry['resolved']} of {entry['tasks']} resolved"
+            for kind, entry in summary["by_statement"].items()
+        ),
         "",
         "## Per task (medians)",
         "",
