@@ -50,6 +50,20 @@ async def resolve_commit(repo: Path, commit: str) -> str:
     return found.stdout.strip()
 
 
+_roots: dict[str, str] = {}
+
+
+async def project_key(repo: Path, commit: str) -> str:
+    """What names a project's set-up cache whatever folder holds its clone: the first root
+    commit of ``commit``'s history (asked once per repository folder and process)."""
+    asked = str(repo)
+    if asked not in _roots:
+        found = await git("rev-list", "--max-parents=0", commit, cwd=repo)
+        roots = sorted(found.stdout.split())
+        _roots[asked] = roots[0] if roots else commit
+    return _roots[asked]
+
+
 async def check_out(repo: Path, commit: str, dest: Path) -> Workspace:
     """A fresh clone of ``repo`` at ``commit`` in ``dest`` (which must not exist or be
     empty), as a ``Workspace``; raises ``CheckoutError``."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -84,6 +85,9 @@ def run_mine(args: argparse.Namespace, settings: Settings | None = None) -> int:
     except ValueError as exc:
         print(f"bot: --test-command cannot be split: {exc}", file=sys.stderr)
         return 2
+    if args.out.exists():
+        print(f"bot: {args.out} exists: name a new file (nothing was written)", file=sys.stderr)
+        return 2
     how = Mining(test_command=test_command, setup=tuple(args.setup) if args.setup else None,
                  limit=args.limit, since=args.since)  # fmt: skip
     try:
@@ -106,8 +110,7 @@ async def _mine(settings: Settings, args: argparse.Namespace, how: Mining) -> in
             out = await asyncio.to_thread(_open, args.out)
             try:
                 writer = _Writer(out)
-                how = Mining(how.test_command, how.setup, how.limit, how.since, issues,
-                             writer.report)  # fmt: skip
+                how = dataclasses.replace(how, issues=issues, report=writer.report)
                 tasks = await mine(source, settings=settings, work_dir=folder, how=how)
             finally:
                 await asyncio.to_thread(out.close)
@@ -120,7 +123,7 @@ async def _mine(settings: Settings, args: argparse.Namespace, how: Mining) -> in
 
 def _open(path: Path) -> TextIO:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return path.open("w", encoding="utf-8")
+    return path.open("x", encoding="utf-8")  # never over a file that appeared meanwhile
 
 
 class _Writer:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import Settings
-from bot.eval.checkout import CheckoutError, check_out
+from bot.eval.checkout import CheckoutError, check_out, project_key
 from bot.eval.testrun import TestCommand
 from bot.sandbox.sandbox import Sandbox, hidden_paths
 from bot.sandbox.setup import SetupResult, SetupStatus
@@ -83,7 +83,7 @@ async def prepared(
     try:
         workspace = await check_out(repo, commit, root)
         configured = await asyncio.to_thread(setup_commands, setup, root)
-        repository = f"eval:{await asyncio.to_thread(repo.resolve)}"
+        repository = f"eval:{await project_key(repo, commit)}"
         preparer = setup_preparer(settings, workspace, configured, repository)
         started = time.monotonic()
         result = await preparer.prepare(log_dir=work_dir / "setup")

@@ -225,6 +225,10 @@ def test_the_command_writes_the_tasks_file(
     err = capsys.readouterr().err
     assert f"kept {shas['fixes_3'][:12]}: 1 FAIL_TO_PASS, 6 PASS_TO_PASS" in err
     assert "1 task(s) written to" in err
+    assert run_mine(args, settings_for(tmp_path)) == 2  # the file is there: kept as it is
+    assert out.read_text() == line + "\n"
+    assert f"bot: {out} exists: name a new file" in capsys.readouterr().err
+    out = tmp_path / "from-url.jsonl"
     url = f"file://{repo}"
     args = parser.parse_args(
         [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.eval.scoring import Score, TestStatus, score_patch
-from tests.eval.projects import TEST_COMMAND, diff_of, new_repo, settings_for
+from tests.eval.projects import TEST_COMMAND, diff_of, git, new_repo, settings_for
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -165,6 +165,11 @@ async def test_set_up_runs_before_the_tests_and_is_cached(
     assert [p.name for p in cache.glob("*/*/files")] == ["files"]
     second = await _score(task, str(task["fix"]), tmp_path / "b", **over)
     assert second.resolved, second.reason
+    copy = tmp_path / "copy"  # another clone of the project shares its cache
+    git(tmp_path, "clone", "-q", str(task["repo"]), str(copy))
+    third = await _score(task, str(task["fix"]), tmp_path / "b2", repo=copy, **over)
+    assert third.resolved, third.reason
+    assert [p.name for p in cache.glob("*/*/files")] == ["files"]
     failing = await _score(task, str(task["fix"]), tmp_path / "c", setup=["false"])
     assert not failing.resolved
     assert failing.reason == "set-up failed: `false` (exit code 1)"

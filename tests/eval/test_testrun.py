@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import SandboxSettings
+from bot.eval import testrun
 from bot.eval.testrun import (
     TestCommand,
     TestStatus,
@@ -21,6 +22,7 @@ from bot.eval.testrun import (
     run_tests,
     runnable,
     summary_statuses,
+    targets,
 )
 from bot.sandbox.sandbox import Sandbox
 from tests.eval.projects import EXPOSE, PYPROJECT, TEST_COMMAND, write
@@ -119,6 +121,7 @@ def test_only_ids_naming_a_file_of_the_workspace_are_handed_over(tmp_path: Path)
     write(tmp_path, {"tests/test_x.py": ""})
     outside = tmp_path.parent / "test_out.py"
     ids = [
+        "::test_nofile",
         "tests/test_x.py::test_a",
         "tests/test_x.py::test_a",
         "--co",
@@ -130,8 +133,22 @@ def test_only_ids_naming_a_file_of_the_workspace_are_handed_over(tmp_path: Path)
     ]
     assert runnable(tmp_path, ids) == (
         ["tests/test_x.py::test_a", "tests/test_x.py"],
-        ["--co", "-p::x", "tests/test_gone.py::test_b", "../test_out.py::t", f"{outside}::t"],
+        [
+            "::test_nofile",
+            "--co",
+            "-p::x",
+            "tests/test_gone.py::test_b",
+            "../test_out.py::t",
+            f"{outside}::t",
+        ],
     )
+
+
+def test_too_many_ids_for_one_command_line_run_their_files() -> None:
+    few = ["tests/test_a.py::test_1", "tests/test_b.py::TestK::test_2[x]"]
+    assert targets(few) == few
+    many = [f"tests/test_{n % 3}.py::test_{'x' * 100}_{n}" for n in range(6000)]
+    assert targets(many) == ["tests/test_0.py", "tests/test_1.py", "tests/test_2.py"]
 
 
 def test_pytest_gets_its_report_and_summary_options_and_others_only_the_ids() -> None:
@@ -165,7 +182,9 @@ SUITE = {
 
 @pytest.mark.sandbox
 @needs_bwrap
-async def test_a_real_run_reads_classes_parameters_errors_and_xfail(tmp_path: Path) -> None:
+async def test_a_real_run_reads_classes_parameters_errors_and_xfail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path, SUITE)  # type: ignore[arg-type]
     sandbox = Sandbox(SandboxSettings(), expose=[Path(p) for p in EXPOSE])
     how = TestCommand(tuple(TEST_COMMAND), timeout=120)
@@ -191,6 +210,9 @@ async def test_a_real_run_reads_classes_parameters_errors_and_xfail(tmp_path: Pa
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".eval-report-")]
     found = await discover(tmp_path, sandbox=sandbox, how=how)
     assert found.statuses == {i: s for i, s in run.statuses.items() if "gone" not in i}
+    monkeypatch.setattr(testrun, "MAX_ARGV_CHARS", 10)  # the files run, the ids are read
+    by_file = await run_tests(tmp_path, ids, sandbox=sandbox, how=how)
+    assert by_file.statuses == run.statuses
 
 
 @pytest.mark.sandbox
