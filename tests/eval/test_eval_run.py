@@ -149,11 +149,23 @@ def test_a_model_that_changes_nothing_resolves_none_and_a_malformed_task_is_refu
 def test_a_fix_that_breaks_another_test_or_edits_the_tests_is_unresolved_with_the_reason(
     suite: Path, tmp_path: Path
 ) -> None:
-    tasks = some_tasks(suite, tmp_path / "tasks.jsonl", ["stats", "bounds"])
-    scripted = scripts(suite, tmp_path / "scripts", {"stats": "break", "bounds": "tests"})
+    tasks = some_tasks(suite, tmp_path / "tasks.jsonl", ["stats", "bounds", "money"])
+    lines = [json.loads(line) for line in tasks.read_text().splitlines()]
+    for task in lines:  # money's test patch was made for another version of its tests
+        if task["instance_id"] == "suite__money-1":
+            task["test_patch"] = task["test_patch"].replace(" def test_show", " def test_shown")
+    tasks.write_text("".join(json.dumps(task) + "\n" for task in lines))
+    kinds = {"stats": "break", "bounds": "tests", "money": "fix"}
+    scripted = scripts(suite, tmp_path / "scripts", kinds)
     run = tmp_path / "run"
     assert bot_eval(tmp_path, scripted, "run", str(tasks), "--out", str(run), "--workers", "2") == 0
     found = results(run)
+    stale = found["suite__money-1"]
+    assert not stale["resolved"] and stale["outcome"] == "done"
+    assert str(stale["reason"]).startswith(
+        "the test patch was refused: it does not apply over the model patch: "
+        "error: patch failed: tests/test_money.py:"
+    )
     broke = found["suite__stats-1"]
     assert not broke["resolved"]
     assert broke["fail_to_pass"] == {"tests/test_stats.py::test_mean": "passed"}
