@@ -206,8 +206,8 @@ class LocalForge:
         if head.code != 0:
             raise NotFound(f"branch {branch} not found", status=404)
         parent = head.stdout.strip()
-        index = self.folder / "commit.index"
-        index.unlink(missing_ok=True)
+        index = self.folder / f"commit-{next(self._ids)}.index"  # one per commit: they may overlap
+        await asyncio.to_thread(index.unlink, missing_ok=True)
         env_git = _IndexGit(self.origin, index)
         await env_git.run("read-tree", parent)
         for path, content in files.items():
@@ -219,7 +219,7 @@ class LocalForge:
         tree = (await env_git.run("write-tree")).strip()
         commit = (await env_git.run("commit-tree", tree, "-p", parent, "-m", message)).strip()
         await git("update-ref", f"refs/heads/{branch}", commit, parent, cwd=self.origin)
-        index.unlink(missing_ok=True)
+        await asyncio.to_thread(index.unlink, missing_ok=True)
         return commit
 
     async def open_change_request(

@@ -190,7 +190,7 @@ async def run_task(
     folder = run / "tasks" / task.instance_id
     await asyncio.to_thread(_fresh, folder)
     try:
-        llm = models.for_task(task.instance_id)
+        llm = await asyncio.to_thread(models.for_task, task.instance_id)
         source = await source_repo(task, run / "repos")
         base = await make_origin(source, task.base_commit, folder / "origin.git")
         forge = local_forge(origin=folder / "origin.git", folder=folder, repo=task.repo,
