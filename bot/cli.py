@@ -1,5 +1,5 @@
 """The ``bot`` command: serve, doctor, config show, status, history, run, tasks, pause-all,
-resume-all, action."""
+resume-all, action, eval."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Any, Literal, cast
 import yaml
 
 from bot.config import ConfigError, Settings, load_settings, masked, secret_values
+from bot.eval.cli import add_eval_command, eval_command
 from bot.events import IssueRef, TaskMode, TaskRequest
 from bot.runtime import Runtime
 from bot.storage.base import Store, TaskState
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("issue_url")
     run.add_argument("--dry-run", action="store_true", help="plan, print, write nothing")
     sub.add_parser("action", help="run once for a GitHub Actions event (docs/github-action.md)")
+    add_eval_command(sub)
     return parser
 
 
@@ -88,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tasks": _tasks,
         "pause-all": _pause_all,
         "resume-all": _resume_all,
+        "eval": eval_command,
     }
     return handlers[args.command](settings, args)
 

@@ -26,7 +26,7 @@ from bot.sandbox.sandbox import Sandbox, hidden_paths
 from bot.sandbox.setup import Preparer
 from bot.sandbox.setup_cache import SetupCache
 from bot.sandbox.setup_env import package_config
-from bot.sandbox.setup_plan import sandbox_which
+from bot.sandbox.setup_plan import Argv, sandbox_which
 from bot.sandbox.workspace import Workspace, branch_name
 from bot.tools.forge_tools import CommentFinisher, forge_tools
 from bot.tools.mcp import McpToolset
@@ -168,9 +168,21 @@ def _preparer(
     repo: RepoConfig,
     quota: LogQuota | None,
 ) -> Preparer:
+    repository = f"{issue.repo.forge.value}:{issue.repo.full_name}"  # hashed: one folder each
+    return setup_preparer(settings, workspace, repo.setup, repository, quota)
+
+
+def setup_preparer(
+    settings: Settings,
+    workspace: Workspace,
+    configured: tuple[Argv, ...] | None,
+    repository: str,
+    quota: LogQuota | None = None,
+) -> Preparer:
     """Set-up runs in a sandbox of its own: with network (the server's sandbox.network is
     for the agent's commands) unless it would run what the agent wrote, the same hidden
-    paths, and the host's package-manager configuration files shown."""
+    paths, and the host's package-manager configuration files shown. ``configured``: the
+    repository's ``setup:`` (None: detected); ``repository``: names its cache folder."""
     hidden = hidden_paths(settings)
 
     def sandbox(expose: tuple[Path, ...], network: bool) -> Sandbox:
@@ -186,10 +198,9 @@ def _preparer(
         secrets=secret_values(settings),
         own_files=hidden,
     )
-    repository = f"{issue.repo.forge.value}:{issue.repo.full_name}"  # hashed: one folder each
     return Preparer(
         workspace=workspace,
-        configured=repo.setup,
+        configured=configured,
         sandbox=sandbox,
         package=package,
         cache=SetupCache(settings.data_dir / "setup-cache", repository),

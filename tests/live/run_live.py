@@ -7,7 +7,9 @@ points the bot's real OpenAI-compatible provider at it, and lets the bot drive a
 issue on the fake forge (``tests/fakes.py``) with a real git remote, end to end. It passes
 when the task reaches a terminal state (done, or needs a person with its explanation in
 the issue) and never paused. It prints the dialect the provider settled on, the calls,
-the tokens and the seconds.
+the tokens and the seconds. Then it measures the same model on the project's evaluation
+suite (``tests/eval/suite.py``) through ``bot eval run`` and prints its report; a tiny
+model may resolve nothing, but every figure must be there.
 
     .venv/bin/python -m tests.live.run_live --python .live/venv/bin/python
 """
@@ -27,9 +29,12 @@ from pathlib import Path
 
 import httpx
 
+from bot.cli import main as cli_main
 from bot.llm.openai import OpenAICompatibleLLM
 from bot.storage.base import TaskState
 from tests.e2e.support import gh_labeled, github_repo, kinds, of_kind, origin, settle
+from tests.eval.projects import EXPOSE
+from tests.eval.suite import build
 from tests.harness import Harness
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -127,10 +132,43 @@ async def drive(base_url: str, tmp: Path) -> int:
     return 0
 
 
+SUMMARY_KEYS = ("resolved", "resolved_rate", "interval_95", "outcomes", "tokens", "cost",
+                "model_calls", "median", "phases", "slowest", "most_expensive")  # fmt: skip
+
+
+def eval_suite(llm: dict[str, object], base: Path, limit: int) -> int:
+    """``bot eval run`` on the suite with the model ``llm`` names; 0 when the run finished
+    every task and its summary and report hold every figure."""
+    tasks = build(base / "suite")
+    lines = tasks.read_text().splitlines()[:limit]
+    tasks.write_text("\n".join(lines) + "\n")
+    config = base / "config.yaml"
+    config.write_text(json.dumps({
+        "storage": {"data_dir": str(base / "data")},
+        "llm": llm,
+        "sandbox": {"expose_paths": EXPOSE, "timeout": 120},
+    }))  # fmt: skip
+    run = base / "run"
+    started = time.monotonic()
+    code = cli_main(["--config", str(config), "eval", "run", str(tasks), "--out", str(run)])
+    print(f"bot eval run: exit {code} in {time.monotonic() - started:.0f} s")
+    if code != 0:
+        return 1
+    summary = json.loads((run / "summary.json").read_text())
+    print((run / "report.md").read_text())
+    missing = [key for key in SUMMARY_KEYS if key not in summary]
+    if summary["finished"] != len(lines) or missing:
+        print(f"FAILED: {summary['finished']} of {len(lines)} tasks finished; missing {missing}")
+        return 1
+    print(f"eval passed: {summary['resolved']} of {summary['finished']} resolved, report written")
+    return 0
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="the venv with llama-cpp-python[server]")
     parser.add_argument("--ready-timeout", type=float, default=180.0)
+    parser.add_argument("--eval-tasks", type=int, default=8, help="the suite's tasks to run")
     args = parser.parse_args()
     model = model_path(args.python)
     port = free_port()
@@ -141,7 +179,11 @@ async def main() -> int:
         try:
             base_url = f"http://127.0.0.1:{port}/v1"
             await wait_ready(base_url, server, args.ready_timeout)
-            return await drive(base_url, tmp)
+            driven = await drive(base_url, tmp)
+            llm = {"provider": "openai", "base_url": base_url, "model": ALIAS,
+                   "request_timeout": 600, "max_retries": 1}  # fmt: skip
+            measured = await asyncio.to_thread(eval_suite, llm, tmp / "eval", args.eval_tasks)
+            return driven or measured
         finally:
             server.terminate()
             try:

@@ -1,0 +1,1 @@
+"""`bot eval`: measure the agent on SWE-bench tasks and on a repository's own history."""

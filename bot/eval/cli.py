@@ -1,0 +1,101 @@
+"""``bot eval run|compare|status|mine``: the command's arguments and what each does."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bot.config import Settings
+from bot.eval.agent_run import Approve
+from bot.eval.compare import CompareRefused, compare_runs
+from bot.eval.mine_cli import add_mine_command, run_mine
+from bot.eval.results import read_results
+from bot.eval.run import RunOptions, RunRefused, run_eval
+
+
+def add_eval_command(subparsers: Any) -> None:
+    """``eval`` and its verbs under the ``bot`` command's ``subparsers``."""
+    parser = subparsers.add_parser("eval", help="measure the agent on SWE-bench-style tasks")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    run = verbs.add_parser("run", help="run tasks through the agent and score them")
+    run.add_argument("tasks", type=Path, help="a JSONL file or a folder of JSON files")
+    run.add_argument("--out", type=Path, required=True, help="the run folder")
+    run.add_argument("--workers", type=_positive, default=1, help="tasks side by side")
+    run.add_argument("--resume", action="store_true", help="finish the run in --out")
+    approvals = "give (all) or refuse (none) every approval the agent asks for"
+    run.add_argument("--approve", choices=[a.value for a in Approve], default="all", help=approvals)
+    run.add_argument("--max-cost", type=float, help="US dollars per task")
+    run.add_argument("--max-tokens", type=_positive, help="tokens per task (1000 or more)")
+    run.add_argument("--max-run-cost", type=float, help="US dollars for the whole run")
+    run.add_argument("--max-run-tokens", type=_positive, help="tokens for the whole run")
+    compare = verbs.add_parser("compare", help="two runs side by side, with the paired difference")
+    compare.add_argument("run_a", type=Path)
+    compare.add_argument("run_b", type=Path)
+    status = verbs.add_parser("status", help="a run folder's progress")
+    status.add_argument("run", type=Path)
+    add_mine_command(verbs)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def eval_command(settings: Settings, args: argparse.Namespace) -> int:
+    if args.verb == "mine":
+        return run_mine(args, settings)
+    if args.verb == "compare":
+        try:
+            print(compare_runs(args.run_a, args.run_b))
+        except CompareRefused as exc:
+            print(f"bot eval compare: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.verb == "status":
+        return _status(args.run)
+    return _run(settings, args)
+
+
+def _run(settings: Settings, args: argparse.Namespace) -> int:
+    if args.max_tokens is not None and args.max_tokens < 1000:
+        print("bot eval run: --max-tokens must be 1000 or more", file=sys.stderr)
+        return 2
+    options = RunOptions(
+        tasks=args.tasks, folder=args.out, workers=args.workers, resume=args.resume,
+        approve=Approve(args.approve), task_cost=args.max_cost, task_tokens=args.max_tokens,
+        run_cost=args.max_run_cost, run_tokens=args.max_run_tokens,
+    )  # fmt: skip
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        summary = asyncio.run(run_eval(settings, options, progress))
+    except RunRefused as exc:
+        print(f"bot eval run: {exc}", file=sys.stderr)
+        return 2
+    low, high = summary["interval_95"]
+    print(f"resolved {summary['resolved']} of {summary['finished']} "
+          f"({summary['resolved_rate']:.1%}; 95% interval {low:.1%} to {high:.1%}); "
+          f"report: {args.out / 'report.md'}")  # fmt: skip
+    return 0
+
+
+def _status(run: Path) -> int:
+    if not (run / "run.json").is_file():
+        print(f"bot eval status: {run} is not a run folder", file=sys.stderr)
+        return 2
+    results = read_results(run)
+    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    resolved = sum(r.resolved for r in results)
+    running = sorted(p.name for p in (run / "tasks").glob("*")
+                     if p.name not in {r.instance_id for r in results})  # fmt: skip
+    print(f"{run}: model {meta.get('model')}; finished {len(results)}, resolved {resolved}; "
+          f"started, not finished: {', '.join(running) or 'none'}")  # fmt: skip
+    return 0
