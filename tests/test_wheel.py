@@ -92,7 +92,7 @@ def test_the_installed_wheel_renders_every_prompt_and_comment(venv: Path, tmp_pa
     out = _run(venv / "bin" / "python", "-I", PROBE, cwd=tmp_path)
     report: dict[str, Any] = json.loads(out)
 
-    assert report["prompts"] == 16  # system + user message for each of the 8 phases
+    assert report["prompts"] == 18  # system + user message for each of the 9 phases
     assert report["comments"]["en"] == report["comments"]["ja"] > 30
     assert report["editable"] == []
     assert str(ROOT) not in report["sys_path"] and "" not in report["sys_path"]

@@ -27,7 +27,7 @@ from bot.change_state import (
     ThreadComment,
 )
 from bot.eval.checkout import git
-from bot.events import ForgeKind, IssueRef, RepoRef
+from bot.events import Actor, ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
     LOG_TAIL_BYTES,
     ChangeRequest,
@@ -149,6 +149,9 @@ class LocalForge:
 
     async def whoami(self) -> str:
         return self.bot_login
+
+    async def bot_account(self) -> Actor:
+        return Actor(login=self.bot_login, is_bot=True)
 
     async def aclose(self) -> None:
         return None
