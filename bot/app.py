@@ -242,19 +242,13 @@ def _operator_routes(
         llm_health=runtime.llm_health,
         wake=wake,
         config=config,
+        slots=slots,
     )
     problems = Middleware(ExceptionMiddleware, handlers={HTTPException: http_problem})
     guard = Guard(token, throttle)
     api_router = Router(api_routes(api, guard))
     mcp = McpEndpoint(BotMcpServer(task_tools(api)), guard)
-    dashboard = Dashboard(
-        runtime.store,
-        settings=settings,
-        llm_health=runtime.llm_health,
-        token=token,
-        slots=slots,
-        throttle=throttle,
-    )
+    dashboard = Dashboard(api, token=token, throttle=throttle)
     return [
         Mount("/api", app=api_router, middleware=[*proxies, problems]),
         Route("/mcp", mcp, middleware=proxies),

@@ -72,6 +72,30 @@ class TaskReject(BaseModel):
     reason: Annotated[str, Field(max_length=MAX_REASON_CHARS)] = ""
 
 
+class TaskAnswer(BaseModel):
+    task_id: Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID)]
+    text: Annotated[str, Field(min_length=1, max_length=MAX_INSTRUCTIONS_CHARS)]
+
+
+class NewTicket(BaseModel):
+    """``POST /tickets``: an issue to open in ``repository`` on ``forge``, labelled to
+    start a task."""
+
+    forge: ForgeKind
+    repository: Annotated[str, Field(min_length=3, max_length=300, pattern=r"^[^/\s]+(/[^/\s]+)+$")]
+    title: Annotated[str, Field(min_length=1, max_length=256)]
+    body: Annotated[str, Field(max_length=MAX_INSTRUCTIONS_CHARS)] = ""
+
+
+class TicketCreated(BaseModel):
+    forge: ForgeKind
+    repository: str
+    number: int
+    web_url: str
+    label: str = Field(description="the label that starts a task on it")
+    task_id: str = Field(description="the task started on it")
+
+
 class NewTask(BaseModel):
     """``POST /tasks``: a task on the issue (or change request) at ``issue_url``."""
 
