@@ -227,6 +227,7 @@ def _operator_routes(
     from bot.api.operations import Guard, http_problem
     from bot.api.routes import TaskApi, api_routes
     from bot.dashboard.views import Dashboard
+    from bot.worker.extensions import Extensions
 
     # One count of failures per client for the API's bearer token and the login form.
     throttle = FailureThrottle(
@@ -243,6 +244,7 @@ def _operator_routes(
         wake=wake,
         config=config,
         slots=slots,
+        extensions=Extensions(lambda: settings().mcp_servers),
     )
     problems = Middleware(ExceptionMiddleware, handlers={HTTPException: http_problem})
     guard = Guard(token, throttle)

@@ -283,6 +283,24 @@ class ConfigSaved(BaseModel):
     settings: dict[str, Any] = Field(description="the running settings now, secrets masked")
 
 
+class ExtensionToolInfo(BaseModel):
+    name: str = Field(description="as the agent sees it: <server>_<tool>")
+    description: str
+
+
+class ExtensionInfo(BaseModel):
+    name: str
+    transport: str = Field(description="stdio | http")
+    target: str = Field(description="the command, or the URL (its query left out)")
+    state: str = Field(description="ready | unavailable")
+    error: str = Field(description="why it is unavailable (empty: it is ready)")
+    tools: list[ExtensionToolInfo]
+
+
+class Extensions(BaseModel):
+    extensions: list[ExtensionInfo] = Field(description="each configured MCP server")
+
+
 class SwitchState(BaseModel):
     paused: bool
     by: str

@@ -30,6 +30,7 @@ from bot.api.models import (
     ConfigSaved,
     ConfigText,
     EffectiveSettings,
+    Extensions,
     ModelNotReady,
     NewTask,
     NewTicket,
@@ -52,7 +53,7 @@ from bot.api.models import (
     switch_state,
 )
 from bot.api.operations import Body, Guard, Operation, OperationRoute, Refusal, describe
-from bot.api.status import Status, gather
+from bot.api.status import Status, extension_list, gather
 from bot.api.task_start import open_ticket, run_files, start_task
 from bot.config import CurrentSettings, masked
 from bot.config.user_service import UserConfigService
@@ -63,6 +64,7 @@ from bot.llm.base import HealthReport
 from bot.paths import PathRefused, resolve_inside
 from bot.storage.base import Checkpoints, Task
 from bot.worker import operator, task_settings
+from bot.worker.extensions import Extension
 
 TITLE, VERSION = "Coding agent bot API", "1"
 UNKNOWN = {404: "no such task"}
@@ -91,6 +93,7 @@ class TaskApi:
         wake: Callable[[], None],
         config: ConfigApi,
         slots: int = 0,
+        extensions: Callable[[], Awaitable[list[Extension]]] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -100,6 +103,7 @@ class TaskApi:
         self.wake = wake
         self.config = config
         self.slots = slots
+        self.extensions = extensions
         self.rates = RatesCache()
 
     def _author(self) -> str:
@@ -260,6 +264,11 @@ class TaskApi:
             lease_seconds=settings.worker.lease_seconds,
         )
 
+    async def list_extensions(self, params: NoParameters) -> Extensions:
+        """Each configured MCP server: started as a task starts it, its state and tools
+        (probed at most once a minute)."""
+        return extension_list(await self.extensions() if self.extensions is not None else [])
+
     async def effective_settings(self, query: SettingsQuery) -> EffectiveSettings:
         """The settings a task for this repository (its ``.agent.yaml`` on the default
         branch) requested by this person (``user_config_api``) would start with, secrets
@@ -348,6 +357,7 @@ class TaskApi:
             Operation("POST", "/resume-all", self.resume_all, NoParameters, SwitchState),
             Operation("GET", "/pause-all", self.switch, NoParameters, SwitchState),
             Operation("GET", "/status", self.status, NoParameters, Status),
+            Operation("GET", "/extensions", self.list_extensions, NoParameters, Extensions),
             Operation(
                 "GET", "/settings/effective", self.effective_settings, SettingsQuery,
                 EffectiveSettings,

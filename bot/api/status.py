@@ -14,10 +14,13 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel, Field
 
+from bot.api.models import ExtensionInfo, Extensions, ExtensionToolInfo
+from bot.config.views import masked_url
 from bot.dashboard.live import RatesCache
 from bot.llm.base import HealthReport
 from bot.storage.base import Task, TaskState
 from bot.worker import operator
+from bot.worker.extensions import Extension
 
 MAX_LISTED = 10_000
 
@@ -108,3 +111,17 @@ async def gather(
             "tasks": list(switch.tasks),
         },
     )
+
+
+def extension_list(found: list[Extension]) -> Extensions:
+    """The probed MCP servers as ``GET /api/extensions`` answers them (URLs masked)."""
+    return Extensions(
+        extensions=[
+            ExtensionInfo(
+                name=e.name, transport=e.transport, target=masked_url(e.target),
+                state=e.state.value, error=e.error,
+                tools=[ExtensionToolInfo(name=t.name, description=t.description) for t in e.tools],
+            )
+            for e in found
+        ]
+    )  # fmt: skip

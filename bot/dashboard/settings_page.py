@@ -42,6 +42,7 @@ class SettingsPages:
         file = await self._file()
         described = descriptions(file["text"] or "") if file else {}
         health = (await self.api.llm_health()).to_dict()
+        extensions = (await self.api.list_extensions(NoParameters())).extensions
         values = {
             "outcome": "", "problems": [], "restart_needed": [], "refused": [],
             "reload": [], "tested": False, **result,
@@ -50,6 +51,7 @@ class SettingsPages:
             self.token, "settings.html", request, status, title="Settings",
             file=file, text=text if text is not None else (file or {}).get("text") or "",
             sections=sections(masked(self.api.settings()), described), health=health,
+            extensions=[e.model_dump() for e in extensions],
             **values,
         )  # fmt: skip
 

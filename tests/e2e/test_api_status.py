@@ -4,6 +4,7 @@ behind the bearer token."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.e2e.test_approval import write_plan
 from tests.e2e.test_success import readme_script
 from tests.harness import Harness
 from tests.tools.conftest import Remote
+from tests.tools.test_mcp import FIXTURE
 
 pytestmark = pytest.mark.sandbox
 
@@ -113,3 +115,27 @@ async def test_an_answer_reaches_a_waiting_task(tmp_path: Path, remote: Remote) 
         assert empty.status_code == 409
         unknown = await bot.client.post("/api/tasks/nope/answer", json=text, headers=AUTH)
         assert unknown.status_code == 404
+
+
+async def test_extensions_lists_each_mcp_server_with_its_state_and_tools(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-server"
+    (tmp_path / "config.yaml").write_text(
+        "mcp_servers:\n"
+        f"  - {{name: fx, command: {sys.executable}, args: [{FIXTURE}, stdio], timeout: 30}}\n"
+        f"  - {{name: gone, command: {missing}, timeout: 5}}\n"
+    )
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        assert (await bot.client.get("/api/extensions")).status_code == 401
+        answer = await bot.client.get("/api/extensions", headers=AUTH)
+        assert answer.status_code == 200, answer.text
+        fx, gone = answer.json()["extensions"]
+        assert (fx["name"], fx["transport"], fx["state"], fx["error"]) == (
+            "fx", "stdio", "ready", ""
+        )  # fmt: skip
+        assert fx["tools"] and all(t["name"].startswith("fx_") for t in fx["tools"])
+        assert gone["state"] == "unavailable" and gone["error"] and gone["tools"] == []
+
+        # The settings page shows the same.
+        await _login(bot)
+        page = (await bot.client.get("/dashboard/settings")).text
+        assert fx["tools"][0]["name"] in page and "unavailable" in page
