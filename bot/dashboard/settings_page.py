@@ -17,9 +17,11 @@ from bot.api.operations import Refusal
 from bot.api.routes import TaskApi
 from bot.config import masked
 from bot.dashboard import web
-from bot.dashboard.settings_view import descriptions, sections
+from bot.dashboard.settings_view import descriptions, host_only, sections, with_values
 
 REFUSED = Response("refused", status_code=403)
+FIELD = "set:"  # the form field of a key: set:<dotted key>
+MAX_FIELDS = 2000
 
 
 class SettingsPages:
@@ -51,6 +53,7 @@ class SettingsPages:
             self.token, "settings.html", request, status, title="Settings",
             file=file, text=text if text is not None else (file or {}).get("text") or "",
             sections=sections(masked(self.api.settings()), described), health=health,
+            opened=getattr(request.state, "opened", []),
             extensions=[e.model_dump() for e in extensions],
             **values,
         )  # fmt: skip
@@ -63,11 +66,17 @@ class SettingsPages:
     async def post(self, request: Request) -> Response:
         if not web.allowed(self.token, request):
             return REFUSED
-        fields = await web.form(request, limit=4 * MAX_CONFIG_CHARS, fields=5)
+        fields = await web.form(request, limit=4 * MAX_CONFIG_CHARS, fields=MAX_FIELDS)
         if fields is None:
             return await self._render(request, 413, outcome="The form is too large.")
         text = fields.get("text", "")
-        match fields.get("do"):
+        action = fields.get("do", "")
+        if action in ("validate-keys", "save-keys"):
+            built = await self._changed(request, fields)
+            if isinstance(built, Response):
+                return built
+            text, action = built, action.removesuffix("-keys")
+        match action:
             case "validate":
                 return await self._validate(request, text)
             case "save":
@@ -76,6 +85,29 @@ class SettingsPages:
                 return await self._render(request, tested=True)
             case _:
                 return await self._render(request, 400, outcome="Not a button of this page.")
+
+    async def _changed(self, request: Request, fields: dict[str, str]) -> str | Response:
+        """The file's text with the keys the form changed written in it (or the page
+        saying why it cannot be)."""
+        file = await self._file()
+        if file is None or file["text"] is None:
+            return Response("the file's text cannot be changed here", status_code=409)
+        shown = {row.key: row.value for _, rows in sections(masked(self.api.settings()), {})
+                 for row in rows}  # fmt: skip
+        changes = {
+            key: value.strip()
+            for name, value in fields.items()
+            if name.startswith(FIELD) and (key := name.removeprefix(FIELD)) in shown
+            and not host_only(key) and value.strip() != shown[key]
+        }  # fmt: skip
+        request.state.opened = sorted({key.split(".")[0] for key in changes})
+        text, problems = with_values(str(file["text"]), changes)
+        if problems:
+            return await self._render(
+                request, 422, outcome="Not valid.",
+                problems=[{"key": k, "message": m} for k, m in problems],
+            )  # fmt: skip
+        return text
 
     async def _validate(self, request: Request, text: str) -> Response:
         try:

@@ -45,6 +45,14 @@ async def shoot(page: Any, tmp_path: Path, name: str) -> None:
         shutil.copyfile(tmp_path / name, Path(wanted) / name)
 
 
+async def set_key(page: Any, key: str, value: str) -> None:
+    """Type ``value`` for ``key`` in the settings' form, its section opened first."""
+    section = key.split(".")[0]
+    if await page.locator(f"#section-{section}:not([open])").count():
+        await page.click(f"#section-{section} summary")
+    await page.fill(f"tr[data-key='{key}'] input", value)
+
+
 async def log_in(driver: Any, base: str) -> tuple[Any, Any]:
     browser = await driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     page = await browser.new_page(viewport={"width": 1100, "height": 900})
@@ -230,20 +238,40 @@ async def test_a_setting_is_validated_saved_and_reloaded_and_a_host_key_refused(
             assert "server.port" in await page.inner_text("#refused")
             assert path.read_text() == before
 
-            await page.fill("#config-text", candidate)
-            await page.click("#validate")
+            # A change in the settings' form: written in its line, its comment kept.
+            await set_key(page, "labels.done", "done # and more")
+            await page.click("#validate-keys")
+            assert await page.inner_text("#outcome") == "Not valid."
+            assert "labels.done" in await page.inner_text("#problems")
+            await set_key(page, "worker.lease_seconds", "ninety")
+            await page.click("#validate-keys")
+            assert "worker.lease_seconds" in await page.inner_text("#problems")
+            await set_key(page, "worker.lease_seconds", "90")
+            await set_key(page, "labels.done", "finished")
+            await page.click("#validate-keys")
             assert await page.inner_text("#outcome") == "Valid."
-            await page.click("#save")
+            assert path.read_text() == before  # only checked
+            await set_key(page, "worker.lease_seconds", "90")
+            await set_key(page, "labels.done", "finished")
+            await page.click("#save-keys")
             assert (await page.inner_text("#outcome")).startswith("Saved and reloaded")
             assert "labels: reloaded" in await page.inner_text("#reload")
-            assert path.read_text() == candidate
+            after = path.read_text()
+            changed = [line for line in after.splitlines() if line not in before.splitlines()]
+            assert changed == [
+                "  lease_seconds: 90          # a task whose worker stops renewing for this long"
+                " is re-queued",
+                "  done: finished",
+            ]
             assert bot.runtime.settings.labels.done == "finished"
-            done = page.locator("tr[data-key='labels.done'] input")
-            assert await done.input_value() == "finished"
+            assert bot.runtime.settings.worker.lease_seconds == 90
+            assert await page.input_value("tr[data-key='labels.done'] input") == "finished"
+            lease = page.locator("tr[data-key='worker.lease_seconds']")
+            assert "re-queued" in (await lease.text_content() or "")
 
             save = {"do": "save", "text": "labels:\n  done: stolen\n", "hash": "x"}
             await refused_without_session_or_from_elsewhere(
                 browser, page, f"{base}/dashboard/settings", save
             )
-            assert path.read_text() == candidate
+            assert path.read_text() == after
             await browser.close()
