@@ -91,15 +91,17 @@ async def test_a_task_started_from_its_address_runs_to_its_end(
             await page.click("#nav-new")
             assert page.url == f"{base}/dashboard/new"
             assert (await page.inner_text("#model-state")).startswith("Ready")
+            await page.fill("#issue_url", ISSUE_URL)
+            await page.fill("#instructions", "Keep it short.")
+            await shoot(page, tmp_path, "dashboard-command.png")
             await page.fill("#issue_url", "https://elsewhere.example/a/b/issues/1")
             await page.click("#start")
             assert "not an issue this bot serves" in await page.inner_text("#error")
             assert await bot.tasks() == []  # refused: nothing started
+            assert await page.input_value("#instructions") == "Keep it short."  # kept
 
             await page.fill("#issue_url", ISSUE_URL)
-            await page.fill("#instructions", "Keep it short.")
             await page.select_option("#mode", "run")
-            await shoot(page, tmp_path, "dashboard-command.png")
             await page.click("#start")
             [task] = await bot.tasks()
             assert page.url == f"{base}/dashboard?started={task.id}"
