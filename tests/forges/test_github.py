@@ -1109,3 +1109,21 @@ async def test_draft_refused_by_the_plan_opens_a_ready_pull_request(
     )
     assert [sent_json(route, i)["draft"] for i in (0, 1)] == [True, False]
     assert change.draft is False
+
+
+async def test_create_issue_opens_it_with_its_labels(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    route = mock.post(f"{REPO_PATH}/issues").respond(201, json=rest("issue"))
+    made = await forge.create_issue(
+        REPO, title="Found a bug", body="I'm having a problem with this.", labels=["coding agent"]
+    )
+    assert sent_json(route) == {
+        "title": "Found a bug", "body": "I'm having a problem with this.",
+        "labels": ["coding agent"],
+    }  # fmt: skip
+    issue = rest("issue")
+    assert (made.number, made.title, made.web_url) == (
+        issue["number"], issue["title"], issue["html_url"]
+    )  # fmt: skip
+    assert made.repo == REPO and not made.is_change_request
