@@ -139,3 +139,15 @@ async def test_extensions_lists_each_mcp_server_with_its_state_and_tools(tmp_pat
         await _login(bot)
         page = (await bot.client.get("/dashboard/settings")).text
         assert fx["tools"][0]["name"] in page and "unavailable" in page
+
+
+async def test_a_form_with_too_many_fields_is_refused_not_a_server_error(tmp_path: Path) -> None:
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        crowded = {f"f{n}": "x" for n in range(50)}
+        login = await bot.client.post("/dashboard/login", data={**crowded, "token": TOKEN})
+        assert login.status_code == 401  # read as no form: a wrong login, not a crash
+        await _login(bot)
+        same_site = {"Origin": "http://bot.test"}
+        many = await bot.client.post("/dashboard/new", data=crowded, headers=same_site)
+        assert many.status_code == 413 and "too large" in many.text
+        assert await bot.tasks() == []
