@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
+from bot.llm.factory import make_llm
 from bot.storage.base import TaskState
 from tests.agent import docs
 from tests.e2e.support import GH_BRANCH, github_repo, of_kind, served, settle
 from tests.e2e.test_api import TOKEN, WITH_API
 from tests.e2e.test_api_config import scripted
-from tests.e2e.test_api_tasks import ISSUE_URL
+from tests.e2e.test_api_tasks import ISSUE_URL, closed_port
 from tests.e2e.test_approval import NOTES, write_plan
 from tests.e2e.test_dashboard import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_success import readme_script
@@ -276,4 +277,32 @@ async def test_a_setting_is_validated_saved_and_reloaded_and_a_host_key_refused(
                 browser, page, f"{base}/dashboard/settings", save
             )
             assert path.read_text() == after
+            await browser.close()
+
+
+async def test_the_form_and_the_settings_show_a_model_that_is_not_ready_and_its_steps(
+    tmp_path: Path, remote: Remote
+) -> None:
+    async with Harness(tmp_path, overrides=WITH_API) as bot:
+        github_repo(bot, remote)
+        down = bot.settings.llm.model_copy(
+            update={"provider": "openai", "base_url": f"http://127.0.0.1:{closed_port()}/v1",
+                    "model": "qwen2.5-coder:7b", "max_retries": 0}
+        )  # fmt: skip
+        bot.runtime.llm = make_llm(down)  # a real client; nothing listens there
+        async with served(bot) as base, playwright.async_playwright() as driver:
+            browser, page = await log_in(driver, base)
+            await page.goto(f"{base}/dashboard/new")
+            assert (await page.inner_text("#model-state")).startswith("Not ready")
+            assert "ollama pull qwen2.5-coder:7b" in await page.inner_text("#model-steps")
+            await page.fill("#issue_url", ISSUE_URL)
+            await page.click("#start")  # refused before anything starts, with the steps
+            assert "the model is not ready" in await page.inner_text("#error")
+            assert "ollama pull qwen2.5-coder:7b" in await page.inner_text("#steps")
+            assert await bot.tasks() == []
+
+            await page.goto(f"{base}/dashboard/settings")
+            assert await page.inner_text("#model-ready") == "not ready"
+            assert "ollama pull qwen2.5-coder:7b" in await page.inner_text("#setup-steps")
+            assert "127.0.0.1" in await page.inner_text("#model-server")
             await browser.close()
