@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bot.dashboard.commands import STEERING
 from bot.llm.factory import make_llm
 from bot.storage.base import TaskState
 from tests.agent import docs
@@ -164,9 +165,12 @@ async def test_a_waiting_plan_is_rejected_with_a_reason_then_approved_from_its_p
             assert task.state is TaskState.AWAITING_APPROVAL
             await page.goto(f"{base}/dashboard/tasks/{task.id}")
 
-            for action in ("approve", "reject", "pause", "stop"):
+            for action in STEERING:
                 await refused_without_session_or_from_elsewhere(
-                    browser, page, f"{base}/dashboard/tasks/{task.id}/{action}", {"reason": "x"}
+                    browser,
+                    page,
+                    f"{base}/dashboard/tasks/{task.id}/{action}",
+                    {"reason": "x", "text": "y"},
                 )
             await settle(bot)  # the refusals left the task nothing to act on
             assert await bot.tasks() == [task]
