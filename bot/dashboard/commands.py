@@ -6,6 +6,8 @@ REST API and ``/mcp`` cannot part."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import Protocol
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -26,15 +28,26 @@ from bot.dashboard import web
 from bot.events import ForgeKind
 
 REFUSED = Response("refused", status_code=403)
+
+
+class TaskView(Protocol):
+    """A task's page, with why the action asked for was refused (``Dashboard.task_view``)."""
+
+    def __call__(
+        self, request: Request, *, status: int = 200, error: str = "", done: str = ""
+    ) -> Awaitable[Response]: ...
+
+
 STEERING = ("approve", "reject", "answer", "stop", "pause", "resume", "retry")
 
 
 class Commands:
     """The command form (``/dashboard/new``) and the task page's buttons, over ``api``."""
 
-    def __init__(self, api: TaskApi, token: str) -> None:
+    def __init__(self, api: TaskApi, token: str, task_view: TaskView) -> None:
         self.api = api
         self.token = token
+        self.task_view = task_view
 
     def _by(self) -> str:
         return f"{self.api.settings().server.api_token_name} (dashboard)"
@@ -107,10 +120,12 @@ class Commands:
                     TaskAction(task_id=task_id, action=Action(action)), by=by
                 )
         except Refusal as exc:
-            return RedirectResponse(_task_url(task_id, error=exc.detail), status_code=303)
-        except ValueError as exc:  # a parameter the models refuse (length)
-            return RedirectResponse(_task_url(task_id, error=str(exc)[:300]), status_code=303)
-        return RedirectResponse(_task_url(result.task_id, done=action), status_code=303)
+            return await self.task_view(request, status=exc.status, error=exc.detail)
+        except ValueError:  # a parameter the models refuse (its length)
+            error = "The reason or answer is too long."
+            return await self.task_view(request, status=422, error=error)
+        query = urlencode({"done": action})
+        return RedirectResponse(f"/dashboard/tasks/{result.task_id}?{query}", status_code=303)
 
     async def ticket(self, request: Request) -> Response:
         """Open an issue labelled to start a task, as ``POST /api/tickets`` does."""
@@ -137,8 +152,3 @@ class Commands:
             return await self._form_page(request, exc.status, error=exc.detail, entered=fields)
         notice = f"Opened {made.web_url}, labelled {made.label!r}: a task starts on it."
         return await self._form_page(request, 201, notice=notice)
-
-
-def _task_url(task_id: str, *, error: str = "", done: str = "") -> str:
-    query = urlencode({"error": error} if error else {"done": done})
-    return f"/dashboard/tasks/{task_id}?{query}"

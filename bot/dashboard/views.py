@@ -31,7 +31,7 @@ from bot.api.models import NoParameters, detail
 from bot.api.routes import ApiStore, TaskApi
 from bot.config import CurrentSettings
 from bot.dashboard import live, session, web
-from bot.dashboard.commands import Commands
+from bot.dashboard.commands import STEERING, Commands
 from bot.dashboard.live import REFRESH, SHOWN_TASKS, when
 from bot.dashboard.settings_page import SettingsPages
 from bot.storage.base import TaskState
@@ -56,7 +56,7 @@ class Dashboard:
         self.token = token
         self.slots = api.slots
         self.throttle = throttle
-        self.commands = Commands(api, token)
+        self.commands = Commands(api, token, self.task_view)
         self.settings_pages = SettingsPages(api, token)
 
     def routes(self, middleware: Sequence[Middleware] = ()) -> list[BaseRoute]:
@@ -179,6 +179,14 @@ class Dashboard:
     async def task_page(self, request: Request) -> Response:
         if not self._logged_in(request):
             return _to_login()
+        done = request.query_params.get("done", "")
+        return await self.task_view(request, done=done if done in STEERING else "")
+
+    async def task_view(
+        self, request: Request, *, status: int = 200, error: str = "", done: str = ""
+    ) -> Response:
+        """A task's page; ``error``: why the action just asked for was refused; ``done``:
+        the action just sent."""
         try:
             task = await operator.find_task(self.store, request.path_params["task_id"])
         except operator.OperatorError as exc:
@@ -203,9 +211,9 @@ class Dashboard:
             gate=gate,
             gate_result=gate_result,
             report=_read(run_dir / "report.md", REPORT_CHARS),
-            waiting=task.state.value,
-            error=request.query_params.get("error", "")[:500],
-            done=request.query_params.get("done", "")[:20],
+            error=error,
+            done=done,
+            status=status,
         )
 
     async def switch(self, request: Request) -> Response:

@@ -197,8 +197,8 @@ async def test_a_waiting_plan_is_rejected_with_a_reason_then_approved_from_its_p
 
             # An ended task cannot be approved: the operation's refusal is shown.
             answer = await page.request.post(f"{base}/dashboard/tasks/{task.id}/approve")
-            assert answer.url.startswith(f"{base}/dashboard/tasks/{task.id}?error=")
-            assert "has ended" in await answer.text()
+            assert answer.status == 409 and "has ended" in await answer.text()
+            assert 'id="action-error"' in await answer.text()
             await browser.close()
 
 
