@@ -1,5 +1,7 @@
 """The dashboard's pages at ``/dashboard``: server-rendered views of the queue, the tasks and the
-emergency stop, for people with the API token (``BOT_API_TOKEN``).
+emergency stop, for people with the API token (``BOT_API_TOKEN``); starting and steering
+tasks (``commands.py``) and the settings page (``settings_page.py``), each through the
+API's own operations.
 
 A login form exchanges the token for a signed, HttpOnly, SameSite=Strict cookie
 (``session.py``; Secure when the request came over HTTPS, as a proxy of
@@ -44,9 +46,10 @@ ICONS = {"done": "✔", "failed": "✘", "running": "…", "pending": "○"}
 
 
 class Dashboard:
-    """The dashboard's pages, with what they use: the store, the settings now, the LLM's
-    health, the API token, this process's worker ``slots`` (0 for a web replica) and the
-    ``throttle`` that counts each client's wrong tokens at the login form."""
+    """The dashboard's pages, with what they use: the API's operations (``api``: the store,
+    the settings now, the LLM's health, this process's worker ``slots``, 0 for a web
+    replica), the API token and the ``throttle`` that counts each client's wrong tokens at
+    the login form."""
 
     def __init__(self, api: TaskApi, *, token: str, throttle: FailureThrottle) -> None:
         self.api = api
