@@ -45,6 +45,9 @@ class SettingsPages:
         described = descriptions(file["text"] or "") if file else {}
         health = (await self.api.llm_health()).to_dict()
         extensions = (await self.api.list_extensions(NoParameters())).extensions
+        grouped = sections(masked(self.api.settings()), described)
+        editable = [name for name, rows in grouped if any(not r.host_only for r in rows)]
+        opened = getattr(request.state, "opened", None) or editable[:1]
         values = {
             "outcome": "", "problems": [], "restart_needed": [], "refused": [],
             "reload": [], "tested": False, **result,
@@ -52,8 +55,7 @@ class SettingsPages:
         return web.page(
             self.token, "settings.html", request, status, title="Settings",
             file=file, text=text if text is not None else (file or {}).get("text") or "",
-            sections=sections(masked(self.api.settings()), described), health=health,
-            opened=getattr(request.state, "opened", []),
+            sections=grouped, health=health, opened=opened,
             extensions=[e.model_dump() for e in extensions],
             **values,
         )  # fmt: skip
