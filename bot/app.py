@@ -227,6 +227,7 @@ def _operator_routes(
     from bot.api.operations import Guard, http_problem
     from bot.api.routes import TaskApi, api_routes
     from bot.dashboard.views import Dashboard
+    from bot.worker.extensions import Extensions
 
     # One count of failures per client for the API's bearer token and the login form.
     throttle = FailureThrottle(
@@ -242,19 +243,14 @@ def _operator_routes(
         llm_health=runtime.llm_health,
         wake=wake,
         config=config,
+        slots=slots,
+        extensions=Extensions(lambda: settings().mcp_servers),
     )
     problems = Middleware(ExceptionMiddleware, handlers={HTTPException: http_problem})
     guard = Guard(token, throttle)
     api_router = Router(api_routes(api, guard))
     mcp = McpEndpoint(BotMcpServer(task_tools(api)), guard)
-    dashboard = Dashboard(
-        runtime.store,
-        settings=settings,
-        llm_health=runtime.llm_health,
-        token=token,
-        slots=slots,
-        throttle=throttle,
-    )
+    dashboard = Dashboard(api, token=token, throttle=throttle)
     return [
         Mount("/api", app=api_router, middleware=[*proxies, problems]),
         Route("/mcp", mcp, middleware=proxies),

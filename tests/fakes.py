@@ -428,6 +428,17 @@ class FakeForge:
                 return comment
         raise NotFound(f"comment {comment_id} not found", status=404)
 
+    async def create_issue(
+        self, repo: RepoRef, *, title: str, body: str, labels: list[str]
+    ) -> IssueRef:
+        await self._enter("create_issue", repo.full_name, title, tuple(labels))
+        fake = self._repo(repo)
+        taken = [n for (name, n) in self.issues if name == fake.ref.full_name]
+        number = max(taken, default=0) + 1
+        self.add_issue(fake.ref, number, title=title, body=body, author=self.bot_login,
+                       labels=tuple(labels))  # fmt: skip
+        return self.issue(fake.ref, number).ref
+
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
         await self._enter("create_comment", issue.number, body)
         comment = Comment(id=next(self._ids), body=body, author=self.bot_login,

@@ -20,18 +20,22 @@ from bot.api.models import (
     Action,
     ActionResult,
     NewTask,
+    NewTicket,
     NoParameters,
     SwitchState,
     TaskAction,
+    TaskAnswer,
     TaskCreated,
     TaskDetail,
     TaskFilter,
     TaskId,
     TaskPage,
     TaskReject,
+    TicketCreated,
 )
 from bot.api.operations import Answer
 from bot.api.routes import TaskApi
+from bot.api.status import Status
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -102,6 +106,25 @@ def task_tools(api: TaskApi) -> list[McpTool[Any]]:
             "stop",
             "Stop a task for good (its work so far stays on its branch)." + waiting,
             api.stop_task, TaskId, ActionResult, destructive=True,
+        ),
+        McpTool(
+            "answer",
+            "Answer what a task asked (it waits for input), as a comment in its issue would."
+            + waiting,
+            api.answer, TaskAnswer, ActionResult,
+        ),
+        McpTool(
+            "open_ticket",
+            "Open an issue in a repository of the configured GitHub or GitLab, labelled to"
+            " start a task, and start it. Answers the issue's address and the task's id.",
+            api.create_ticket, NewTicket, TicketCreated,
+        ),
+        McpTool(
+            "status",
+            "The bot's state in numbers: workers (alive, busy, lease age), queue depth, tasks"
+            " by state, success rate over 24 h and 7 days, the model's health, the emergency"
+            " stop.",
+            api.status, NoParameters, Status, read_only=True,
         ),
         McpTool(
             "pause", "Pause a task until it is resumed." + waiting,

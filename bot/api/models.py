@@ -72,6 +72,30 @@ class TaskReject(BaseModel):
     reason: Annotated[str, Field(max_length=MAX_REASON_CHARS)] = ""
 
 
+class TaskAnswer(BaseModel):
+    task_id: Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID)]
+    text: Annotated[str, Field(min_length=1, max_length=MAX_INSTRUCTIONS_CHARS)]
+
+
+class NewTicket(BaseModel):
+    """``POST /tickets``: an issue to open in ``repository`` on ``forge``, labelled to
+    start a task."""
+
+    forge: ForgeKind
+    repository: Annotated[str, Field(min_length=3, max_length=300, pattern=r"^[^/\s]+(/[^/\s]+)+$")]
+    title: Annotated[str, Field(min_length=1, max_length=256)]
+    body: Annotated[str, Field(max_length=MAX_INSTRUCTIONS_CHARS)] = ""
+
+
+class TicketCreated(BaseModel):
+    forge: ForgeKind
+    repository: str
+    number: int
+    web_url: str
+    label: str = Field(description="the label that starts a task on it")
+    task_id: str = Field(description="the task started on it")
+
+
 class NewTask(BaseModel):
     """``POST /tasks``: a task on the issue (or change request) at ``issue_url``."""
 
@@ -257,6 +281,24 @@ class ConfigSaved(BaseModel):
     previous: str = Field(description="where the file it replaced is kept")
     reload: list[str] = Field(description="what the reload did, one line per section")
     settings: dict[str, Any] = Field(description="the running settings now, secrets masked")
+
+
+class ExtensionToolInfo(BaseModel):
+    name: str = Field(description="as the agent sees it: <server>_<tool>")
+    description: str
+
+
+class ExtensionInfo(BaseModel):
+    name: str
+    transport: str = Field(description="stdio | http")
+    target: str = Field(description="the command, or the URL (its query left out)")
+    state: str = Field(description="ready | unavailable")
+    error: str = Field(description="why it is unavailable (empty: it is ready)")
+    tools: list[ExtensionToolInfo]
+
+
+class Extensions(BaseModel):
+    extensions: list[ExtensionInfo] = Field(description="each configured MCP server")
 
 
 class SwitchState(BaseModel):

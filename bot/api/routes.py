@@ -30,13 +30,16 @@ from bot.api.models import (
     ConfigSaved,
     ConfigText,
     EffectiveSettings,
+    Extensions,
     ModelNotReady,
     NewTask,
+    NewTicket,
     NoParameters,
     RunFiles,
     SettingsQuery,
     SwitchState,
     TaskAction,
+    TaskAnswer,
     TaskCreated,
     TaskDetail,
     TaskFile,
@@ -44,20 +47,24 @@ from bot.api.models import (
     TaskId,
     TaskPage,
     TaskReject,
+    TicketCreated,
     detail,
     summary,
     switch_state,
 )
 from bot.api.operations import Body, Guard, Operation, OperationRoute, Refusal, describe
-from bot.api.task_start import run_files, start_task
+from bot.api.status import Status, extension_list, gather
+from bot.api.task_start import open_ticket, run_files, start_task
 from bot.config import CurrentSettings, masked
 from bot.config.user_service import UserConfigService
+from bot.dashboard.live import RatesCache
 from bot.events import ForgeKind
 from bot.forges.base import AccessDenied, ForgeError, ForgeLookup, NotFound
 from bot.llm.base import HealthReport
 from bot.paths import PathRefused, resolve_inside
 from bot.storage.base import Checkpoints, Task
 from bot.worker import operator, task_settings
+from bot.worker.extensions import Extension
 
 TITLE, VERSION = "Coding agent bot API", "1"
 UNKNOWN = {404: "no such task"}
@@ -85,6 +92,8 @@ class TaskApi:
         llm_health: Callable[[], Awaitable[HealthReport]],
         wake: Callable[[], None],
         config: ConfigApi,
+        slots: int = 0,
+        extensions: Callable[[], Awaitable[list[Extension]]] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -93,6 +102,9 @@ class TaskApi:
         self.llm_health = llm_health
         self.wake = wake
         self.config = config
+        self.slots = slots
+        self.extensions = extensions
+        self.rates = RatesCache()
 
     def _author(self) -> str:
         return f"{self.settings().server.api_token_name} (API)"
@@ -157,29 +169,52 @@ class TaskApi:
         run_dir = self.settings().data_dir / "runs" / task.id
         return RunFiles(task_id=task.id, files=await asyncio.to_thread(run_files, run_dir))
 
-    async def create_task(self, params: NewTask) -> TaskCreated:
+    async def create_task(self, params: NewTask, *, by: str | None = None) -> TaskCreated:
         """Start a task on an issue, as its command would (one active task per issue),
         requested by the token's name; refused with the set-up steps when the model is
         not ready."""
         created = await start_task(
-            self.store, self.forges, self.settings(), self.llm_health, params, by=self._author()
-        )
+            self.store, self.forges, self.settings(), self.llm_health, params,
+            by=by or self._author(),
+        )  # fmt: skip
         self.wake()
         return created
+
+    async def create_ticket(self, params: NewTicket) -> TicketCreated:
+        """Open an issue in a repository of a configured forge, labelled to start a task,
+        and start it (requested by the token's name: the token is the operator's)."""
+        made = await open_ticket(
+            self.store, self.forges, self.settings(), params, by=self._author()
+        )
+        self.wake()
+        return made
 
     async def stop_task(self, params: TaskId) -> ActionResult:
         """Stop the task at its next safe point (its work so far is kept on its branch)."""
         return await self.act(TaskAction(task_id=params.task_id, action=Action.STOP))
 
-    async def reject(self, params: TaskReject) -> ActionResult:
+    async def reject(self, params: TaskReject, *, by: str | None = None) -> ActionResult:
         """Reject what the task waits for (its plan, a revision, a tool call), with the
         reason it revises by, as ``/agent reject <reason>``."""
-        return await self._command(params.task_id, operator.TaskCommand.REJECT, params.reason)
+        return await self._command(
+            params.task_id, operator.TaskCommand.REJECT, params.reason, by=by
+        )
+
+    async def answer(self, params: TaskAnswer, *, by: str | None = None) -> ActionResult:
+        """Answer what the task asked (it waits for input), as a comment in its issue would."""
+        author = by or self._author()
+        try:
+            task = await operator.answer(self.store, params.task_id, params.text, by=author)
+        except operator.OperatorError as exc:
+            status = 404 if isinstance(exc, operator.UnknownTask) else 409
+            raise Refusal(status, str(exc)) from None
+        detail = "sent; the task reads it at its next safe point"
+        return ActionResult(task_id=task.id, action="answer", by=author, detail=detail)
 
     async def _command(
-        self, task_id: str, command: operator.TaskCommand, args: str = ""
+        self, task_id: str, command: operator.TaskCommand, args: str = "", by: str | None = None
     ) -> ActionResult:
-        by = self._author()
+        by = by or self._author()
         try:
             task = await operator.command(self.store, task_id, command, by=by, args=args)
         except operator.OperatorError as exc:
@@ -188,11 +223,11 @@ class TaskApi:
         detail = "sent; the task acts on it at its next safe point"
         return ActionResult(task_id=task.id, action=command.value, by=by, detail=detail)
 
-    async def act(self, params: TaskAction) -> ActionResult:
+    async def act(self, params: TaskAction, *, by: str | None = None) -> ActionResult:
         """The same effect as the issue's command, with the API token's name as author."""
-        by, action = self._author(), params.action
+        by, action = by or self._author(), params.action
         if action is not Action.RETRY:
-            return await self._command(params.task_id, operator.TaskCommand(action))
+            return await self._command(params.task_id, operator.TaskCommand(action), by=by)
         try:
             created = await operator.retry(self.store, params.task_id, by=by)
         except operator.OperatorError as exc:
@@ -215,6 +250,24 @@ class TaskApi:
     async def switch(self, params: NoParameters) -> SwitchState:
         """Whether the emergency stop is set."""
         return switch_state(await operator.read_switch(self.store))
+
+    async def status(self, params: NoParameters) -> Status:
+        """Workers (alive, busy, lease age), queue depth, tasks by state, success rate over
+        24 h and 7 days, the model's health and the emergency stop: what the dashboard's
+        overview shows."""
+        settings = self.settings()
+        return await gather(
+            self.store,
+            rates=self.rates,
+            llm_health=self.llm_health,
+            slots=self.slots,
+            lease_seconds=settings.worker.lease_seconds,
+        )
+
+    async def list_extensions(self, params: NoParameters) -> Extensions:
+        """Each configured MCP server: started as a task starts it, its state and tools
+        (probed at most once a minute)."""
+        return extension_list(await self.extensions() if self.extensions is not None else [])
 
     async def effective_settings(self, query: SettingsQuery) -> EffectiveSettings:
         """The settings a task for this repository (its ``.agent.yaml`` on the default
@@ -262,6 +315,14 @@ class TaskApi:
                 refusal_models={409: ActiveTask, 503: ModelNotReady},
             ),
             Operation(
+                "POST", "/tickets", self.create_ticket, NewTicket, TicketCreated, status=201,
+                body=Body(fields=("forge", "repository", "title", "body")),
+                refusals={
+                    404: "the forge is not configured, or the repository cannot be written",
+                    502: "the forge did not answer",
+                },
+            ),
+            Operation(
                 "GET", "/tasks/{task_id}", self.show_task, TaskId, TaskDetail, refusals=UNKNOWN
             ),
             Operation(
@@ -285,12 +346,18 @@ class TaskApi:
                 body=Body(fields=("reason",)), refusals=CHANGE,
             ),
             Operation(
+                "POST", "/tasks/{task_id}/answer", self.answer, TaskAnswer, ActionResult,
+                body=Body(fields=("text",)), refusals=CHANGE,
+            ),
+            Operation(
                 "POST", "/tasks/{task_id}/{action}", self.act, TaskAction, ActionResult,
                 refusals=CHANGE,
             ),
             Operation("POST", "/pause-all", self.pause_all, NoParameters, SwitchState),
             Operation("POST", "/resume-all", self.resume_all, NoParameters, SwitchState),
             Operation("GET", "/pause-all", self.switch, NoParameters, SwitchState),
+            Operation("GET", "/status", self.status, NoParameters, Status),
+            Operation("GET", "/extensions", self.list_extensions, NoParameters, Extensions),
             Operation(
                 "GET", "/settings/effective", self.effective_settings, SettingsQuery,
                 EffectiveSettings,

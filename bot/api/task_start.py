@@ -15,10 +15,10 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from bot.api.models import NewTask, RunFile, TaskCreated
+from bot.api.models import NewTask, NewTicket, RunFile, TaskCreated, TicketCreated
 from bot.api.operations import Refusal
 from bot.config import Settings
-from bot.events import TaskMode, TaskRequest
+from bot.events import RepoRef, TaskMode, TaskRequest
 from bot.forges.base import AccessDenied, ForgeError, ForgeLookup, NotFound
 from bot.forges.issue_urls import NotAnIssueUrl, canonical_issue, parse_issue_url
 from bot.llm.base import HealthReport
@@ -79,6 +79,31 @@ async def start_task(
         mode=mode.value,
         state=task.state,
     )
+
+
+async def open_ticket(
+    store: Tasks, forges: ForgeLookup, settings: Settings, params: NewTicket, *, by: str
+) -> TicketCreated:
+    """Open an issue in ``params.repository``, labelled with the trigger label, and queue
+    its task. Refusals: 404 the forge is off or the repository cannot be written; 502 the
+    forge did not answer."""
+    forge = forges(params.forge)
+    if forge is None:
+        raise Refusal(404, f"{params.forge.value} is not configured on this bot")
+    label = settings.labels.trigger
+    try:
+        repo = (await forge.get_repo_info(RepoRef(params.forge, params.repository))).repo
+        issue = await forge.create_issue(repo, title=params.title, body=params.body, labels=[label])
+    except (NotFound, AccessDenied) as exc:
+        raise Refusal(404, f"{params.repository} cannot be written: {exc}") from None
+    except ForgeError as exc:
+        raise Refusal(502, f"the forge did not answer: {exc}") from None
+    request = TaskRequest(issue=issue, requested_by=by, mode=TaskMode.RUN, instructions="")
+    task, _ = await store.create_task(request)
+    return TicketCreated(
+        forge=params.forge, repository=repo.full_name, number=issue.number,
+        web_url=issue.web_url, label=label, task_id=task.id,
+    )  # fmt: skip
 
 
 def run_files(run_dir: Path, limit: int = MAX_LISTED_FILES) -> list[RunFile]:

@@ -156,10 +156,30 @@ def _section(raw: dict[str, Any], path: tuple[str, ...], where: str = "") -> dic
     return node
 
 
+# Ollama's own variable, as the specification names it: llm.base_url when LLM_BASE_URL is unset.
+OLLAMA_HOST = "OLLAMA_HOST"
+OLLAMA_PORT = 11434
+
+
+def ollama_base_url(value: str) -> str:
+    """The OpenAI-compatible base URL of the Ollama ``OLLAMA_HOST`` names, written as
+    Ollama reads it: ``host`` or ``host:port`` (http, port 11434 when none is given), or
+    a URL (its scheme's port when none is given)."""
+    text = value.strip().rstrip("/")
+    bare = "://" not in text
+    scheme, _, rest = ("http://" + text if bare else text).partition("://")
+    host, slash, path = rest.partition("/")
+    if bare and ":" not in host.rsplit("]", 1)[-1]:
+        host = f"{host}:{OLLAMA_PORT}"
+    path = path.removesuffix("v1").rstrip("/")
+    return f"{scheme}://{host}{slash}{path}".rstrip("/") + "/v1"
+
+
 def without_overrides(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` without the variables of ``ENV_OVERRIDES`` (its secrets kept): loaded
     with it, settings say what the file itself sets."""
-    return {name: value for name, value in environ.items() if name not in ENV_OVERRIDES}
+    overrides = {*ENV_OVERRIDES, OLLAMA_HOST}
+    return {name: value for name, value in environ.items() if name not in overrides}
 
 
 def apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
@@ -168,6 +188,9 @@ def apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
         value = environ.get(var)
         if value is not None and value != "":
             _section(raw, path, f"environment {var}")[key] = value
+    ollama = environ.get(OLLAMA_HOST, "").strip()
+    if ollama and not environ.get("LLM_BASE_URL"):  # LLM_BASE_URL wins when both are set
+        _section(raw, ("llm",), f"environment {OLLAMA_HOST}")["base_url"] = ollama_base_url(ollama)
     for var, (section, key) in ENV_SECRETS.items():
         value = environ.get(var)
         if value:

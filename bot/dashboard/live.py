@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bot.dashboard.stats import ENDED, Rates, rates
+from bot.dashboard.stats import ENDED, Rates, percent, rates
 from bot.record.snapshot import checklist, status_snapshot
 from bot.storage.base import Task, Tasks
 
@@ -58,9 +58,27 @@ def llm_line(report: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def rates_view(found: tuple[Rates, ...]) -> list[dict[str, Any]]:
+class Counted(Protocol):
+    """A window's counts of ended tasks (``Rates``, or ``GET /api/status``'s)."""
+
+    @property
+    def window(self) -> str: ...
+    @property
+    def ended(self) -> int: ...
+    @property
+    def done(self) -> int: ...
+    @property
+    def help_needed(self) -> int: ...
+
+
+def rates_view(found: Iterable[Counted]) -> list[dict[str, Any]]:
     return [
-        {"window": r.window, "ended": r.ended, "success": r.success_rate, "help": r.help_rate}
+        {
+            "window": r.window,
+            "ended": r.ended,
+            "success": percent(r.done, r.ended),
+            "help": percent(r.help_needed, r.ended),
+        }
         for r in found
     ]
 

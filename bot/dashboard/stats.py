@@ -21,14 +21,14 @@ class Rates:
 
     @property
     def success_rate(self) -> str:
-        return _percent(self.done, self.ended)
+        return percent(self.done, self.ended)
 
     @property
     def help_rate(self) -> str:
-        return _percent(self.help_needed, self.ended)
+        return percent(self.help_needed, self.ended)
 
 
-def _percent(part: int, whole: int) -> str:
+def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "–"
 
 

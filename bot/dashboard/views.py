@@ -1,5 +1,7 @@
 """The dashboard's pages at ``/dashboard``: server-rendered views of the queue, the tasks and the
-emergency stop, for people with the API token (``BOT_API_TOKEN``).
+emergency stop, for people with the API token (``BOT_API_TOKEN``); starting and steering
+tasks (``commands.py``) and the settings page (``settings_page.py``), each through the
+API's own operations.
 
 A login form exchanges the token for a signed, HttpOnly, SameSite=Strict cookie
 (``session.py``; Secure when the request came over HTTPS, as a proxy of
@@ -16,61 +18,49 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
-import jinja2
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.api.models import detail
-from bot.api.routes import ApiStore
+from bot.api.models import NoParameters, detail
+from bot.api.routes import ApiStore, TaskApi
 from bot.config import CurrentSettings
-from bot.dashboard import live, session
+from bot.dashboard import live, session, web
+from bot.dashboard.commands import STEERING, Commands
 from bot.dashboard.live import REFRESH, SHOWN_TASKS, when
-from bot.llm.base import HealthReport
+from bot.dashboard.settings_page import SettingsPages
 from bot.storage.base import TaskState
 from bot.throttle import FailureThrottle
 from bot.tools.quality import gate_steps, stored_result
 from bot.worker import operator
 
-MAX_FORM_BYTES = 4096
 REPORT_CHARS = 60_000
 ICONS = {"done": "✔", "failed": "✘", "running": "…", "pending": "○"}
-_templates = jinja2.Environment(
-    loader=jinja2.PackageLoader("bot.dashboard", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-)
 
 
 class Dashboard:
-    """The dashboard's pages, with what they use: the store, the settings now, the LLM's
-    health, the API token, this process's worker ``slots`` (0 for a web replica) and the
-    ``throttle`` that counts each client's wrong tokens at the login form."""
+    """The dashboard's pages, with what they use: the API's operations (``api``: the store,
+    the settings now, the LLM's health, this process's worker ``slots``, 0 for a web
+    replica), the API token and the ``throttle`` that counts each client's wrong tokens at
+    the login form."""
 
-    def __init__(
-        self,
-        store: ApiStore,
-        *,
-        settings: CurrentSettings,
-        llm_health: Callable[[], Awaitable[HealthReport]],
-        token: str,
-        slots: int,
-        throttle: FailureThrottle,
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.llm_health = llm_health
+    def __init__(self, api: TaskApi, *, token: str, throttle: FailureThrottle) -> None:
+        self.api = api
+        self.store: ApiStore = api.store
+        self.settings: CurrentSettings = api.settings
+        self.llm_health = api.llm_health
         self.token = token
-        self.slots = slots
+        self.slots = api.slots
         self.throttle = throttle
-        self.rates = live.RatesCache()
+        self.commands = Commands(api, token, self.task_view)
+        self.settings_pages = SettingsPages(api, token)
 
     def routes(self, middleware: Sequence[Middleware] = ()) -> list[BaseRoute]:
         """The pages' routes, each behind ``middleware``."""
@@ -84,6 +74,12 @@ class Dashboard:
             ("/dashboard/tasks/{task_id}/live.json", self.task_live, ["GET"]),
             ("/dashboard/pause-all", self.switch, ["POST"]),
             ("/dashboard/resume-all", self.switch, ["POST"]),
+            ("/dashboard/new", self.commands.new_page, ["GET"]),
+            ("/dashboard/new", self.commands.start, ["POST"]),
+            ("/dashboard/tickets", self.commands.ticket, ["POST"]),
+            ("/dashboard/tasks/{task_id}/{action}", self.commands.steer, ["POST"]),
+            ("/dashboard/settings", self.settings_pages.show, ["GET"]),
+            ("/dashboard/settings", self.settings_pages.post, ["POST"]),
         ]
         return [
             Route(path, endpoint, methods=methods, middleware=middleware)
@@ -91,18 +87,10 @@ class Dashboard:
         ]
 
     def _logged_in(self, request: Request) -> bool:
-        return session.valid(self.token, request.cookies.get(session.COOKIE), time.time())
+        return web.logged_in(self.token, request)
 
     def _page(self, name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
-        html = _templates.get_template(name).render(
-            root="",
-            logged_in=self._logged_in(request),
-            refresh=values.pop("refresh", 0),
-            live=values.pop("live", ""),
-            version=values.pop("version", ""),
-            **values,
-        )
-        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+        return web.page(self.token, name, request, status, **values)
 
     async def login(self, request: Request) -> Response:
         if request.method == "GET":
@@ -116,7 +104,7 @@ class Dashboard:
             )  # fmt: skip
             refused.headers["Retry-After"] = str(wait)
             return refused
-        form = await _form(request)
+        form = await web.form(request)
         if form is None or not session.token_matches(self.token, form.get("token", "")):
             self.throttle.failed(client)
             return self._page("login.html", request, 401, title="Log in", error="Wrong token.")
@@ -140,15 +128,16 @@ class Dashboard:
     async def _now(self) -> dict[str, Any]:
         """What the overview shows that changes: the switch, the counts, the rates, the
         model's line and the visible rows (the page and its refresh read the same)."""
-        store = self.store
-        switch = await operator.read_switch(store)
+        status = await self.api.status(NoParameters())
         return {
-            "paused": switch.paused,
-            "queued": await store.count_tasks(states=frozenset({TaskState.QUEUED})),
-            "running": await store.count_tasks(states=frozenset({TaskState.RUNNING})),
-            "rates": live.rates_view(await self.rates.get(store)),
-            "llm": live.llm_line((await self.llm_health()).to_dict()),
-            "tasks": live.task_rows(await store.list_tasks(limit=SHOWN_TASKS)),
+            "paused": bool(status.emergency_stop["paused"]),
+            "queued": status.queue_depth,
+            "running": status.tasks_by_state[TaskState.RUNNING.value],
+            "busy": status.busy,
+            "workers": [w.model_dump() for w in status.workers],
+            "rates": live.rates_view(status.rates),
+            "llm": live.llm_line(status.model),
+            "tasks": live.task_rows(await self.store.list_tasks(limit=SHOWN_TASKS)),
         }
 
     async def overview(self, request: Request) -> Response:
@@ -166,6 +155,7 @@ class Dashboard:
             slots=self.slots or self.settings().worker.max_workers,
             has_worker=self.slots > 0,
             now=await self._now(),
+            started=request.query_params.get("started", "")[:40],
         )
 
     async def overview_live(self, request: Request) -> Response:
@@ -192,6 +182,14 @@ class Dashboard:
     async def task_page(self, request: Request) -> Response:
         if not self._logged_in(request):
             return _to_login()
+        done = request.query_params.get("done", "")
+        return await self.task_view(request, done=done if done in STEERING else "")
+
+    async def task_view(
+        self, request: Request, *, status: int = 200, error: str = "", done: str = ""
+    ) -> Response:
+        """A task's page; ``error``: why the action just asked for was refused; ``done``:
+        the action just sent."""
         try:
             task = await operator.find_task(self.store, request.path_params["task_id"])
         except operator.OperatorError as exc:
@@ -216,10 +214,13 @@ class Dashboard:
             gate=gate,
             gate_result=gate_result,
             report=_read(run_dir / "report.md", REPORT_CHARS),
+            error=error,
+            done=done,
+            status=status,
         )
 
     async def switch(self, request: Request) -> Response:
-        if not self._logged_in(request) or not _same_origin(request):
+        if not web.allowed(self.token, request):
             return Response("refused", status_code=403)
         by = f"{self.settings().server.api_token_name} (dashboard)"
         if request.url.path.endswith("/pause-all"):
@@ -236,24 +237,7 @@ def _script() -> str:
 
 
 def _to_login() -> RedirectResponse:
-    return RedirectResponse("/dashboard/login", status_code=303)
-
-
-async def _form(request: Request) -> dict[str, str] | None:
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            return None
-    fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=10)
-    return {k: v[0] for k, v in fields.items()}
-
-
-def _same_origin(request: Request) -> bool:
-    origin = request.headers.get("origin")
-    if origin is None or origin == "null":
-        return origin is None  # no Origin: not a browser's cross-site form
-    return urlsplit(origin).netloc == request.headers.get("host", "")
+    return web.to_login()
 
 
 def web_link(url: str) -> str | None:

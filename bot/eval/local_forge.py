@@ -35,6 +35,7 @@ from bot.forges.base import (
     Comment,
     Conflict,
     FileContent,
+    ForgeError,
     IssueDetails,
     NotFound,
     Permission,
@@ -149,6 +150,11 @@ class LocalForge:
 
     async def whoami(self) -> str:
         return self.bot_login
+
+    async def create_issue(
+        self, repo: RepoRef, *, title: str, body: str, labels: list[str]
+    ) -> IssueRef:
+        raise ForgeError("an evaluated task has its one issue: no other is opened")
 
     async def bot_account(self) -> Actor:
         return Actor(login=self.bot_login, is_bot=True)

@@ -185,6 +185,15 @@ class GitHubForge(DelegatedContent, DelegatedFollowUp):
             except NotFound:
                 raise refused from None
 
+    async def create_issue(
+        self, repo: RepoRef, *, title: str, body: str, labels: list[str]
+    ) -> IssueRef:
+        what = f"a new issue in {repo.full_name}"
+        data = {"title": title, "body": body, "labels": labels}
+        found = await self._git.call(repo, "POST", ("issues",), what, data=data)
+        with reading(what):
+            return _issue(repo, found, None)
+
     async def add_labels(self, issue: IssueRef, labels: list[str]) -> None:
         if labels:
             what = f"labels of #{issue.number} of {issue.repo.full_name}"

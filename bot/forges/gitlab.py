@@ -229,6 +229,17 @@ class GitLabForge(DelegatedContent, DelegatedFollowUp):
         except Conflict:
             return  # created meanwhile
 
+    async def create_issue(
+        self, repo: RepoRef, *, title: str, body: str, labels: list[str]
+    ) -> IssueRef:
+        data = {"title": title, "description": body, "labels": ",".join(labels)}
+
+        def op() -> dict[str, Any]:
+            return dict(self._project(repo).issues.create(data).attributes)
+
+        made = await self._write(f"a new issue in {repo.full_name}", op)
+        return _issue_ref(repo, made, change_request=False)
+
     async def add_labels(self, issue: IssueRef, labels: list[str]) -> None:
         if labels:
             await self._update_issuable(issue, {"add_labels": ",".join(labels)})

@@ -212,8 +212,7 @@ class HttpChatLLM(ABC):
     async def health(self) -> HealthReport:
         """The model list, then (when the model is served) one small structured request
         in the dialect the bot uses, once, without retries: what a task's call would do."""
-        url = self.base_url + self.models_path
-        listing = await fetch_model_ids(self._http, url, self._headers())
+        listing = await self._list_models()
         self._saw_models(listing)
         check = None
         if listing.error is None and model_available(self.model, listing.models):
@@ -229,6 +228,10 @@ class HttpChatLLM(ABC):
             server=self.server_label,
             probed=self.probe_log,
         )
+
+    async def _list_models(self) -> ModelListing:
+        """The models the endpoint serves (``{base}{models_path}``)."""
+        return await fetch_model_ids(self._http, self.base_url + self.models_path, self._headers())
 
     async def _structured_check(self) -> StructuredCheck:
         """One small structured request (a success stands for ``CHECK_TTL`` seconds)."""

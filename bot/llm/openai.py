@@ -50,6 +50,7 @@ from bot.llm.dialect import (
     next_dialect,
     output_mode,
 )
+from bot.llm.health import is_local
 from bot.llm.http_chat import PROBE, HttpChatLLM
 from bot.llm.native import openai_tools
 from bot.llm.openai_wire import (
@@ -67,6 +68,7 @@ from bot.llm.transport import (
     ModelListing,
     error_message,
     fetch_model_ids,
+    fetch_ollama_tags,
     send,
     with_json_instructions,
 )
@@ -205,6 +207,17 @@ class OpenAICompatibleLLM(HttpChatLLM):
             self.server = server_kind.recognise(
                 self.base_url, headers=listing.headers, owners=listing.owners
             )
+
+    async def _list_models(self) -> ModelListing:
+        """``{base}/models``; an Ollama that does not serve it (an older one, or a base URL
+        without ``/v1``) is asked for its own list, ``/api/tags``."""
+        listing = await super()._list_models()
+        if listing.status is None or not listing.error or not is_local(self.base_url):
+            return listing  # a hosted API is not asked for Ollama's paths
+        if not await self._is_ollama():
+            return listing
+        tags = await fetch_ollama_tags(self._http, self._api_root() + "/api/tags")
+        return tags if tags.error is None else listing
 
     async def _is_ollama(self) -> bool:
         try:

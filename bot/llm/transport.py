@@ -208,6 +208,17 @@ async def fetch_model_ids(
     return ModelListing(response.status_code, models, owners=owners, headers=headers)
 
 
+async def fetch_ollama_tags(client: httpx.AsyncClient, url: str) -> ModelListing:
+    """GET Ollama's ``/api/tags`` (``{"models": [{"name": ...}, ...]}``)."""
+    try:
+        response = await client.get(url, timeout=HEALTH_TIMEOUT)
+        response.raise_for_status()
+        models = tuple(str(item["name"]) for item in response.json()["models"])
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError, KeyError) as exc:
+        return ModelListing(None, error=f"{url}: {type(exc).__name__}")
+    return ModelListing(response.status_code, models, owners=("ollama",) * len(models))
+
+
 def with_json_instructions(
     messages: Sequence[Message], schema: Mapping[str, Any]
 ) -> tuple[Message, ...]:

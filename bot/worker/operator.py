@@ -109,6 +109,21 @@ async def command(
     return task
 
 
+async def answer(store: OperatorStore, task_id: str, text: str, *, by: str) -> Task:
+    """A person's answer to what the task asked, as a comment in its issue gives it: the
+    feedback the task reads at its next safe point (woken when it waits)."""
+    task = await find_task(store, task_id)
+    if not task.active:
+        raise OperatorError(f"task {task.id} has ended ({task.state.value}); it reads no answer")
+    if not text.strip():
+        raise OperatorError("an empty answer tells the task nothing")
+    payload: dict[str, object] = {"author": by, "body": text}
+    await store.add_message(
+        task.id, MessageKind.FEEDBACK, payload, requeue=task.state in WAITING_STATES
+    )
+    return task
+
+
 async def retry(store: Tasks, task_id: str, *, by: str) -> Task:
     """A new task for an ended task's issue, as ``/agent retry`` starts one."""
     task = await find_task(store, task_id)

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.sandbox
 ISSUE_URL = f"https://github.com/{GH_REPO}/issues/1"
 TOOLS = {
     "list_tasks", "show_task", "read_report", "start_task", "approve", "reject", "stop",
-    "pause", "resume", "pause_all", "resume_all",
+    "pause", "resume", "pause_all", "resume_all", "answer", "open_ticket", "status",
 }  # fmt: skip
 # What the handshake asks for, as the SDK's client sends it.
 INITIALIZE = {

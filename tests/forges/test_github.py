@@ -1131,3 +1131,21 @@ async def test_a_token_s_bot_account_is_its_user(
     mock.get("/user").respond(200, json=rest("private-user", id=583231))
     found = await forge.bot_account()
     assert (found.login, found.id) == ("octocat", "583231")
+
+
+async def test_create_issue_opens_it_with_its_labels(
+    forge: GitHubForge, mock: respx.MockRouter
+) -> None:
+    route = mock.post(f"{REPO_PATH}/issues").respond(201, json=rest("issue"))
+    made = await forge.create_issue(
+        REPO, title="Found a bug", body="I'm having a problem with this.", labels=["coding agent"]
+    )
+    assert sent_json(route) == {
+        "title": "Found a bug", "body": "I'm having a problem with this.",
+        "labels": ["coding agent"],
+    }  # fmt: skip
+    issue = rest("issue")
+    assert (made.number, made.title, made.web_url) == (
+        issue["number"], issue["title"], issue["html_url"]
+    )  # fmt: skip
+    assert made.repo == REPO and not made.is_change_request

@@ -876,3 +876,16 @@ async def test_who_last_added_a_label_comes_from_the_resource_label_events(
     assert await forge.label_added_by(ISSUE, "coding agent") == "mallory"
     api.get(f"{P}/issues/7/resource_label_events", json=events)
     assert await forge.label_added_by(ISSUE, "documentation") is None
+
+
+async def test_create_issue_opens_it_with_its_labels(api: Any, forge: GitLabForge) -> None:
+    made_data = load("issue")
+    data = {"title": "Add CI", "description": "make test, please", "labels": "coding agent"}
+    api.post(f"{P}/issues", json=made_data, status=201, match=[matchers.json_params_matcher(data)])
+
+    made = await forge.create_issue(
+        REPO, title="Add CI", body="make test, please", labels=["coding agent"]
+    )
+    assert (made.number, made.web_url) == (made_data["iid"], made_data["web_url"])
+    assert made.repo == REPO and not made.is_change_request
+    assert len(api.calls) == 1

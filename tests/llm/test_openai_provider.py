@@ -431,3 +431,35 @@ async def test_shared_client_is_left_open_own_client_is_closed() -> None:
     own = OpenAICompatibleLLM(base_url="http://x/v1", model="m")
     await own.aclose()
     assert own._http.is_closed
+
+
+async def test_an_ollama_without_the_openai_model_list_is_asked_for_its_tags(sleep: Sleep) -> None:
+    """An Ollama whose ``/v1/models`` answers 404 (an older one) lists its models in
+    ``/api/tags``: the health report (and the settings page) shows them."""
+    tags = {"models": [{"name": "qwen2.5-coder:latest", "size": 4683087332}]}
+    replay = Replay(
+        status(404, {"error": "404 page not found"}),
+        ok({"version": "0.1.14"}),
+        ok(tags),
+        ok(chat_completion('{"ok": true}')),
+    )
+    llm = OpenAICompatibleLLM(
+        base_url="http://gpu.lan:11434/v1",
+        model="qwen2.5-coder",
+        http=replay.client(),
+        sleep=sleep,
+        probe=False,
+    )
+    report = await llm.health()
+    paths = [r.url.path for r in replay.requests]
+    assert paths[:3] == ["/v1/models", "/api/version", "/api/tags"]
+    assert report.models == ("qwen2.5-coder:latest",)
+    assert report.reachable and report.model_available and report.error is None
+
+
+async def test_a_hosted_api_is_not_asked_for_ollamas_tags(sleep: Sleep) -> None:
+    replay = Replay(status(404, {"error": "nope"}))
+    llm = make(replay, sleep)
+    report = await llm.health()
+    assert [r.url.path for r in replay.requests] == ["/v1/models"]
+    assert report.models == () and report.error == "HTTP 404: nope"

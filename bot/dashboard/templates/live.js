@@ -54,6 +54,7 @@
     }
     if (String(data.paused) !== body.dataset.paused) { location.reload(); return; }
     text("queued", data.queued);
+    text("busy", data.busy);
     text("running", data.running);
     text("llm", data.llm);
     data.rates.forEach((r, i) => {
