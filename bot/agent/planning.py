@@ -33,16 +33,14 @@ from bot.record.plan import (
     Complexity,
     PlanDocument,
     PlanFormatError,
-    PlanningAnswer,
-    PlanningError,
     Subtask,
     ToolCheck,
     parse_goal,
     parse_plan,
     parse_subtasks,
-    planning_answer,
 )
 from bot.record.plan_rules import plan_digest, validate_plan
+from bot.record.planning_answer import PlanningAnswer, PlanningError, planning_answer
 from bot.record.state import Phase, Waiting
 from bot.record.texts import best_guess_text
 from bot.run_events import ClarificationAsked, Outcome, PlanMade, WaitKind
