@@ -22,6 +22,7 @@ that ended more than ``storage.runs_retention_days`` ago are deleted (``old_runs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -222,29 +223,22 @@ def _newest(folder: Path) -> float:
         return float("inf")
     if not stat.S_ISDIR(info.st_mode):
         return float("inf")  # not a run directory: never deleted
-    newest = info.st_mtime
+    return max(info.st_mtime, _newest_in(folder, depth=1))
+
+
+def _newest_in(folder: Path, *, depth: int) -> float:
+    """The newest date of what ``folder`` holds, ``depth`` folders down (commands/,
+    setup/: logs land there); an unreadable folder below it counts as old."""
+    newest = 0.0
     with os.scandir(folder) as entries:
         for entry in entries:
             try:
                 newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
             except OSError:
                 continue
-            if entry.is_dir(follow_symlinks=False):  # commands/, setup/: logs land there
-                newest = max(newest, _newest_in(Path(entry.path)))
-    return newest
-
-
-def _newest_in(folder: Path) -> float:
-    newest = 0.0
-    try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                try:
-                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
-                except OSError:
-                    continue
-    except OSError:
-        pass
+            if depth and entry.is_dir(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    newest = max(newest, _newest_in(Path(entry.path), depth=depth - 1))
     return newest
 
 
