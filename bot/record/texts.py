@@ -27,7 +27,7 @@ from bot.events import IssueRef
 from bot.record.failures import SetupFailed as SetupFailed  # re-exported (the agent's)
 from bot.record.failures import setup_failed as setup_failed
 from bot.record.plan import PlanDocument
-from bot.record.plan_rules import named_plan, plan_id
+from bot.record.plan_rules import named_plan, pending_actions, plan_id
 from bot.record.state import ActionRecord
 from bot.run_events import SubtaskStatus
 from bot.text import clip
@@ -128,6 +128,21 @@ def judgement_text(record: ActionRecord, doubt: str, facts: list[str]) -> str:
 
 
 # --- approvals --------------------------------------------------------------------------------
+
+
+def plan_text(plan: PlanDocument | None, finished: set[str], digest: str = "") -> str:
+    """The plan an approval request shows: the goal, the actions still to run, and the
+    plan's id (an approval counts for that plan only)."""
+    if plan is None:
+        return ""
+    lines = [f"Goal: {plain(plan.goal.main_objective)}"]
+    lines += [
+        f"- {plain(a.key)}: {plain(a.tool)} - {plain(a.purpose)}"
+        for a in pending_actions(plan, finished)
+    ]
+    if digest:
+        lines += ["", f"Plan `{plan_id(digest)}`: an approval counts for this plan only."]
+    return "\n".join(lines)
 
 
 def stale_text(authors: list[str], what: str) -> str:
