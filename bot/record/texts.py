@@ -19,7 +19,6 @@ is the gate as the LINKS event carries it to the status comment.
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from typing import Any
 
@@ -30,13 +29,13 @@ from bot.record.plan import PlanDocument
 from bot.record.plan_rules import named_plan, pending_actions, plan_id
 from bot.record.state import ActionRecord
 from bot.run_events import SubtaskStatus
+from bot.storage.run_report import code_fence
 from bot.text import clip
 from bot.tools.quality import GateResult, gate_steps, stored_result
 
 MAX_SHOWN_CHARS = 4000
 JUDGED_CHARS = 1200  # of the arguments and of the result shown for a person's judgement
 _HIDING = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})
-_BACKTICKS = re.compile(r"`+")
 
 
 def plain(text: str) -> str:
@@ -55,12 +54,6 @@ def arguments_json(arguments: dict[str, Any]) -> str:
     """The arguments as indented JSON, every invisible character escaped."""
     text = json.dumps(arguments, ensure_ascii=False, indent=2, sort_keys=True, default=str)
     return "".join(ch if ch == "\n" else _escape(ch) for ch in text)
-
-
-def code_fence(text: str, language: str = "") -> str:
-    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{language}\n{text}\n{ticks}"
 
 
 def push_text(branch: str, paths: list[str], diff: str, *, saved_to: str = "") -> str:

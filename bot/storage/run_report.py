@@ -1,20 +1,23 @@
 """A run's report.md: the task, its changes, the quality gate, the planning settings,
 the conversation's summary and the artifacts, as Markdown. Pure, so it can be tested and
-previewed without a run directory (``RunDirectory.write_report`` writes it)."""
+previewed without a run directory (``RunDirectory.write_report`` writes it). Its code
+fence is the one every text of the bot uses (``bot.record.texts``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
+_BACKTICKS = re.compile(r"`+")
 _LONG_KEYS = ("description", "body", "instruction", "instructions")
 
 
-def _fence(text: str) -> str:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}\n{text.rstrip()}\n{ticks}"
+def code_fence(text: str, language: str = "") -> str:
+    """``text`` in a code fence longer than any backtick run inside it: nothing closes it."""
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{language}\n{text}\n{ticks}"
 
 
 def _task_section(task: dict[str, Any]) -> list[str]:
@@ -45,7 +48,7 @@ def _quality_section(quality: dict[str, Any] | None) -> list[str]:
         counts = ", ".join(f"{k}: {v}" for k, v in (step.get("counts") or {}).items()) or "-"
         lines.append(f"| {name} | {step.get('status', '-')} | `{command}` | {counts} |")
     if verdict == "failed" and quality.get("feedback"):
-        lines += ["", _fence(str(quality["feedback"]))]
+        lines += ["", code_fence(str(quality["feedback"]).rstrip())]
     return lines
 
 
@@ -67,7 +70,7 @@ def render_report(
     lines += ["", "## Changes", ""]
     lines += [f"- `{path}`" for path in changes] or ["No files changed."]
     if diff_stat.strip():
-        lines += ["", _fence(diff_stat)]
+        lines += ["", code_fence(diff_stat.rstrip())]
     lines += ["", "## Quality gate", "", *_quality_section(quality)]
     if settings:
         lines += ["", "## Planning settings", "", *settings]
