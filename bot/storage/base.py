@@ -190,7 +190,8 @@ class Tasks(Protocol):
         expect_owner: str | None = None,
         expect_state: TaskState | None = None,
     ) -> bool:
-        """Move a task to ``state``; ``release`` drops the lease.
+        """Move a task to ``state``; ``release`` drops the lease. ``phase`` None keeps the
+        phase; ``error`` and ``wake_at`` are set as given (None clears them).
 
         With ``expect_owner`` or ``expect_state`` the change is made only while the task
         still has that lease owner or state (False when it did not happen); without
