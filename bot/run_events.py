@@ -95,12 +95,20 @@ class ProgressKind(StrEnum):
     SETTINGS_REFUSED = "settings_refused"  # .agent.yaml / personal planning values refused
 
 
+EVENT_TYPES: dict[ProgressKind, type[ProgressEvent]] = {}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProgressEvent:
     """One moment of a run; ``seq`` numbers a milestone (a re-run replaces, not repeats)."""
 
     kind: ClassVar[ProgressKind]
     seq: int | None = None
+
+    def __init_subclass__(cls) -> None:
+        # Each kind's class, by kind (``progress_event``); a slotted dataclass is made
+        # anew after its body, and that last class of the kind is the one kept.
+        EVENT_TYPES[cls.kind] = cls
 
     @property
     def data(self) -> dict[str, Any]:
@@ -265,28 +273,6 @@ class SettingsRefused(ProgressEvent):
 
     kind: ClassVar[ProgressKind] = ProgressKind.SETTINGS_REFUSED
     refused: list[dict[str, Any]] = field(default_factory=list)
-
-
-EVENT_TYPES: dict[ProgressKind, type[ProgressEvent]] = {
-    cls.kind: cls
-    for cls in (
-        PhaseChanged,
-        PlanMade,
-        ActionProgress,
-        UsageReport,
-        LinksShown,
-        CourseChanged,
-        Revised,
-        Reflected,
-        ClarificationAsked,
-        ApprovalAsked,
-        Paused,
-        Completed,
-        InterventionNeeded,
-        Notice,
-        SettingsRefused,
-    )
-}
 
 
 def progress_event(kind: ProgressKind | str, data: Mapping[str, Any]) -> ProgressEvent:

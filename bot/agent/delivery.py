@@ -30,18 +30,12 @@ from bot.agent.execution import ActionRunner
 from bot.agent.session import Session
 from bot.forges.base import ChangeRequest, ForgeError
 from bot.record.evidence import GATE_TASK
+from bot.record.failures import DeliveryFailed, push_failure
 from bot.record.history import CompletionStatus, HistoryKind
 from bot.record.plan import PlannedAction
 from bot.record.runlog import Artifacts, RunLog
 from bot.record.state import ActionRecord, Waiting
-from bot.record.texts import (
-    MAX_SHOWN_CHARS,
-    DeliveryFailed,
-    change_request_body,
-    gate_view,
-    push_failure,
-    push_text,
-)
+from bot.record.texts import MAX_SHOWN_CHARS, change_request_body, gate_view, push_text
 from bot.run_events import ErrorCategory, LinksShown, WaitKind
 from bot.sandbox.gitcmd import WorkspaceError
 from bot.sandbox.workspace import content_digest

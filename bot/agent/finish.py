@@ -26,15 +26,29 @@ from bot.agent.briefing import as_data, thread_labels
 from bot.agent.session import Session
 from bot.config import LLMSettings
 from bot.config.views import masked_url
-from bot.llm.base import LLM, LLMBadRequest, LLMError, LLMUnavailable
+from bot.llm.base import LLM, LLMError, LLMUnavailable
 from bot.llm.budget import BudgetExceeded
 from bot.llm.health import unreachable_steps
 from bot.llm.tokens import count_tokens
+from bot.record.ending import (
+    Assessment,
+    check_work,
+    citations,
+    criteria_lines,
+    current_state,
+    local_recommendations,
+    outage_wait,
+    shown_delivery,
+    stored_quality,
+    tried_lines,
+)
+from bot.record.ending import disagreement as disagreement  # the loop's ``ends.`` names
+from bot.record.ending import stored_outcome as stored_outcome
+from bot.record.ending import trouble as trouble
 from bot.record.evidence import Verdict, compact_results, judge, one_line
 from bot.record.history import CompletionStatus, HistoryKind
-from bot.record.plan import PlanDocument
 from bot.record.runlog import Artifacts
-from bot.record.state import ActionStatus, AgentState
+from bot.record.state import AgentState
 from bot.run_events import (
     Completed,
     InterventionNeeded,
@@ -50,74 +64,6 @@ RESULTS_TOKENS = 700
 OUTAGE_PROBE_SECONDS = 10.0
 
 log = logging.getLogger("bot.agent.finish")
-
-
-def tried_lines(state: AgentState) -> list[str]:
-    lines = [one_line(r).removeprefix("- ") for r in state.records.values()]
-    return lines[-12:] + state.tried[-6:]
-
-
-def local_recommendations(state: AgentState, prefix: str, hints: Sequence[str] = ()) -> list[str]:
-    failed = [r for r in state.records.values() if r.status is ActionStatus.FAILED]
-    out = list(hints)
-    for record in failed[-3:]:
-        first = (record.output.strip().splitlines() or ["(no output)"])[0][:160]
-        out.append(f"Check why {record.tool} failed: {first}")
-    out.append(f"Clarify the issue or comment with guidance, then use `{prefix} retry`")
-    return out
-
-
-def current_state(state: AgentState, plan: PlanDocument | None) -> str:
-    done, failed = state.counts()
-    pending = 0
-    if plan is not None:
-        finished = state.finished_keys()
-        pending = sum(1 for a in plan.actions if a.key not in finished)
-    changed = "; the repository was changed" if state.changed_anything() else ""
-    return f"{done} actions done, {failed} failed, {pending} not run{changed}"
-
-
-@dataclass(frozen=True, slots=True)
-class Assessment:
-    """The model's completion summary and the record's verdict on it."""
-
-    summary: dict[str, Any]
-    claimed: bool  # the model says the goal is achieved (the record alone, without a model)
-    verdict: Verdict
-    answered: bool = True  # the model gave a completion summary
-
-    def why_not(self) -> str:
-        """What stands against the claim, for the reflection and the revision."""
-        said = "the model reported the goal achieved, but " if self.answered else ""
-        return said + disagreement(self.verdict)
-
-    @property
-    def achieved(self) -> bool:
-        return self.claimed and self.verdict.agrees
-
-
-def disagreement(verdict: Verdict) -> str:
-    """Why the record does not show the goal achieved, in one sentence."""
-    return "the record does not show the goal achieved: " + "; ".join(verdict.problems)
-
-
-def criteria_lines(verdict: Verdict) -> list[str]:
-    """Each success criterion with its evidence, for the report and the comment."""
-    out = []
-    for criterion in verdict.criteria:
-        mark = "✔" if criterion.confirmed else "?"
-        evidence = criterion.evidence or "no evidence in the record"
-        out.append(f"{mark} {criterion.text} — {evidence}")
-    return out
-
-
-def _citations(model: dict[str, Any] | None) -> dict[str, str]:
-    items = (model or {}).get("criteria") or []
-    cited: dict[str, str] = {}
-    for item in items if isinstance(items, list) else []:
-        if isinstance(item, dict) and item.get("criterion") and item.get("evidence"):
-            cited[str(item["criterion"])] = str(item["evidence"])
-    return cited
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +176,7 @@ class Finish:
         summary, reason = asked.summary, asked.reason
         tried = tried_lines(self.state)
         if saved.get("branch"):
-            summary["recommendations"].insert(0, _check_work(saved))
+            summary["recommendations"].insert(0, check_work(saved))
         await self.artifacts.keep_changes()
         report = self.artifacts.write_report(
             f"needs a person: {reason}", [*summary.get("criteria", []), *tried]
@@ -241,7 +187,7 @@ class Finish:
 
     async def assess(self, links: dict[str, Any]) -> Assessment:
         """The model's completion summary, judged against the record."""
-        model = await self._ask(CompletionStatus.COMPLETED, delivery=_shown(links))
+        model = await self._ask(CompletionStatus.COMPLETED, delivery=shown_delivery(links))
         plan = self.session.plan
         records = list(self.state.records.values())
         quality = stored_quality(self.state.delivery)
@@ -249,7 +195,7 @@ class Finish:
             **links,
             "workspace_changed": self.state.delivery.get("workspace_changed", True),
         }
-        verdict = judge(records, plan, delivered, quality, cited=_citations(model),
+        verdict = judge(records, plan, delivered, quality, cited=citations(model),
                         open_loop=self.state.open_loop)  # fmt: skip
         summary: dict[str, Any] = {"key_outcomes": [], "lessons_learned": []}
         if model:
@@ -273,7 +219,9 @@ class Finish:
         assert assessment.achieved, "only a task the record shows achieved is done"
         summary = assessment.summary
         status = CompletionStatus.COMPLETED
-        self.session.record(HistoryKind.COMPLETION, status=status, summary=summary, **_shown(links))
+        self.session.record(
+            HistoryKind.COMPLETION, status=status, summary=summary, **shown_delivery(links)
+        )
         lines = [
             *map(str, summary.get("key_outcomes") or []),
             *summary["criteria"],
@@ -306,19 +254,6 @@ class Finish:
         return Outcome(TaskState.PAUSED, reason=reason.value, wake_at=wake, pause=reason)
 
 
-def trouble(exc: BudgetExceeded | LLMError) -> tuple[str, list[str]]:
-    """Why the run cannot go on after a spent budget or a model error, and what to check."""
-    if isinstance(exc, BudgetExceeded):
-        return exc.reason, [f"Raise {exc.setting} in the configuration if this task needs more"]
-    if isinstance(exc, LLMBadRequest):
-        hint = (
-            "Check the llm settings (model name, context size) with `bot doctor`; if the "
-            "server refuses structured output, pin llm.structured_output"
-        )
-        return f"the model endpoint refused the request: {exc}", [hint]
-    return f"the model call failed: {exc}", []
-
-
 async def outage_steps(llm: LLM, settings: LLMSettings) -> tuple[str, ...]:
     """What a person should do so the model answers again: the set-up steps of its health
     report (as ``/health/ai`` and ``bot doctor`` give them), asked within
@@ -332,12 +267,6 @@ async def outage_steps(llm: LLM, settings: LLMSettings) -> tuple[str, ...]:
     except Exception as exc:  # a probe of an endpoint that is down may fail in any way
         log.info("the model's health probe failed during an outage: %s", exc)
     return unreachable_steps(settings.provider, settings.base_url, settings.model)
-
-
-def outage_wait(pauses: int, *, interval: float, cap: float) -> float:
-    """Seconds before a task paused by an outage tries again, when its last ``pauses`` runs
-    in a row ended the same way: ``interval``, doubling each time, at most ``cap``."""
-    return float(min(interval * 2.0 ** min(pauses, 30), max(cap, interval)))
 
 
 def keep_ending(state: AgentState, ending: Ending) -> None:
@@ -362,38 +291,3 @@ async def announce(session: Session) -> None:
     await session.milestone(progress_event(event["kind"], event["data"]))
     stored["announced"] = True
     await session.checkpoint()
-
-
-def stored_outcome(data: dict[str, object]) -> Outcome:
-    summary = data.get("summary")
-    return Outcome(
-        TaskState(str(data["state"])),
-        summary=dict(summary) if isinstance(summary, dict) else {},
-        reason=str(data.get("reason", "")),
-    )
-
-
-def stored_quality(delivery: dict[str, Any]) -> dict[str, Any] | None:
-    """The gate's report kept with the delivery; a checkpoint of an earlier version kept
-    only ``quality_passed``."""
-    quality = delivery.get("quality")
-    if isinstance(quality, dict):
-        return quality
-    if "quality_passed" in delivery:
-        passed = bool(delivery["quality_passed"])
-        return {"passed": passed, "feedback": "" if passed else "the quality gate failed"}
-    return None
-
-
-def _check_work(links: dict[str, Any]) -> str:
-    where = links.get("change_request_url") or f"the branch `{links['branch']}`"
-    return f"Review the unfinished work pushed to {where}"
-
-
-def _shown(links: dict[str, Any]) -> dict[str, Any]:
-    """The delivery as the completion prompt and history show it (the gate in words)."""
-    shown = {k: v for k, v in links.items() if k != "gate"}
-    gate = links.get("gate")
-    if isinstance(gate, dict):
-        shown["quality_gate"] = gate.get("result")
-    return shown

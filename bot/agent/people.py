@@ -4,42 +4,41 @@ At a safe point (between actions) ``People.listen`` reads what people said since
 last look and says what it means for the run, as a value (``Heard``): stop, pause, go
 on waiting (with the outcome), ask again (a request that timed out), plan again
 (answers arrived), approved, rejected (a ``Rejection`` for the WAIT stage), or nothing
-that changes the stage. The loop acts on it: only the loop moves the stage and ends the
-run. ``People.ask`` posts an approval request; ``plan_request`` and ``tool_request``
-build the requests (docs/planning.md#waiting).
+that changes the stage (the values are ``bot.record.heard``'s). The loop acts on it:
+only the loop moves the stage and ends the run. ``People.ask`` posts an approval
+request; ``plan_request`` and ``tool_request`` build the requests
+(docs/planning.md#waiting).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from bot import tracing
 from bot.agent.session import Session
 from bot.config import RevisionSettings
 from bot.events import CommandName
+
+# What a safe point heard, re-exported: the loop reads the values as ``heard.``.
+from bot.record.heard import Approved as Approved
+from bot.record.heard import AskAgain as AskAgain
+from bot.record.heard import GoOnWaiting as GoOnWaiting
+from bot.record.heard import Heard as Heard
+from bot.record.heard import Nothing as Nothing
+from bot.record.heard import Pause as Pause
+from bot.record.heard import Rejection as Rejection
+from bot.record.heard import Replan as Replan
+from bot.record.heard import Stop as Stop
+from bot.record.heard import waiting_for_answers
 from bot.record.history import ApprovalVerdict, HistoryKind
 from bot.record.inbox import Command, Decision, read_inbox
-from bot.record.plan_rules import (
-    names_other_plan,
-    needs_plan_approval,
-    pending_actions,
-    plan_digest,
-    plan_id,
-)
-from bot.record.state import (
-    ActionRecord,
-    ActionStatus,
-    AgentState,
-    Feedback,
-    ToolCall,
-    Waiting,
-)
+from bot.record.plan_rules import names_other_plan, needs_plan_approval, plan_digest
+from bot.record.state import ActionRecord, ActionStatus, AgentState, Feedback, ToolCall, Waiting
 from bot.record.texts import (
     MAX_SHOWN_CHARS,
     arguments_json,
     other_plan_text,
-    plain,
+    plan_text,
     stale_text,
     tool_call_text,
 )
@@ -48,70 +47,10 @@ from bot.storage.base import TaskState
 from bot.storage.retry import persist
 from bot.untrusted import MAX_PERSON_CHARS, clean_off_loop, fence_off_loop
 
-WAITING_FOR_ANSWERS = "waiting for answers to questions"
-
 
 async def answer_block(author: str, body: str) -> str:
     """A person's answer (or feedback, or reason), cut, cleaned and fenced for the model."""
     return await fence_off_loop(body, f"answer by {author}", limit=MAX_PERSON_CHARS)
-
-
-def waiting_for_answers() -> Outcome:
-    return Outcome(TaskState.AWAITING_INPUT, reason=WAITING_FOR_ANSWERS)
-
-
-# --- what a safe point heard ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """A person rejected what the task waited for; ``record``: a rejected tool call."""
-
-    kind: WaitKind
-    why: str
-    record: ActionRecord | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    by: str
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    by: str
-
-
-@dataclass(frozen=True, slots=True)
-class GoOnWaiting:
-    outcome: Outcome
-
-
-@dataclass(frozen=True, slots=True)
-class AskAgain:
-    """The approval request timed out and the task was resumed: post it again."""
-
-    request: Waiting
-
-
-@dataclass(frozen=True, slots=True)
-class Replan:
-    """Answers (or a rejected best guess) came: plan again with them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Approved:
-    """What the task waited for is approved: execute."""
-
-
-@dataclass(frozen=True, slots=True)
-class Nothing:
-    """Nothing that moves the stage; ``read``: new messages were read (save them)."""
-
-    read: bool = False
-
-
-Heard = Stop | Pause | GoOnWaiting | AskAgain | Replan | Approved | Rejection | Nothing
 
 
 class People:
@@ -290,20 +229,6 @@ class People:
 
     # --- asking --------------------------------------------------------------------------------
 
-    def plan_details(self, digest: str = "") -> str:
-        plan = self.session.plan
-        if plan is None:
-            return ""
-        lines = [f"Goal: {plain(plan.goal.main_objective)}"]
-        lines += [
-            f"- {plain(a.key)}: {plain(a.tool)} - {plain(a.purpose)}"
-            for a in pending_actions(plan, self.state.finished_keys())
-        ]
-        if digest:
-            short = plan_id(digest)
-            lines += ["", f"Plan `{short}`: an approval counts for this plan only."]
-        return "\n".join(lines)
-
     def plan_request(self, *, plan_only: bool) -> Waiting | None:
         """In plan-approval mode, the request to approve the plan about to run, unless a
         person approved exactly this plan (None: it may run)."""
@@ -320,7 +245,7 @@ class People:
         number = state.plan_number
         kind = WaitKind.REVISION if revised else WaitKind.PLAN
         what = f"revision {number} of the plan" if revised else "the plan"
-        text = self.plan_details(digest)
+        text = plan_text(self.session.plan, state.finished_keys(), digest)
         return Waiting(kind, what=what, text=text, number=number, plan_hash=digest)
 
     def tool_request(self, call: ToolCall, purpose: str) -> Waiting:

@@ -21,28 +21,26 @@ from typing import Any
 from bot import tracing
 from bot.agent.briefing import Briefing, build_context, tool_lines
 from bot.agent.cache import PlanCache
-from bot.agent.people import waiting_for_answers
 from bot.agent.session import Session
 from bot.config import ComplexityThreshold, PlanningSettings
 from bot.events import TaskMode
 from bot.llm.calls import PhaseCaller
 from bot.llm.tokens import count_tokens
+from bot.record.heard import waiting_for_answers
 from bot.record.history import HistoryKind, previous_attempt
 from bot.record.open_loop import PLAN_ONLY_REFUSED, open_plan
 from bot.record.plan import (
     Complexity,
     PlanDocument,
     PlanFormatError,
-    PlanningAnswer,
-    PlanningError,
     Subtask,
     ToolCheck,
     parse_goal,
     parse_plan,
     parse_subtasks,
-    planning_answer,
 )
 from bot.record.plan_rules import plan_digest, validate_plan
+from bot.record.planning_answer import PlanningAnswer, PlanningError, planning_answer
 from bot.record.state import Phase, Waiting
 from bot.record.texts import best_guess_text
 from bot.run_events import ClarificationAsked, Outcome, PlanMade, WaitKind

@@ -1,5 +1,5 @@
-"""What the bot writes from the record: approval requests, the change request's body,
-a refused push's hints. Pure.
+"""What the bot writes from the record: approval requests, the change request's body.
+Pure. A refused push and a failed set-up are ``bot.record.failures``' (re-exported).
 
 
 A tool call waiting for approval is shown with its FULL arguments as JSON in a
@@ -14,34 +14,28 @@ made plain: ``<`` cannot open an HTML comment or tag there.
 gate (``gate_lines``: the result, then each step with its command, result and counts);
 an unfinished delivery (the work saved when a run stops) says so first. ``gate_view``
 is the gate as the LINKS event carries it to the status comment.
-
-``DeliveryFailed`` carries the human-intervention reason of a refused push (git's own
-words, cut and already redacted) and the recommendations; ``push_failure`` builds it
-from the error of ``Workspace.commit_and_push``. ``SetupFailed`` (``setup_failed``) is
-the same for a failing set-up command.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
-from dataclasses import dataclass, field
 from typing import Any
 
 from bot.events import IssueRef
+from bot.record.failures import SetupFailed as SetupFailed  # re-exported (the agent's)
+from bot.record.failures import setup_failed as setup_failed
 from bot.record.plan import PlanDocument
-from bot.record.plan_rules import named_plan, plan_id
+from bot.record.plan_rules import named_plan, pending_actions, plan_id
 from bot.record.state import ActionRecord
 from bot.run_events import SubtaskStatus
-from bot.sandbox.setup import SetupResult
+from bot.storage.run_report import code_fence
 from bot.text import clip
 from bot.tools.quality import GateResult, gate_steps, stored_result
 
 MAX_SHOWN_CHARS = 4000
 JUDGED_CHARS = 1200  # of the arguments and of the result shown for a person's judgement
 _HIDING = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})
-_BACKTICKS = re.compile(r"`+")
 
 
 def plain(text: str) -> str:
@@ -60,12 +54,6 @@ def arguments_json(arguments: dict[str, Any]) -> str:
     """The arguments as indented JSON, every invisible character escaped."""
     text = json.dumps(arguments, ensure_ascii=False, indent=2, sort_keys=True, default=str)
     return "".join(ch if ch == "\n" else _escape(ch) for ch in text)
-
-
-def code_fence(text: str, language: str = "") -> str:
-    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{language}\n{text}\n{ticks}"
 
 
 def push_text(branch: str, paths: list[str], diff: str, *, saved_to: str = "") -> str:
@@ -133,6 +121,21 @@ def judgement_text(record: ActionRecord, doubt: str, facts: list[str]) -> str:
 
 
 # --- approvals --------------------------------------------------------------------------------
+
+
+def plan_text(plan: PlanDocument | None, finished: set[str], digest: str = "") -> str:
+    """The plan an approval request shows: the goal, the actions still to run, and the
+    plan's id (an approval counts for that plan only)."""
+    if plan is None:
+        return ""
+    lines = [f"Goal: {plain(plan.goal.main_objective)}"]
+    lines += [
+        f"- {plain(a.key)}: {plain(a.tool)} - {plain(a.purpose)}"
+        for a in pending_actions(plan, finished)
+    ]
+    if digest:
+        lines += ["", f"Plan `{plan_id(digest)}`: an approval counts for this plan only."]
+    return "\n".join(lines)
 
 
 def stale_text(authors: list[str], what: str) -> str:
@@ -234,86 +237,3 @@ def gate_view(quality: dict[str, Any]) -> dict[str, Any]:
     """The gate as the LINKS event carries it to the status comment: plain data."""
     result = stored_result(quality) or GateResult.NOT_CONFIGURED
     return {"result": result.value, "steps": gate_steps(quality)}
-
-
-# --- a refused push ----------------------------------------------------------------------------
-
-MAX_ERROR_CHARS = 600
-
-
-@dataclass
-class DeliveryFailed(Exception):
-    """The work could not be delivered; a person has to step in."""
-
-    reason: str
-    hints: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return self.reason
-
-
-def _lower_has(text: str, *words: str) -> bool:
-    low = text.lower()
-    return any(word in low for word in words)
-
-
-def push_hints(error: str, *, branch: str) -> list[str]:
-    """What to check, from what git (and the server behind it) said."""
-    hints = []
-    if _lower_has(error, "workflow"):
-        hints.append(
-            "The change touches CI workflow files (.github/workflows): the GitHub App "
-            'needs the "workflows" permission (read and write) to push them, or leave '
-            "workflow files out of the task"
-        )
-    if _lower_has(error, "non-fast-forward", "fetch first", "stale info"):
-        hints.append(
-            f"The branch {branch} changed on the remote while the task ran (the push was "
-            "not a fast-forward): check who else pushes to it, then retry"
-        )
-    if _lower_has(error, "protected branch", "hook declined", "gh006", "pre-receive"):
-        hints.append(
-            f"A rule on the server (branch protection or a pre-receive hook) refused "
-            f"the push to {branch}: check the rules that apply to it"
-        )
-    if not hints and _lower_has(error, "permission", "denied", "403", "authentication failed"):
-        hints.append("Check that the bot's credentials may push to this repository")
-    if not hints:
-        hints.append(f"Check that the bot can push the branch {branch} to the repository")
-    return hints
-
-
-def push_failure(error: str, *, branch: str, kept_in: str = "") -> DeliveryFailed:
-    """The intervention for a refused push; ``kept_in``: where the changed files are."""
-    detail = clip(" ".join(error.split()), MAX_ERROR_CHARS, note=" …")
-    hints = push_hints(error, branch=branch)
-    if kept_in:
-        hints.append(f"The changed files are kept in {kept_in}")
-    return DeliveryFailed(f"the work could not be pushed to {branch}: {detail}", hints)
-
-
-# --- set-up -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SetupFailed:
-    """Set-up failed: why, what to check, and the failing command for the comment."""
-
-    reason: str
-    hints: list[str]
-    details: dict[str, Any]
-
-
-def setup_failed(result: SetupResult) -> SetupFailed:
-    step = result.failure
-    assert step is not None
-    how = "timed out" if step.timed_out else f"exit code {step.exit_code}"
-    reason = f"the set-up command `{step.command}` failed ({how}, {step.duration:.0f} s)"
-    hints = [
-        *result.hints,  # why set-up failed where it ran (the base branch's checkout, or offline)
-        "Check that the project installs in a fresh clone, or name the set-up commands in "
-        "`.agent.yaml` (`setup:`; `setup: []` turns set-up off)",
-    ]
-    failed = {"command": step.command, "exit_code": step.exit_code,
-              "timed_out": step.timed_out, "tail": step.tail}  # fmt: skip
-    return SetupFailed(reason, hints, {"setup": failed})

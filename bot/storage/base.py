@@ -13,91 +13,23 @@ message it produced. Worker slots lease tasks.
 The protocol comes in parts (``Inbox``, ``Marks``, ``Tasks``, ``Checkpoints``,
 ``Messages``, ``CommentIds``, ``CachedPlans``, ``Dialects``, ``Lifecycle``); ``Store`` is
 all of them. A module is handed the parts it uses, so its signature says what it may
-touch.
+touch. What the parts take and give (``Task``, ``InboxEvent``, ...) is ``records``'.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.events import IssueRef, TaskRequest
+from bot.events import TaskRequest
 from bot.events import TaskState as TaskState  # re-exported: the store keeps it
-
-
-class StoreError(Exception):
-    """The store failed (could not open, write or read)."""
-
-
-ACTIVE_STATES: frozenset[TaskState] = frozenset(
-    {
-        TaskState.QUEUED,
-        TaskState.RUNNING,
-        TaskState.AWAITING_INPUT,
-        TaskState.AWAITING_APPROVAL,
-        TaskState.PAUSED,
-    }
+from bot.storage.records import (  # re-exported: what the store's methods take and give
+    ACTIVE_STATES as ACTIVE_STATES,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    id: str
-    issue_key: str
-    repo_key: str
-    request: TaskRequest
-    state: TaskState
-    phase: str = ""
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    lease_owner: str | None = None
-    lease_expires: float | None = None
-    wake_at: float | None = None
-    attempts: int = 0
-    error: str | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE_STATES
-
-
-@dataclass(frozen=True, slots=True)
-class InboxEvent:
-    id: int
-    delivery_key: str
-    forge: str
-    payload: dict[str, Any]
-    received_at: float
-    attempts: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class TaskMessage:
-    seq: int
-    task_id: str
-    kind: str
-    payload: dict[str, Any] = field(default_factory=dict)
-    created_at: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Watch:
-    """One change request the bot opened, watched after it was opened (CI results, review
-    rounds, its base). ``key`` is the change request's issue key; ``task_id`` the task that
-    opened it; ``data`` the after-PR record (``bot.followup.record``); ``version`` grows
-    with every save (``save_watch`` refuses a save based on an older one)."""
-
-    key: str
-    repo_key: str
-    branch: str
-    task_id: str
-    issue: IssueRef
-    autofix: bool = True
-    is_open: bool = True
-    data: dict[str, Any] = field(default_factory=dict)
-    version: int = 0
-    created_at: float = 0.0
-    updated_at: float = 0.0
+from bot.storage.records import InboxEvent as InboxEvent
+from bot.storage.records import StoreError as StoreError
+from bot.storage.records import Task as Task
+from bot.storage.records import TaskMessage as TaskMessage
+from bot.storage.records import Watch as Watch
 
 
 class Watches(Protocol):
@@ -258,7 +190,8 @@ class Tasks(Protocol):
         expect_owner: str | None = None,
         expect_state: TaskState | None = None,
     ) -> bool:
-        """Move a task to ``state``; ``release`` drops the lease.
+        """Move a task to ``state``; ``release`` drops the lease. ``phase`` None keeps the
+        phase; ``error`` and ``wake_at`` are set as given (None clears them).
 
         With ``expect_owner`` or ``expect_state`` the change is made only while the task
         still has that lease owner or state (False when it did not happen); without

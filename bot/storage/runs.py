@@ -8,6 +8,7 @@
         errors.log          timestamped errors, with their category
         artifacts/          copies of the changed files, same relative paths
         report.md           the summary: task, changes, quality gate, conversation
+                            (``bot.storage.run_report``)
 
 JSON files are replaced atomically; the JSONL and log files are appended and flushed
 line by line, so a crash loses at most the line being written.
@@ -21,6 +22,7 @@ that ended more than ``storage.runs_retention_days`` ago are deleted (``old_runs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,14 +33,13 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from bot.paths import PathRefused, resolve_inside
 from bot.run_events import ErrorCategory
+from bot.storage.run_report import render_report as render_report  # the one report.md
 
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-_LONG_KEYS = ("description", "body", "instruction", "instructions")
 PERSISTENCE = ErrorCategory.PERSISTENCE.value
 
 
@@ -223,29 +224,22 @@ def _newest(folder: Path) -> float:
         return float("inf")
     if not stat.S_ISDIR(info.st_mode):
         return float("inf")  # not a run directory: never deleted
-    newest = info.st_mtime
+    return max(info.st_mtime, _newest_in(folder, depth=1))
+
+
+def _newest_in(folder: Path, *, depth: int) -> float:
+    """The newest date of what ``folder`` holds, ``depth`` folders down (commands/,
+    setup/: logs land there); an unreadable folder below it counts as old."""
+    newest = 0.0
     with os.scandir(folder) as entries:
         for entry in entries:
             try:
                 newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
             except OSError:
                 continue
-            if entry.is_dir(follow_symlinks=False):  # commands/, setup/: logs land there
-                newest = max(newest, _newest_in(Path(entry.path)))
-    return newest
-
-
-def _newest_in(folder: Path) -> float:
-    newest = 0.0
-    try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                try:
-                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
-                except OSError:
-                    continue
-    except OSError:
-        pass
+            if depth and entry.is_dir(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    newest = max(newest, _newest_in(Path(entry.path), depth=depth - 1))
     return newest
 
 
@@ -260,78 +254,3 @@ def remove_runs(data_dir: Path, task_ids: list[str]) -> list[str]:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(task_id)
     return removed
-
-
-def _fence(text: str) -> str:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}\n{text.rstrip()}\n{ticks}"
-
-
-def _task_section(task: dict[str, Any]) -> list[str]:
-    lines = []
-    for key, value in task.items():
-        if key not in _LONG_KEYS and isinstance(value, str | int | float | bool):
-            lines.append(f"- **{key}**: {value}")
-    for key in _LONG_KEYS:
-        if task.get(key):
-            lines += ["", str(task[key]).strip()]
-    return lines or ["(no task details)"]
-
-
-def _quality_section(quality: dict[str, Any] | None) -> list[str]:
-    if quality is None:
-        return ["The quality gate did not run."]
-    verdict = quality.get("result") or ("passed" if quality.get("passed") else "failed")
-    shown = "no checks configured" if verdict == "not_configured" else verdict
-    lines = [
-        f"Result: **{shown}**",
-        "",
-        "| Step | Status | Command | Counts |",
-        "|---|---|---|---|",
-    ]
-    for name in ("lint", "test"):
-        step = quality.get(name) or {}
-        command = " ".join(step.get("command") or []) or "-"
-        counts = ", ".join(f"{k}: {v}" for k, v in (step.get("counts") or {}).items()) or "-"
-        lines.append(f"| {name} | {step.get('status', '-')} | `{command}` | {counts} |")
-    if verdict == "failed" and quality.get("feedback"):
-        lines += ["", _fence(str(quality["feedback"]))]
-    return lines
-
-
-def render_report(
-    *,
-    task: dict[str, Any],
-    changes: list[str],
-    diff_stat: str,
-    quality: dict[str, Any] | None,
-    conversation_summary: str,
-    outcome: str,
-    artifacts: list[str],
-    settings: list[str] | None = None,
-    memo: list[str] | None = None,
-) -> str:
-    """report.md: pure, so it can be tested and previewed without a run directory."""
-    title = task.get("title") or task.get("id") or "task"
-    lines = [f"# Run report: {title}", "", f"**Outcome:** {outcome}", "", "## Task", ""]
-    lines += _task_section(task)
-    lines += ["", "## Changes", ""]
-    lines += [f"- `{path}`" for path in changes] or ["No files changed."]
-    if diff_stat.strip():
-        lines += ["", _fence(diff_stat)]
-    lines += ["", "## Quality gate", "", *_quality_section(quality)]
-    if settings:
-        lines += ["", "## Planning settings", "", *settings]
-    lines += ["", "## Conversation summary", "", conversation_summary.strip() or "(none)"]
-    if memo:  # the notes the agent kept for itself (the memo tool)
-        lines += [
-            "",
-            "## Memo",
-            "",
-            *(f"{n}. {' '.join(e.split())}" for n, e in enumerate(memo, 1)),
-        ]
-    lines += ["", "## Artifacts", ""]
-    lines += [f"- [`{name}`](artifacts/{quote(name)})" for name in artifacts] or ["None."]
-    return "\n".join(lines) + "\n"

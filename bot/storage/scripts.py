@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from bot.storage import migrations, schema
 from bot.storage.base import InboxEvent, StoreError, TaskMessage
-from bot.storage.schema import SCHEMA_VERSION, Dialect, dump_json
+from bot.storage.rows import dump_json, event_from_row, load_json, message_from_row
+from bot.storage.schema import SCHEMA_VERSION, Dialect
 
 T = TypeVar("T")
 Rows = list[dict[str, Any]]
@@ -116,7 +117,7 @@ def lease_event(owner: str, expires: float, now: float) -> Script[InboxEvent | N
         RETURNING id, delivery_key, forge, payload, received_at, attempts""",
         {"owner": owner, "expires": expires, "now": now},
     )
-    return schema.event_from_row(rows[0]) if rows else None
+    return event_from_row(rows[0]) if rows else None
 
 
 def finish_event(event_id: int, error: str | None) -> Script[None]:
@@ -170,7 +171,7 @@ def save_checkpoint(task_id: str, data: dict[str, Any], now: float) -> Script[No
 
 def load_checkpoint(task_id: str) -> Script[dict[str, Any] | None]:
     rows = yield Query("SELECT data FROM checkpoints WHERE task_id = %(id)s", {"id": task_id})
-    return schema.load_json(rows[0]["data"]) if rows else None
+    return load_json(rows[0]["data"]) if rows else None
 
 
 def add_message(
@@ -203,7 +204,7 @@ def messages_after(task_id: str, seq: int) -> Script[list[TaskMessage]]:
         "SELECT * FROM messages WHERE task_id = %(id)s AND seq > %(seq)s ORDER BY seq",
         {"id": task_id, "seq": seq},
     )
-    return [schema.message_from_row(row) for row in rows]
+    return [message_from_row(row) for row in rows]
 
 
 def get_comment_id(task_id: str, marker: str) -> Script[int | None]:
@@ -228,7 +229,7 @@ def cache_get(key: str, now: float) -> Script[dict[str, Any] | None]:
         "SELECT value FROM plan_cache WHERE key = %(key)s AND expires_at > %(now)s",
         {"key": key, "now": now},
     )
-    return schema.load_json(rows[0]["value"]) if rows else None
+    return load_json(rows[0]["value"]) if rows else None
 
 
 def cache_put(
@@ -259,4 +260,4 @@ def cache_candidates(
         ORDER BY expires_at DESC, key LIMIT %(limit)s""",
         {"repo_key": repo_key, "now": now, "limit": limit},
     )
-    return [(row["key"], row["text"], schema.load_json(row["value"])) for row in rows]
+    return [(row["key"], row["text"], load_json(row["value"])) for row in rows]

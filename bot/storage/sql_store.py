@@ -148,13 +148,6 @@ class SqlStore(ABC):
         expect_owner: str | None = None,
         expect_state: TaskState | None = None,
     ) -> bool:
-        """Move a task to ``state``.
-
-        ``phase`` None keeps the phase; ``error`` and ``wake_at`` are set as given (None
-        clears them); ``release`` drops the lease. With ``expect_owner`` / ``expect_state``
-        the change happens only while the task still has that lease owner / state, and
-        the result says whether it did.
-        """
         script = task_scripts.set_state(
             task_id,
             TaskState(state),

@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 from bot.progress import step
 from bot.storage import scripts
 from bot.storage.base import StoreError
-from bot.storage.schema import SQLITE, dump_json
+from bot.storage.rows import dump_json
+from bot.storage.schema import SQLITE
 from bot.storage.scripts import Script
 from bot.storage.sql_store import Clock, SqlStore
 from bot.storage.sqlite_batch import (

@@ -7,9 +7,9 @@ by a driver inside one transaction.
 from __future__ import annotations
 
 from bot.events import TaskRequest
-from bot.storage import schema
 from bot.storage.base import StoreError, Task, TaskState
-from bot.storage.schema import dump_json, state_params
+from bot.storage.rows import dump_json, task_from_row
+from bot.storage.schema import state_params
 from bot.storage.scripts import Query, Script, finish_event
 
 _SELECT_ACTIVE = "SELECT * FROM tasks WHERE issue_key = %(issue_key)s AND state IN /*ACTIVE*/"
@@ -33,7 +33,7 @@ def create_task(
     for _ in range(3):
         rows = yield Query(_SELECT_ACTIVE, {"issue_key": issue_key})
         if rows:
-            return schema.task_from_row(rows[0]), False
+            return task_from_row(rows[0]), False
         rows = yield Query(
             """INSERT INTO tasks (id, issue_key, repo_key, request, state, phase,
                 created_at, updated_at, attempts)
@@ -43,18 +43,18 @@ def create_task(
             params,
         )
         if rows:
-            return schema.task_from_row(rows[0]), True
+            return task_from_row(rows[0]), True
     raise StoreError(f"could neither create nor find the active task of {issue_key}")
 
 
 def get_task(task_id: str) -> Script[Task | None]:
     rows = yield Query("SELECT * FROM tasks WHERE id = %(id)s", {"id": task_id})
-    return schema.task_from_row(rows[0]) if rows else None
+    return task_from_row(rows[0]) if rows else None
 
 
 def active_task_for(issue_key: str) -> Script[Task | None]:
     rows = yield Query(_SELECT_ACTIVE, {"issue_key": issue_key})
-    return schema.task_from_row(rows[0]) if rows else None
+    return task_from_row(rows[0]) if rows else None
 
 
 def latest_task_for(issue_key: str) -> Script[Task | None]:
@@ -63,7 +63,7 @@ def latest_task_for(issue_key: str) -> Script[Task | None]:
         ORDER BY created_at DESC, seq DESC LIMIT 1""",
         {"issue_key": issue_key},
     )
-    return schema.task_from_row(rows[0]) if rows else None
+    return task_from_row(rows[0]) if rows else None
 
 
 def list_tasks(states: frozenset[TaskState] | None, limit: int) -> Script[list[Task]]:
@@ -72,7 +72,7 @@ def list_tasks(states: frozenset[TaskState] | None, limit: int) -> Script[list[T
         ORDER BY created_at DESC, seq DESC LIMIT %(limit)s""",
         {**state_params(states), "limit": limit},
     )
-    return [schema.task_from_row(row) for row in rows]
+    return [task_from_row(row) for row in rows]
 
 
 def count_tasks(states: frozenset[TaskState] | None) -> Script[int]:
@@ -97,7 +97,7 @@ def lease_task(owner: str, expires: float, now: float) -> Script[Task | None]:
         RETURNING *""",
         {"owner": owner, "expires": expires, "now": now},
     )
-    return schema.task_from_row(rows[0]) if rows else None
+    return task_from_row(rows[0]) if rows else None
 
 
 def renew_lease(task_id: str, owner: str, expires: float) -> Script[bool]:
@@ -168,4 +168,4 @@ def due_tasks(now: float) -> Script[list[Task]]:
         ORDER BY wake_at, seq""",
         {"now": now},
     )
-    return [schema.task_from_row(row) for row in rows]
+    return [task_from_row(row) for row in rows]

@@ -12,9 +12,8 @@ from typing import Any
 
 import msgspec
 
-from bot.storage import schema
 from bot.storage.base import Watch
-from bot.storage.schema import dump_json
+from bot.storage.rows import dump_json, watch_from_row
 from bot.storage.scripts import Query, Script
 
 
@@ -42,7 +41,7 @@ def add_watch(watch: Watch, now: float) -> Script[bool]:
 
 def get_watch(key: str) -> Script[Watch | None]:
     rows = yield Query("SELECT * FROM watches WHERE key = %(key)s", {"key": key})
-    return schema.watch_from_row(rows[0]) if rows else None
+    return watch_from_row(rows[0]) if rows else None
 
 
 def find_watch(repo_key: str, branch: str) -> Script[Watch | None]:
@@ -51,7 +50,7 @@ def find_watch(repo_key: str, branch: str) -> Script[Watch | None]:
         ORDER BY is_open DESC, created_at DESC LIMIT 1""",
         {"repo_key": repo_key, "branch": branch},
     )
-    return schema.watch_from_row(rows[0]) if rows else None
+    return watch_from_row(rows[0]) if rows else None
 
 
 def save_watch(
@@ -86,4 +85,4 @@ def open_watches(limit: int) -> Script[list[Watch]]:
         "SELECT * FROM watches WHERE is_open = 1 ORDER BY updated_at LIMIT %(limit)s",
         {"limit": limit},
     )
-    return [schema.watch_from_row(row) for row in rows]
+    return [watch_from_row(row) for row in rows]

@@ -6,21 +6,18 @@ bot's own paths (a webhook delivery, its dispatch, a task's run, a stage, a mode
 the GenAI conventions, a tool call, a forge request, a set-up or gate step, a wait for
 people); ``inject`` gives the current context as a W3C ``traceparent`` carrier to keep in
 a stored payload (the task request; a webhook's inbox row gets its context derived from
-its key: ``ids``), and ``parent=`` / ``links=`` take it
-back in another process. ``core`` holds the machinery and ``sdk`` the OpenTelemetry SDK's
-provider and exporter, imported only when ``start`` turns traces on.
+its key: ``ids``), and ``parent=`` / ``links=`` take it back in another process
+(``carriers``). ``core`` holds the machinery, ``spans`` and ``webhook_spans`` the paths'
+spans, and ``sdk`` the OpenTelemetry SDK's provider and exporter, imported only when
+``start`` turns traces on.
 """
 
 from __future__ import annotations
 
+from bot.tracing.carriers import TRACEPARENT, carrier, trace_id_of
 from bot.tracing.core import (
-    NOOP,
-    TRACEPARENT,
-    Kind,
-    Span,
     TraceOptions,
     capture_content,
-    carrier,
     clean_text,
     enabled,
     inject,
@@ -28,34 +25,36 @@ from bot.tracing.core import (
     run,
     span,
     stage,
-    trace_id_of,
     traceparent,
     until_run_ends,
 )
+from bot.tracing.handle import NOOP, Kind, Span
 from bot.tracing.ids import QUEUED
 from bot.tracing.spans import (
-    CONTEXT_KEY,
     RUN_SPAN,
     ModelAnswer,
-    answered,
     command_ended,
     command_span,
-    dispatch_span,
     ended,
     forge_answered,
     forge_seen,
     forge_span,
     model_answered,
     model_span,
-    stamp_event,
-    stored_context,
     task_run,
     tool_answered,
     tool_span,
     waiting,
-    webhook_span,
 )
 from bot.tracing.switch import install, start, stop, uninstall
+from bot.tracing.webhook_spans import (
+    CONTEXT_KEY,
+    answered,
+    dispatch_span,
+    stamp_event,
+    stored_context,
+    webhook_span,
+)
 
 __all__ = [
     "CONTEXT_KEY",

@@ -1,4 +1,4 @@
-"""The tracing core: spans, the run's span, the context kept in stored payloads.
+"""The tracing core: spans, the run's span, the current context as a carrier.
 
 While traces are off nothing here imports OpenTelemetry: ``span`` hands back one shared
 no-op context manager whose span records nothing, and callers do costly attribute work
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.redact import redact
 from bot.text import clip
+from bot.tracing.carriers import TRACEPARENT, Carrier, context_of, links_of
+from bot.tracing.handle import _NO_SPAN, Kind, LiveSpan, Span, Value, plain_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -27,93 +27,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
 T = TypeVar("T")
-Value = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
-Attributes = Mapping[str, Value | None]
-Carrier = Mapping[str, str]
 
-TRACEPARENT = "traceparent"
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 TEXT_CHARS = 1000  # arguments, commands and captured content, per attribute
-
-
-class Kind(Enum):
-    INTERNAL = "internal"
-    SERVER = "server"
-    CLIENT = "client"
-
-
-class Span:
-    """A span as the bot's code sees it. This one records nothing: traces are off, or
-    the span was not sampled."""
-
-    __slots__ = ()
-
-    @property
-    def recording(self) -> bool:
-        return False
-
-    @property
-    def trace_id(self) -> str:
-        return ""
-
-    def set(self, key: str, value: Value | None) -> None:
-        """Set one attribute (None: leave it out)."""
-
-    def update(self, attributes: Mapping[str, Value | None]) -> None:
-        """Set several attributes (None values are left out)."""
-
-    def fail(self, error_type: str) -> None:
-        """Mark the span failed with a short, low-cardinality ``error.type``."""
-
-    def rename(self, name: str) -> None:
-        """Name the span by what it turned out to be (a forge call's route)."""
-
-
-class _Live(Span):
-    __slots__ = ("_span",)
-
-    def __init__(self, span: OtelSpan) -> None:
-        self._span = span
-
-    @property
-    def recording(self) -> bool:
-        return self._span.is_recording()
-
-    @property
-    def trace_id(self) -> str:
-        return f"{self._span.get_span_context().trace_id:032x}"
-
-    def set(self, key: str, value: Value | None) -> None:
-        if value is not None:
-            self._span.set_attribute(key, _plain(value))
-
-    def update(self, attributes: Mapping[str, Value | None]) -> None:
-        self._span.set_attributes(_clean(attributes) or {})
-
-    def fail(self, error_type: str) -> None:
-        from opentelemetry.trace import Status, StatusCode
-
-        self._span.set_attribute("error.type", error_type)
-        self._span.set_status(Status(StatusCode.ERROR, error_type))
-
-    def rename(self, name: str) -> None:
-        self._span.update_name(name)
-
-
-NOOP = Span()
-
-
-class _NoSpan(AbstractContextManager[Span]):
-    """The one context manager ``span`` hands out while traces are off."""
-
-    def __enter__(self) -> Span:
-        return NOOP
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NO_SPAN = _NoSpan()
 
 
 @dataclass(frozen=True)
@@ -192,7 +107,7 @@ def until_run_ends(name: str, attributes: Mapping[str, Value | None] | None = No
     on = _on
     if on is None:
         return
-    started = on.tracer.start_span(name, attributes=_clean(attributes))
+    started = on.tracer.start_span(name, attributes=plain_attributes(attributes))
     pending = _pending.get()
     if pending is None:  # not inside a run: a moment
         started.end()
@@ -215,15 +130,15 @@ def _live(
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
-    context = _extract(parent) if parent is not None else None
+    context = context_of(parent) if parent is not None else None
     started = on.tracer.start_span(
-        name, context=context, kind=_kind(kind), attributes=_clean(attributes),
-        links=_links(links),
+        name, context=context, kind=_kind(kind), attributes=plain_attributes(attributes),
+        links=links_of(links),
     )  # fmt: skip
     token = otel_context.attach(trace.set_span_in_context(started))
     pending_token = _pending.set([]) if run else None
     try:
-        yield _Live(started)
+        yield LiveSpan(started)
     except BaseException as exc:
         if not isinstance(exc, expected):
             _failed(started, exc)
@@ -241,7 +156,7 @@ def _failed(started: OtelSpan, exc: BaseException) -> None:
     if isinstance(exc, asyncio.CancelledError | GeneratorExit | KeyboardInterrupt):
         started.set_attribute("bot.cancelled", True)
         return
-    _Live(started).fail(type(exc).__qualname__)
+    LiveSpan(started).fail(type(exc).__qualname__)
 
 
 def _kind(kind: Kind) -> Any:
@@ -252,17 +167,6 @@ def _kind(kind: Kind) -> Any:
         Kind.SERVER: SpanKind.SERVER,
         Kind.CLIENT: SpanKind.CLIENT,
     }[kind]
-
-
-def _clean(attributes: Mapping[str, Value | None] | None) -> dict[str, Value] | None:
-    """The attributes with a value, the bot's enums as their plain strings."""
-    if not attributes:
-        return None
-    return {k: _plain(v) for k, v in attributes.items() if v is not None}
-
-
-def _plain(value: Value) -> Value:
-    return value.value if isinstance(value, Enum) else value
 
 
 # --- context kept in stored payloads -----------------------------------------------------
@@ -285,50 +189,13 @@ def traceparent() -> str:
     return inject().get(TRACEPARENT, "")
 
 
-def trace_id_of(traceparent: str) -> str:
-    """The trace id (32 hex digits) in a ``traceparent``, "" when it is not one. Works
-    with traces off: the web process shows the ids its workers recorded."""
-    found = _TRACEPARENT.match(traceparent.strip())
-    if found is None or found[1] == "0" * 32:
-        return ""
-    return found[1]
-
-
-def carrier(value: object) -> dict[str, str]:
-    """A stored carrier read back, with nothing but string values kept ({} for anything
-    else: a payload from before traces, or one written by hand)."""
-    if not isinstance(value, Mapping):
-        return {}
-    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _extract(carrier: Carrier) -> Any:
-    from opentelemetry.context import Context
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    return TraceContextTextMapPropagator().extract(carrier, context=Context())
-
-
-def _links(carriers: Sequence[Carrier]) -> list[Any] | None:
-    if not carriers:
-        return None
-    from opentelemetry import trace
-
-    found = []
-    for item in carriers:
-        context = trace.get_current_span(_extract(item)).get_span_context()
-        if context.is_valid:
-            found.append(trace.Link(context))
-    return found or None
-
-
 def note(attributes: Mapping[str, Value | None]) -> None:
     """Set attributes on the current span (nothing while traces are off)."""
     if _on is None:
         return
     from opentelemetry import trace
 
-    trace.get_current_span().set_attributes(_clean(attributes) or {})
+    trace.get_current_span().set_attributes(plain_attributes(attributes) or {})
 
 
 # --- text that may go into a span ----------------------------------------------------------

@@ -33,7 +33,7 @@ from contextvars import ContextVar, Token
 from typing import Any
 
 from bot.tracing import ids
-from bot.tracing.core import Span, Value
+from bot.tracing.handle import Span, Value
 
 log = logging.getLogger("bot.tracing")
 

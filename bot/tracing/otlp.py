@@ -28,7 +28,7 @@ from urllib.parse import SplitResult, urlsplit
 import httpx
 
 from bot.tracing import ids
-from bot.tracing.core import Value
+from bot.tracing.handle import Value
 
 log = logging.getLogger("bot.tracing")
 

@@ -1,6 +1,7 @@
-"""The spans of the bot's paths: a webhook delivery, its dispatch, a task's run, a model
+"""The spans of the bot's paths: a task's run, a model
 call and a tool call (the GenAI semantic conventions), a forge request (the HTTP client
 conventions: the route's template, never its values' secrets), set-up and gate steps.
+The webhook path's spans are in ``webhook_spans``.
 
 Each helper hands back the shared no-op while traces are off, before any attribute is
 built; names and attributes are OpenTelemetry's where it has them, ``bot.*`` otherwise.
@@ -16,22 +17,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from bot.tracing import core, deliveries, ids
-from bot.tracing.core import (
-    _NO_SPAN,
-    TRACEPARENT,
-    Kind,
-    Span,
-    Value,
-    capture_content,
-    carrier,
-    clean_text,
-    inject,
-    run,
-    span,
-    until_run_ends,
-)
-from bot.tracing.deliveries import Delivery
+from bot.tracing import core
+from bot.tracing.carriers import TRACEPARENT
+from bot.tracing.core import capture_content, clean_text, run, span, until_run_ends
+from bot.tracing.handle import _NO_SPAN, Kind, Span, Value
 
 if TYPE_CHECKING:
     from bot.events import IssueRef, TaskRequest
@@ -201,85 +190,6 @@ def waiting(kind: str, what: str) -> None:
         return
     attributes = {"bot.wait.kind": kind, "bot.wait.what": clean_text(what, limit=200)}
     until_run_ends(f"wait {kind}", attributes)
-
-
-# --- the webhook path --------------------------------------------------------------------
-
-# Where a stored payload (an inbox event, a task request) keeps the context it was made in.
-CONTEXT_KEY = "trace_context"
-
-
-def webhook_span(forge: str, route: str) -> AbstractContextManager[Span]:
-    """The span of one webhook delivery in the web process (HTTP server conventions): a
-    lean one when traces were started from the settings (``bot.tracing.deliveries``)."""
-    on = core._on  # the ack path: no call more than needed
-    if on is None:
-        return _NO_SPAN
-    if on.deliveries is not None:
-        return Delivery(on.deliveries, route, forge)
-    attributes = {"http.request.method": "POST", "http.route": route, "bot.forge": forge}
-    return span(f"POST {route}", attributes, kind=Kind.SERVER)
-
-
-def answered(span: Span, status: int, outcome: str) -> None:
-    """What the delivery got: the status and the bot's word for it (queued, ignored...)."""
-    if type(span) is Delivery:
-        span.answered(status, outcome)
-    else:
-        span.set("http.response.status_code", status)
-        span.set("bot.webhook.outcome", outcome)
-    if status >= 500:
-        span.fail(str(status))
-
-
-def stamp_event(
-    payload: dict[str, Any], name: str, action: str, delivery: str, key: str
-) -> dict[str, Any]:
-    """``payload`` (an event about to be stored under ``key``, the caller's own dict), the
-    delivery's span told what it carries. A lean span leaves the payload as it is (the
-    worker derives the context from ``key``: ``bot.tracing.ids``); an SDK span adds its
-    context; untouched while off."""
-    lean = deliveries.current()
-    if lean is not None:
-        lean.delivered(name, action, delivery, key)
-        return payload
-    if not core.enabled():
-        return payload
-    core.note(
-        {"bot.webhook.event": name, "bot.webhook.action": action, "bot.webhook.delivery": delivery}
-    )
-    context = inject()
-    if context:
-        payload[CONTEXT_KEY] = context
-    return payload
-
-
-def dispatch_span(
-    payload: Mapping[str, Any], event_id: int, attempts: int, key: str = ""
-) -> AbstractContextManager[Span]:
-    """The worker's span for one inbox event: the child of its delivery's span, so one
-    trace follows it across processes. The parent is the context kept in the event (an
-    SDK span's, or a row written before the ids were derived), else the one derived from
-    the delivery's ``key`` (a webhook's row; "" for the bot's own rows)."""
-    on = core._on
-    if on is None:
-        return _NO_SPAN
-    name = str(payload.get("name") or "event")
-    attributes: dict[str, Value | None] = {
-        "bot.inbox.event": event_id,
-        "bot.inbox.attempts": attempts,
-        "bot.webhook.event": name,
-        "bot.forge": str(payload.get("forge") or ""),
-    }
-    parent = stored_context(payload)
-    if not parent and key:
-        parent = {TRACEPARENT: ids.traceparent(key, on.ratio)}
-    return span(f"dispatch {name}", attributes, parent=parent)
-
-
-def stored_context(payload: Mapping[str, Any]) -> dict[str, str]:
-    """The context a stored payload was made in ({} when none was kept)."""
-    return carrier(payload.get(CONTEXT_KEY))
 
 
 # --- forge requests ------------------------------------------------------------------------

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from bot import run_events
 from bot.record.snapshot import status_snapshot
+from bot.run_events import EVENT_TYPES, ProgressKind, progress_event
 from tests.agent.checkpoint_scenarios import CHECKPOINTS, SCENARIOS, harness_for, resume
 
 
@@ -46,3 +48,14 @@ def test_the_status_view_of_a_stored_checkpoint_is_what_it_was(scenario: Any) ->
     snapshot = status_snapshot(data["checkpoint"])
     assert snapshot is not None and snapshot == data["status_snapshot"]
     assert snapshot["plan"] or scenario.name == "waiting_for_answers"
+
+
+def test_a_stored_closing_event_of_every_kind_reads_back_as_its_class() -> None:
+    """``progress_event`` finds each kind's class: the one the module names (the slotted
+    dataclass, not the class its body made first), and keys it does not have are left out."""
+    assert set(EVENT_TYPES) == set(ProgressKind)
+    for kind, cls in EVENT_TYPES.items():
+        assert cls.kind is kind and getattr(run_events, cls.__name__) is cls
+        assert "__dict__" not in dir(cls)
+    notice = progress_event("notice", {"text": "hello", "from_a_later_version": 1})
+    assert notice == run_events.Notice(text="hello") and type(notice) is run_events.Notice

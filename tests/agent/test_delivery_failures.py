@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.llm.scripted import ScriptedLLM
-from bot.record.texts import push_failure, push_hints
+from bot.record.failures import push_failure, push_hints
 from bot.run_events import ProgressEvent, ProgressKind
 from bot.storage.base import TaskState
 from tests.agent import docs

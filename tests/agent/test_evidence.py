@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent.finish import stored_quality
+from bot.record.ending import stored_quality
 from bot.record.evidence import judge, unresolved_failures
 from bot.record.plan import parse_plan
 from bot.record.state import ActionRecord, ActionStatus

@@ -10,15 +10,8 @@ from typing import Any
 import pytest
 
 from bot.llm.base import LLMBadRequest, LLMUnavailable, Message
-from bot.llm.documents import (
-    PHASES,
-    REASK,
-    ask_phase,
-    extract_json,
-    parse_answer,
-    phase_schema,
-    validate_phase,
-)
+from bot.llm.documents import REASK, ask_phase, extract_json, parse_answer
+from bot.llm.phase_schemas import PHASES, phase_schema, validate_phase
 from bot.llm.scripted import ScriptedLLM
 
 # --- the examples of seed 004 (values translated, structure kept) -------------------------

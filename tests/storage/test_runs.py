@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.storage.runs import RunDirectory, render_report
+from bot.storage.run_report import render_report
+from bot.storage.runs import RunDirectory
 
 
 @pytest.fixture

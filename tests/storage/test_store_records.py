@@ -189,3 +189,23 @@ async def test_the_llm_dialect_is_kept_per_endpoint_and_model(
     clock.advance(30 * 86400)
     await store.prune(older_than=clock() - 14 * 86400)  # not a mark: never pruned
     assert await store.get_llm_dialect(endpoint, "qwen") is not None
+
+
+async def test_a_row_that_cannot_be_read_back_is_a_store_error(
+    backend: Backend, store: SqlStore
+) -> None:
+    """A stored document of the wrong shape (in SQLite's text: not JSON at all) or a
+    column of the wrong type is the store's error, naming what could not be read: never
+    a decoder's exception."""
+    task, _ = await store.create_task(request_for(1))
+    await store.add_message(task.id, "feedback", {"body": "use tabs"})
+    if backend.name == "sqlite":
+        backend.execute("UPDATE messages SET payload = 'not json'")
+    else:
+        backend.execute("UPDATE messages SET payload = '[1, 2]'")
+    with pytest.raises(StoreError, match="stored JSON"):
+        await store.messages_after(task.id, 0)
+    if backend.name == "sqlite":  # PostgreSQL's columns keep their types
+        backend.execute("UPDATE tasks SET attempts = 'many'")
+        with pytest.raises(StoreError, match=f"task {task.id}: the stored row is unreadable"):
+            await store.get_task(task.id)
