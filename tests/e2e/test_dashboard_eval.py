@@ -53,44 +53,47 @@ async def test_the_dashboard_lists_the_runs_shows_one_and_a_tasks_trajectory(
 ) -> None:
     written = results(runs / RUN)
     assert written["suite__calc-1"]["resolved"] and not written["suite__textutil-1"]["resolved"]
-    async with Harness(tmp_path, overrides=with_runs(runs)) as bot:
-        async with served(bot) as base, playwright.async_playwright() as driver:
-            browser, page = await log_in(driver, base)
-            await page.click("#nav-eval")
-            assert page.url == f"{base}/dashboard/eval"
-            listed = await page.inner_text("#runs")
-            assert RUN in listed and "scripted" in listed and "1 (50.0%)" in listed
+    async with (
+        Harness(tmp_path, overrides=with_runs(runs)) as bot,
+        served(bot) as base,
+        playwright.async_playwright() as driver,
+    ):
+        browser, page = await log_in(driver, base)
+        await page.click("#nav-eval")
+        assert page.url == f"{base}/dashboard/eval"
+        listed = await page.inner_text("#runs")
+        assert RUN in listed and "scripted" in listed and "1 (50.0%)" in listed
 
-            await page.click(f"#runs a:text-is('{RUN}')")
-            assert page.url == f"{base}/dashboard/eval/{RUN}"
-            assert await page.inner_text("#resolved") == "1 / 2"
-            rows = await page.locator("#results tr").all_inner_texts()
-            calc = next(r for r in rows if "suite__calc-1" in r)
-            text = next(r for r in rows if "suite__textutil-1" in r)
-            assert "yes" in calc and "done" in calc
-            tokens = written["suite__textutil-1"]
-            assert "no" in text and str(tokens["reason"]) in text
-            total = int(tokens["prompt_tokens"]) + int(tokens["completion_tokens"])  # type: ignore[call-overload]
-            assert f"{total:,}" in text
-            await shoot(page, tmp_path, "dashboard-eval-run.png")
+        await page.click(f"#runs a:text-is('{RUN}')")
+        assert page.url == f"{base}/dashboard/eval/{RUN}"
+        assert await page.inner_text("#resolved") == "1 / 2"
+        rows = await page.locator("#results tr").all_inner_texts()
+        calc = next(r for r in rows if "suite__calc-1" in r)
+        text = next(r for r in rows if "suite__textutil-1" in r)
+        assert "yes" in calc and "done" in calc
+        tokens = written["suite__textutil-1"]
+        assert "no" in text and str(tokens["reason"]) in text
+        total = int(tokens["prompt_tokens"]) + int(tokens["completion_tokens"])  # type: ignore[call-overload]
+        assert f"{total:,}" in text
+        await shoot(page, tmp_path, "dashboard-eval-run.png")
 
-            await page.click("#results a:text-is('suite__calc-1')")
-            assert page.url == f"{base}/dashboard/eval/{RUN}/tasks/suite__calc-1"
-            assert await page.inner_text("#verdict") == "resolved"
-            history = [
-                json.loads(line)
-                for line in (runs / RUN / "tasks" / "suite__calc-1" / "trajectory.jsonl")
-                .read_text()
-                .splitlines()
-            ]
-            timeline = await page.locator("#timeline tr").all_inner_texts()
-            assert len(timeline) == len(history) > 2  # every entry, as a task's page shows it
-            assert all(e["timestamp"] in row for e, row in zip(history, timeline, strict=True))
-            report = (runs / RUN / "tasks" / "suite__calc-1" / "report.md").read_text()
-            assert (await page.inner_text("#report")).strip() == report.strip()
-            await page.click("#run-link")
-            assert page.url == f"{base}/dashboard/eval/{RUN}"
-            await browser.close()
+        await page.click("#results a:text-is('suite__calc-1')")
+        assert page.url == f"{base}/dashboard/eval/{RUN}/tasks/suite__calc-1"
+        assert await page.inner_text("#verdict") == "resolved"
+        history = [
+            json.loads(line)
+            for line in (runs / RUN / "tasks" / "suite__calc-1" / "trajectory.jsonl")
+            .read_text()
+            .splitlines()
+        ]
+        timeline = await page.locator("#timeline tr").all_inner_texts()
+        assert len(timeline) == len(history) > 2  # every entry, as a task's page shows it
+        assert all(e["timestamp"] in row for e, row in zip(history, timeline, strict=True))
+        report = (runs / RUN / "tasks" / "suite__calc-1" / "report.md").read_text()
+        assert (await page.inner_text("#report")).strip() == report.strip()
+        await page.click("#run-link")
+        assert page.url == f"{base}/dashboard/eval/{RUN}"
+        await browser.close()
 
 
 async def test_the_api_lists_the_runs_and_shows_one(tmp_path: Path, runs: Path) -> None:
