@@ -40,10 +40,6 @@ class EvalRunId(BaseModel):
     run_id: Annotated[str, Field(min_length=1, max_length=200)]
 
 
-class EvalTaskRef(EvalRunId):
-    instance_id: Annotated[str, Field(min_length=1, max_length=200)]
-
-
 class EvalRunSummary(BaseModel):
     id: str = Field(description="the run folder's name")
     model: str
@@ -83,13 +79,6 @@ class EvalRun(EvalRunSummary):
     not_run: list[str] = Field(description="tasks a run budget kept from starting")
     stopped: str = Field(description="why the run stopped early ('' when it did not)")
     results: list[EvalTaskRow]
-
-
-class EvalTrajectory(BaseModel):
-    run_id: str
-    result: EvalTaskRow | None = Field(description="null while the task is not finished")
-    timeline: list[TimelineEntry]
-    report: str
 
 
 # --- the folders ------------------------------------------------------------------------------
