@@ -355,11 +355,19 @@ def detail(
 
 def timeline(data_dir: Path, task_id: str) -> list[TimelineEntry]:
     try:
-        path = history_path(data_dir, task_id)
+        return timeline_from(history_path(data_dir, task_id))
+    except ValueError:
+        return []
+
+
+def timeline_from(path: Path) -> list[TimelineEntry]:
+    """A planning history file's last entries, described (none when it cannot be read):
+    a task's, or a task of an eval run (its ``trajectory.jsonl``)."""
+    try:
         if not path.exists():
             return []
         entries = list(read_entries(path))[-TIMELINE_ENTRIES:]
-    except (ValueError, HistoryError):
+    except HistoryError:
         return []
     return [
         TimelineEntry(

@@ -19,6 +19,7 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import BaseRoute, Route
 
 from bot.api.config_file import ConfigApi
+from bot.api.eval_runs import EvalRuns
 from bot.api.models import (
     Action,
     ActionResult,
@@ -388,9 +389,9 @@ class TaskApi:
 
 
 def api_routes(api: TaskApi, guard: Guard) -> list[BaseRoute]:
-    """The routes under ``/api``: every operation behind ``guard``, and the description
-    of them at ``/openapi.json`` (open: it holds no data)."""
-    routes: list[BaseRoute] = [OperationRoute(op, guard) for op in api.operations()]
+    """The routes under ``/api`` (tasks', eval runs'), each behind ``guard``; ``/openapi.json``."""
+    operations = [*api.operations(), *EvalRuns(api.settings).operations()]
+    routes: list[BaseRoute] = [OperationRoute(op, guard) for op in operations]
     description = describe(routes, title=TITLE, version=VERSION)
 
     async def openapi(request: Request) -> Response:

@@ -41,6 +41,7 @@ HOST_ONLY: tuple[tuple[str, ...], ...] = (
     ("observability", "traces", "enabled"),  # spans (with the OTLP headers) sent out
     ("observability", "traces", "endpoint"),  # where they go
     ("ci", "trusted_apps"),  # whose checks start a round: their text reaches the agent
+    ("eval",),  # a folder on the host the dashboard and the API read
     ("bot", "github_login"),  # who the bot is: its own checks, comments, change requests
     ("bot", "gitlab_username"),
     ("bot", "github_id"),

@@ -158,6 +158,12 @@ class ReviewSettings(_Section):
     resolve_threads: bool = True  # resolve the threads the bot addressed
 
 
+class EvalSettings(_Section):
+    """Where the dashboard and ``GET /api/eval/runs`` find ``bot eval run``'s run folders."""
+
+    runs_dir: Path | None = None  # None: data_dir/eval-runs
+
+
 class McpServer(_Section):
     name: str = Field(..., pattern=r"^[A-Za-z0-9_-]+$")
     command: str | None = None
@@ -189,6 +195,7 @@ class Settings(_Section):
     mcp_servers: tuple[McpServer, ...] = ()
     web: WebSettings = WebSettings()
     observability: ObservabilitySettings = ObservabilitySettings()
+    eval: EvalSettings = EvalSettings()
     source_path: Path | None = None
 
     @model_validator(mode="after")
@@ -207,3 +214,8 @@ class Settings(_Section):
     @property
     def data_dir(self) -> Path:
         return self.storage.data_dir
+
+    @property
+    def eval_runs_dir(self) -> Path:
+        """The folder of eval run folders: ``eval.runs_dir``, else data_dir/eval-runs."""
+        return self.eval.runs_dir or self.storage.data_dir / "eval-runs"

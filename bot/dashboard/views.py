@@ -34,6 +34,7 @@ from bot.api.routes import ApiStore, TaskApi
 from bot.config import CurrentSettings
 from bot.dashboard import live, session, web
 from bot.dashboard.commands import STEERING, Commands
+from bot.dashboard.eval_pages import EvalPages
 from bot.dashboard.live import REFRESH, SHOWN_TASKS, when
 from bot.dashboard.settings_page import SettingsPages
 from bot.storage.base import TaskState
@@ -41,7 +42,6 @@ from bot.throttle import FailureThrottle
 from bot.tools.quality import gate_steps, stored_result
 from bot.worker import operator
 
-REPORT_CHARS = 60_000
 ICONS = {"done": "✔", "failed": "✘", "running": "…", "pending": "○"}
 
 
@@ -61,6 +61,7 @@ class Dashboard:
         self.throttle = throttle
         self.commands = Commands(api, token, self.task_view)
         self.settings_pages = SettingsPages(api, token)
+        self.eval_pages = EvalPages(api, token)
 
     def routes(self, middleware: Sequence[Middleware] = ()) -> list[BaseRoute]:
         """The pages' routes, each behind ``middleware``."""
@@ -80,6 +81,9 @@ class Dashboard:
             ("/dashboard/tasks/{task_id}/{action}", self.commands.steer, ["POST"]),
             ("/dashboard/settings", self.settings_pages.show, ["GET"]),
             ("/dashboard/settings", self.settings_pages.post, ["POST"]),
+            ("/dashboard/eval", self.eval_pages.runs, ["GET"]),
+            ("/dashboard/eval/{run_id}", self.eval_pages.run, ["GET"]),
+            ("/dashboard/eval/{run_id}/tasks/{instance_id}", self.eval_pages.task, ["GET"]),
         ]
         return [
             Route(path, endpoint, methods=methods, middleware=middleware)
@@ -213,7 +217,7 @@ class Dashboard:
             icons=ICONS,
             gate=gate,
             gate_result=gate_result,
-            report=_read(run_dir / "report.md", REPORT_CHARS),
+            report=web.read_report(run_dir / "report.md"),
             error=error,
             done=done,
             status=status,
@@ -251,14 +255,6 @@ def web_link(url: str) -> str | None:
     except ValueError:
         return None
     return url if parts.scheme.lower() in ("http", "https") and parts.hostname else None
-
-
-def _read(path: Path, limit: int) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return text if len(text) <= limit else text[:limit] + "\n… (cut; the API serves it whole)"
 
 
 def _quality(path: Path) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ the same-origin check of a POST, the redirect to the login form."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,6 +15,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 from bot.dashboard import session
 
 MAX_FORM_BYTES = 4096
+REPORT_CHARS = 60_000
 templates = jinja2.Environment(
     loader=jinja2.PackageLoader("bot.dashboard", "templates"),
     autoescape=True,
@@ -67,3 +69,15 @@ def same_origin(request: Request) -> bool:
     if origin is None or origin == "null":
         return origin is None  # no Origin: not a browser's cross-site form
     return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def read_report(path: Path, limit: int = REPORT_CHARS) -> str:
+    """A run report as a page shows it: cut at ``limit`` characters ("" when unreadable;
+    a symbolic link is not followed)."""
+    try:
+        if path.is_symlink():
+            return ""
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text if len(text) <= limit else text[:limit] + "\n… (cut; the API serves it whole)"

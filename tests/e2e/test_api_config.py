@@ -174,6 +174,7 @@ HOST_ONLY_CHANGES = {
     "observability:\n  traces:\n    endpoint: https://collector.evil.example\n": [
         "observability.traces.endpoint"
     ],
+    "eval:\n  runs_dir: /etc\n": ["eval.runs_dir"],  # the pages would read a folder of it
 }
 
 
