@@ -82,7 +82,12 @@ class NewTicket(BaseModel):
     start a task."""
 
     forge: ForgeKind
-    repository: Annotated[str, Field(min_length=3, max_length=300, pattern=r"^[^/\s]+(/[^/\s]+)+$")]
+    # ASCII spaces and controls spelled out: ``\s`` differs between the schema's regex dialect
+    # (ECMA-262) and pydantic's (U+0085 is a space to one and not the other)
+    repository: Annotated[
+        str,
+        Field(min_length=3, max_length=300, pattern=r"^[^/\x00-\x20\x7f]+(/[^/\x00-\x20\x7f]+)+$"),
+    ]
     title: Annotated[str, Field(min_length=1, max_length=256)]
     body: Annotated[str, Field(max_length=MAX_INSTRUCTIONS_CHARS)] = ""
 

@@ -151,3 +151,27 @@ async def test_a_form_with_too_many_fields_is_refused_not_a_server_error(tmp_pat
         many = await bot.client.post("/dashboard/new", data=crowded, headers=same_site)
         assert many.status_code == 413 and "too large" in many.text
         assert await bot.tasks() == []
+
+
+@pytest.mark.parametrize(
+    ("repository", "valid"),
+    [("octo/repo", True), ("group/sub/project", True), ("octo/re\x85po", True),
+     ("octo/re po", False), ("octo/re\tpo", False), ("/octo", False), ("octo", False)],
+)  # fmt: skip
+def test_a_ticket_s_repository_is_judged_as_its_schema_says(repository: str, valid: bool) -> None:
+    """The pattern in the OpenAPI description (ECMA-262) and pydantic's agree: U+0085 is a
+    space to one and not the other, so the pattern names its spaces (the schema run found it)."""
+    import re
+
+    from pydantic import ValidationError
+
+    from bot.api.models import NewTicket
+
+    pattern = NewTicket.model_json_schema()["properties"]["repository"]["pattern"]
+    assert bool(re.fullmatch(pattern, repository, flags=re.ASCII)) is valid
+    try:
+        NewTicket.model_validate({"forge": "github", "repository": repository, "title": "t"})
+    except ValidationError:
+        assert not valid
+    else:
+        assert valid
