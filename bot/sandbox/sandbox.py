@@ -37,30 +37,28 @@ from pathlib import Path
 
 from bot.config import SandboxSettings, Settings, previous_config_path
 from bot.progress import step
-from bot.sandbox.bwrap import (
-    DEFAULT_PATH,
-    SECRET_DIRS,
-    SECRET_FILES,
-    Limits,
-    Mounts,
-    bwrap_argv,
-    limit_argv,
-    sandbox_env,
-)
+from bot.sandbox.bwrap import DEFAULT_PATH, Limits, bwrap_argv, limit_argv, sandbox_env
 from bot.sandbox.bwrap_probe import INSTALL_HINT, SandboxUnavailable, ensure_bwrap_works
-from bot.sandbox.cgroups import PidsCgroup
+from bot.sandbox.cgroups import PidsCgroup, remove_cgroup
 from bot.sandbox.command_guard import refusal
 from bot.sandbox.command_inputs import checked_argv, checked_dirs, project_env
-from bot.sandbox.disk import DiskUsageError, Usage, disk_usage
+from bot.sandbox.disk import Usage
 from bot.sandbox.egress import Resolve
 from bot.sandbox.egress_door import Door, close_door, forwarder_argv, open_door, with_refusals
 from bot.sandbox.egress_policy import EgressPolicy, read_policy
+from bot.sandbox.mounts import command_mounts
 from bot.sandbox.output import LogQuota, command_log
 from bot.sandbox.overlay import write_room
 from bot.sandbox.overlay_session import OverlayFailed
 from bot.sandbox.process import CommandResult, execute
 from bot.sandbox.sandbox_runs import Command, probe_overlay, run_in_overlay, run_measured
-from bot.sandbox.workspace_bound import WorkspaceBound, WorkspaceFull, refuse_when_full, turn
+from bot.sandbox.workspace_bound import (
+    WorkspaceBound,
+    WorkspaceFull,
+    measure,
+    refuse_when_full,
+    turn,
+)
 
 __all__ = [
     "CommandRefused",
@@ -140,13 +138,7 @@ class Sandbox:
         return self._bwrap is not None
 
     def limits(self) -> Limits:
-        s = self.settings
-        return Limits(
-            cpu_seconds=s.cpu_seconds,
-            memory_bytes=s.memory_mb * 1024 * 1024,
-            max_processes=s.max_processes,
-            max_file_bytes=s.max_file_mb * 1024 * 1024,
-        )
+        return Limits.of(self.settings)
 
     async def run(
         self,
@@ -173,7 +165,7 @@ class Sandbox:
             raise CommandRefused(reason)
         cwd, writable = checked_dirs(cwd, writable)
         async with turn(writable):  # each command is given the room left when it starts
-            used = await _measure(writable)
+            used = await measure(writable)
             refuse_when_full(used, self.settings)
             command = Command(
                 args, cwd, writable, {**project_env(writable), **(env or {})},
@@ -251,7 +243,7 @@ class Sandbox:
                 )  # fmt: skip
         finally:
             if cgroup is not None:
-                await _remove_cgroup(cgroup)
+                await remove_cgroup(cgroup)
 
     async def command_line(
         self, command: Command, overlay: tuple[int, list[str]] | None = None
@@ -283,7 +275,11 @@ class Sandbox:
             log.warning("DANGEROUS: running a command without a sandbox in %s", cwd)
             return limits, sandbox_env(env)
         await ensure_bwrap_works(self._bwrap)
-        mounts = self._mounts(writable, overlay[0] if overlay else None)
+        mounts = command_mounts(
+            writable, hide=self._hide, expose=self._expose,
+            tmp_bytes=self.settings.tmp_mb << 20, shm_bytes=self.settings.shm_mb << 20,
+            overlay_info_fd=overlay[0] if overlay else None,
+        )  # fmt: skip
         forwarder: list[str] = []
         if egress_socket is not None:  # the socket is shown; the forwarder starts the command
             mounts = dataclasses.replace(mounts, expose=(*mounts.expose, egress_socket))
@@ -291,27 +287,6 @@ class Sandbox:
         prefix = bwrap_argv(self._bwrap, mounts, cwd=cwd, env=sandbox_env(env))
         wrapper = overlay[1] if overlay else []
         return prefix + wrapper + limits + forwarder, {"PATH": DEFAULT_PATH}
-
-    def _mounts(self, writable: Path, overlay_info_fd: int | None = None) -> Mounts:
-        dirs = [Path(d) for d in SECRET_DIRS] + [Path.home()] + list(self._hide)
-        files = [Path(f) for f in SECRET_FILES] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
-        files += list(self._hide)
-        hide_dirs = tuple(dict.fromkeys(d for d in dirs if _hideable(d, writable) and d.is_dir()))
-        hide_files = tuple(
-            dict.fromkeys(f for f in files if _hideable(f, writable) and f.is_file())
-        )
-        git = writable / ".git"
-        expose = tuple(p for p in self._expose if p.exists())
-        return Mounts(
-            writable=writable,
-            tmp_bytes=self.settings.tmp_mb << 20,
-            shm_bytes=self.settings.shm_mb << 20,
-            hide_dirs=hide_dirs,
-            hide_files=hide_files,
-            readonly_inside=(git,) if git.exists() else (),
-            expose=expose,
-            overlay_info_fd=overlay_info_fd,
-        )
 
     def _warn_unlimited(self, cgroup: PidsCgroup | None) -> None:
         if cgroup is None and os.getuid() == 0 and not self._warned_nproc:
@@ -321,25 +296,3 @@ class Sandbox:
                 "(sandbox.max_processes) is not enforced; run the bot as a normal user or "
                 "delegate the cgroup pids controller"
             )
-
-
-def _hideable(path: Path, writable: Path) -> bool:
-    """Hide a path unless it is the workspace or inside it (the workspace is mounted after
-    the hidden paths, so a hidden parent of the workspace is fine)."""
-    return path != Path("/") and not path.is_symlink() and not path.is_relative_to(writable)
-
-
-async def _measure(root: Path) -> Usage:
-    try:
-        return await disk_usage(root)
-    except DiskUsageError as exc:
-        raise SandboxUnavailable(str(exc)) from exc
-
-
-async def _remove_cgroup(cgroup: PidsCgroup) -> None:
-    for _ in range(40):
-        if cgroup.remove():
-            return
-        cgroup.kill_all()
-        await asyncio.sleep(0.05)
-    log.warning("could not remove the sandbox cgroup %s", cgroup.path)
