@@ -7,22 +7,22 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import glob
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 import yaml
 
+from bot import cli_tasks
 from bot.config import ConfigError, Settings, load_settings, masked, secret_values
 from bot.eval.cli import add_eval_command, eval_command
 from bot.events import IssueRef, TaskMode, TaskRequest
 from bot.runtime import Runtime
-from bot.storage.base import Store, TaskState
+from bot.storage.base import TaskState
 from bot.worker import Worker
 
 Role = Literal["all", "web", "worker"]
@@ -84,12 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "serve": _serve,
         "doctor": _doctor,
         "config": _config_show,
-        "status": _status,
-        "history": _history,
+        "status": cli_tasks.status,
+        "history": cli_tasks.history,
         "run": _run,
-        "tasks": _tasks,
-        "pause-all": _pause_all,
-        "resume-all": _resume_all,
+        "tasks": cli_tasks.tasks,
+        "pause-all": cli_tasks.pause_all,
+        "resume-all": cli_tasks.resume_all,
         "eval": eval_command,
     }
     return handlers[args.command](settings, args)
@@ -187,178 +187,6 @@ def _doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 def _config_show(settings: Settings, args: argparse.Namespace) -> int:
     print(yaml.safe_dump(masked(settings), sort_keys=False, allow_unicode=True), end="")
-    return 0
-
-
-def _status(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.storage.factory import open_store
-
-    state = getattr(args, "state", None)
-    states = frozenset({TaskState(state)}) if state else None
-
-    async def go() -> list[dict[str, Any]]:
-        store = open_store(settings)
-        await store.open()
-        try:
-            tasks = await store.list_tasks(states=states, limit=args.limit)
-        finally:
-            await store.close()
-        return [
-            {
-                "id": t.id,
-                "forge": t.request.issue.repo.forge.value,
-                "repository": t.request.issue.repo.full_name,
-                "issue": t.request.issue.number,
-                "state": t.state.value,
-                "phase": t.phase,
-                "created_at": t.created_at,
-                "updated_at": t.updated_at,
-                "error": t.error,
-            }
-            for t in tasks
-        ]
-
-    rows = asyncio.run(go())
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    if not rows:
-        print("no tasks yet")
-    for row in rows:
-        print(
-            f"{row['id'][:8]}  {row['forge']:<6} {row['repository']}#{row['issue']:<6} "
-            f"{row['state']:<17} {_time(row['updated_at'])}"
-        )
-    return 0
-
-
-def _operator() -> str:
-    import getpass
-
-    return f"{getpass.getuser()} (bot CLI)"
-
-
-def _on_store(settings: Settings, work: Callable[[Store], Awaitable[int]]) -> int:
-    """``work(store)`` with the configured store open; an operator's refusal is exit 1."""
-    from bot.storage.factory import open_store
-    from bot.worker.operator import OperatorError
-
-    async def go() -> int:
-        store = open_store(settings)
-        await store.open()
-        try:
-            return await work(store)
-        except OperatorError as exc:
-            print(f"bot: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            await store.close()
-
-    return asyncio.run(go())
-
-
-def _tasks(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.worker import operator
-
-    if args.verb == "list":
-        return _status(settings, args)
-    if args.verb == "show":
-        return _on_store(settings, lambda store: _show(settings, store, args.task_id))
-
-    async def control(store: Store) -> int:
-        by = _operator()
-        if args.verb == "retry":
-            task = await operator.retry(store, args.task_id, by=by)
-            print(f"task {task.id} queued for {task.issue_key} (retry)")
-            return 0
-        name = operator.TaskCommand(args.verb)
-        task = await operator.command(store, args.task_id, name, by=by)
-        print(f"task {task.id}: {name.value} sent; the task acts on it at its next safe point")
-        return 0
-
-    return _on_store(settings, control)
-
-
-async def _show(settings: Settings, store: Store, task_id: str) -> int:
-    from bot.record.snapshot import checklist, status_snapshot
-    from bot.worker.operator import find_task
-
-    task = await find_task(store, task_id)
-    issue = task.request.issue
-    print(f"task      {task.id}")
-    print(f"issue     {issue.key}  {issue.web_url}".rstrip())
-    print(f"state     {task.state.value}" + (f" ({task.phase})" if task.phase else ""))
-    print(f"asked by  {task.request.requested_by} ({task.request.mode.value})")
-    print(f"created   {_time(task.created_at)}   updated {_time(task.updated_at)}")
-    if task.error:
-        print(f"error     {task.error}")
-    snapshot = status_snapshot(await store.load_checkpoint(task.id))
-    if snapshot is not None:
-        print(f"tokens    {snapshot['total_tokens']:,}   revisions {snapshot['revisions']}")
-        for key, value in snapshot["links"].items():
-            print(f"{key:<9} {value}")
-        items = checklist(snapshot)
-        if items:
-            print("plan")
-        for item in items:
-            print(f"  [{item['status']:<7}] {item['id']}: {item['description']}")
-    report = settings.data_dir / "runs" / task.id / "report.md"
-    if report.is_file():
-        print(f"report    {report}")
-    return 0
-
-
-def _pause_all(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.worker import operator
-
-    async def work(store: Store) -> int:
-        switch = await operator.pause_all(store, by=_operator())
-        print(
-            f"all tasks paused by {switch.by}: {len(switch.tasks)} running task(s) pause at "
-            "their next safe point, queued tasks wait; webhooks are still received. "
-            "`bot resume-all` ends it."
-        )
-        return 0
-
-    return _on_store(settings, work)
-
-
-def _resume_all(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.worker import operator
-
-    async def work(store: Store) -> int:
-        resumed = await operator.resume_all(store, by=_operator())
-        print(f"tasks run again; {len(resumed)} task(s) paused by pause-all resume")
-        return 0
-
-    return _on_store(settings, work)
-
-
-def _time(epoch: float) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _history(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.record.history import HistoryError, format_timeline, history_path
-
-    try:
-        path = history_path(settings.data_dir, args.task_id)
-    except ValueError as exc:
-        print(f"bot: {exc}", file=sys.stderr)
-        return 2
-    if not path.exists():  # a unique prefix of the id is enough, as `bot status` shows it
-        matches = sorted(path.parent.glob(f"{glob.escape(args.task_id)}*.jsonl"))
-        if len(matches) != 1:
-            print(f"bot: no planning history for task {args.task_id}", file=sys.stderr)
-            return 1
-        path = matches[0]
-    try:
-        print(format_timeline(path))
-    except HistoryError as exc:
-        print(f"bot: {exc}", file=sys.stderr)
-        return 1
     return 0
 
 

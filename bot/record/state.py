@@ -1,10 +1,12 @@
-"""The task's stages and its checkpoint form. Pure: no I/O.
+"""The task's state and its checkpoint form. Pure: no I/O.
 
 ``AgentState`` is everything a restarted worker needs to continue a task where it
 stopped: the stage (the loop's one source of truth), the current plan, what each
 action did, counters for the limits, token usage, the last message read, and what
 the task waits for. ``to_dict`` / ``from_dict`` are the checkpoint (de)serialisation;
-``upgrade_v1`` reads the checkpoints of version 1 (a phase and flags).
+``upgrade_v1`` (``checkpoint_v1.py``) reads the checkpoints of version 1 (a phase and
+flags). The stages and their moves are in ``stages.py``, what a task waits for in
+``waiting.py``; both are importable from here.
 """
 
 from __future__ import annotations
@@ -13,133 +15,36 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from bot.record.checkpoint_v1 import CHECKPOINT_VERSION, upgrade_v1
 from bot.record.plan import Complexity
 from bot.record.plan_rules import plan_digest
+from bot.record.stages import (
+    NEXT_STAGES,
+    STAGE_PHASE,
+    WAITING_PHASE,
+    Phase,
+    Stage,
+    can_move,
+)
+from bot.record.waiting import Feedback, ToolCall, Waiting
 from bot.run_events import PauseReason, WaitKind
 
-CHECKPOINT_VERSION = 2
-
-
-class Phase(StrEnum):
-    """The planning phases people see in the status comment (PHASE events)."""
-
-    INITIAL = "initial"
-    GOAL_UNDERSTANDING = "goal_understanding"
-    TASK_DECOMPOSITION = "task_decomposition"
-    ACTION_PLANNING = "action_planning"
-    EXECUTION = "execution"
-    REFLECTION = "reflection"
-    REVISION = "revision"
-    COMPLETION = "completion"
-
-
-class Stage(StrEnum):
-    """Where the task is: the loop runs the handler of the current stage."""
-
-    PLAN = "plan"  # make the plan (or, with one, pass the plan-only gate)
-    WAIT = "wait"  # waiting for people: answers, or an approval (``AgentState.waiting``)
-    EXECUTE = "execute"  # run the next batch of actions
-    REFLECT = "reflect"  # look at the batch that ran (``AgentState.batch``)
-    REVISE = "revise"  # a revision in progress (interrupted: the current plan goes on)
-    DELIVER = "deliver"  # quality gate, push, change request, completion summary
-    DONE = "done"  # the outcome is stored (``AgentState.outcome``)
-
-
-_NEXT: dict[Stage, frozenset[Stage]] = {
-    Stage.PLAN: frozenset({Stage.PLAN, Stage.WAIT, Stage.EXECUTE, Stage.DONE}),
-    Stage.WAIT: frozenset(
-        {Stage.PLAN, Stage.WAIT, Stage.EXECUTE, Stage.REVISE, Stage.DELIVER, Stage.DONE}
-    ),
-    # people's feedback is reflected on where it is read, and may revise the plan
-    Stage.EXECUTE: frozenset(
-        {Stage.EXECUTE, Stage.REFLECT, Stage.REVISE, Stage.WAIT, Stage.DELIVER, Stage.DONE}
-    ),
-    # a result nobody could judge goes to its author (``planning.reflection.unjudged: ask``)
-    Stage.REFLECT: frozenset({Stage.EXECUTE, Stage.REVISE, Stage.WAIT, Stage.DELIVER, Stage.DONE}),
-    Stage.REVISE: frozenset({Stage.EXECUTE, Stage.WAIT, Stage.DONE}),
-    Stage.DELIVER: frozenset({Stage.REVISE, Stage.WAIT, Stage.DONE}),
-    Stage.DONE: frozenset(),
-}
-# Every stage but the last may end the task (a person is needed, the budget is spent).
-NEXT_STAGES = {
-    stage: nexts | {Stage.DONE} if stage is not Stage.DONE else nexts
-    for stage, nexts in _NEXT.items()
-}
-
-
-def can_move(current: Stage, target: Stage) -> bool:
-    return target in NEXT_STAGES[current]
-
-
-@dataclass(frozen=True, slots=True)
-class Feedback:
-    """A person's comment on the running task (kept until a reflection reads it)."""
-
-    author: str
-    body: str
-    seq: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"author": self.author, "body": self.body, "seq": self.seq}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Feedback:
-        return cls(str(data.get("author", "")), str(data.get("body", "")), int(data.get("seq", 0)))
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A call waiting for approval, exactly as it was shown."""
-
-    key: str
-    task_id: str
-    tool: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Waiting:
-    kind: WaitKind
-    since: float = 0.0
-    wake_at: float | None = None
-    what: str = ""  # what is to be approved, in words
-    text: str = ""  # what the request showed
-    after_seq: int = 0  # approvals up to this message answer something else
-    timed_out: bool = False
-    number: int = 0  # of the revision
-    questions: list[str] = field(default_factory=list)
-    call: ToolCall | None = None
-    plan_hash: str = ""  # the digest of the plan the request showed (plan and revision)
-    paths: dict[str, str] = field(default_factory=dict)  # push: path -> content shown
-
-    @property
-    def approval(self) -> bool:
-        return self.kind is not WaitKind.ANSWERS
-
-    @property
-    def approvable(self) -> bool:
-        """An approval answers it: an approval request, or questions shown with a
-        best-guess plan (``plan_hash``) that ``/agent approve`` runs."""
-        return self.approval or bool(self.plan_hash)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["kind"] = self.kind.value
-        data["questions"] = list(self.questions)
-        data["paths"] = dict(self.paths)
-        call = self.call
-        data["call"] = (
-            None if call is None else {f.name: getattr(call, f.name) for f in fields(call)}
-        )
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Waiting:
-        values = dict(data)
-        values["kind"] = WaitKind(values["kind"])
-        call = values.get("call")
-        values["call"] = ToolCall(**call) if isinstance(call, dict) else None
-        return cls(**values)
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "NEXT_STAGES",
+    "ActionRecord",
+    "ActionStatus",
+    "AgentState",
+    "Feedback",
+    "Phase",
+    "Stage",
+    "ToolCall",
+    "WaitKind",
+    "Waiting",
+    "can_move",
+    "consumed_message_seq",
+    "upgrade_v1",
+]
 
 
 class ActionStatus(StrEnum):
@@ -279,10 +184,10 @@ class AgentState:
         """The phase the status comment shows for this stage."""
         waiting = self.waiting
         if self.stage is Stage.WAIT and waiting is not None:
-            return _WAITING_PHASE[waiting.kind]
+            return WAITING_PHASE[waiting.kind]
         if self.stage is Stage.PLAN:
             return Phase.ACTION_PLANNING if self.plan is not None else Phase.INITIAL
-        return _STAGE_PHASE[self.stage]
+        return STAGE_PHASE[self.stage]
 
     # --- checkpoint form -------------------------------------------------------------------
 
@@ -339,79 +244,6 @@ def _approved_before(stage: Stage, plan: dict[str, Any] | None) -> str:
     if plan is None or stage in (Stage.PLAN, Stage.WAIT):
         return ""
     return plan_digest(plan)
-
-
-_STAGE_PHASE = {
-    Stage.PLAN: Phase.INITIAL,
-    Stage.WAIT: Phase.EXECUTION,
-    Stage.EXECUTE: Phase.EXECUTION,
-    Stage.REFLECT: Phase.EXECUTION,
-    Stage.REVISE: Phase.REVISION,
-    Stage.DELIVER: Phase.EXECUTION,
-    Stage.DONE: Phase.COMPLETION,
-}
-_WAITING_PHASE = {
-    WaitKind.ANSWERS: Phase.GOAL_UNDERSTANDING,
-    WaitKind.PLAN: Phase.ACTION_PLANNING,
-    WaitKind.REVISION: Phase.REVISION,
-    WaitKind.TOOL: Phase.EXECUTION,
-    WaitKind.PUSH: Phase.EXECUTION,
-    WaitKind.JUDGEMENT: Phase.REFLECTION,
-}
-_V1_FLAGS = ("phase", "early_done", "plan_approved", "unreflected", "llm_pause_notified")
-
-
-def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """A version 1 checkpoint (a phase and flags) in the version 2 form (a stage). Pure."""
-    out = {k: v for k, v in data.items() if k not in _V1_FLAGS}
-    out["version"] = CHECKPOINT_VERSION
-    out["batch"] = list(data.get("unreflected") or [])
-    notified = data.get("llm_pause_notified")
-    out["paused"] = PauseReason.LLM_UNAVAILABLE.value if notified else None
-    waiting = data.get("waiting")
-    out["waiting"] = _waiting_v1(waiting) if isinstance(waiting, dict) else None
-    out["stage"] = _stage_v1(data, out["waiting"]).value
-    return out
-
-
-def _stage_v1(data: dict[str, Any], waiting: dict[str, Any] | None) -> Stage:
-    if data.get("outcome") is not None:
-        return Stage.DONE
-    if waiting is not None:
-        return Stage.WAIT
-    if data.get("plan") is None:
-        return Stage.PLAN
-    if data.get("early_done"):
-        return Stage.DELIVER
-    if not data.get("plan_approved") and not data.get("records"):
-        return Stage.PLAN  # planned; the plan-only gate is still ahead
-    return Stage.EXECUTE
-
-
-def _waiting_v1(old: dict[str, Any]) -> dict[str, Any]:
-    details = dict(old.get("details") or {})
-    answers = old.get("kind") == WaitKind.ANSWERS  # v1: kind "clarification" or "approval"
-    kind = WaitKind.ANSWERS if answers else WaitKind(old["subject"])
-    call = None
-    if kind is WaitKind.TOOL:
-        call = {
-            "key": str(details["key"]),
-            "task_id": str(details["task_id"]),
-            "tool": str(details["tool"]),
-            "arguments": dict(details["arguments"]),
-        }
-    return {
-        "kind": kind.value,
-        "since": old.get("since", 0.0),
-        "wake_at": old.get("wake_at"),
-        "what": str(details.get("what", "")),
-        "text": str(details.get("text", "")),
-        "after_seq": int(details.get("after_seq", 0)),
-        "timed_out": bool(details.get("timed_out", False)),
-        "number": int(details.get("number", 0)),
-        "questions": [str(q) for q in details.get("questions") or []],
-        "call": call,
-    }
 
 
 def consumed_message_seq(checkpoint: dict[str, Any] | None) -> int | None:

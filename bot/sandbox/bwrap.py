@@ -41,6 +41,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.config.sections import SandboxSettings
+
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The sandbox's own private tmpfs, not the host's /tmp.
 SANDBOX_TMP = "/tmp"  # noqa: S108
@@ -90,6 +92,15 @@ class Limits:
     memory_bytes: int
     max_processes: int
     max_file_bytes: int
+
+    @classmethod
+    def of(cls, s: SandboxSettings) -> Limits:
+        return cls(
+            cpu_seconds=s.cpu_seconds,
+            memory_bytes=s.memory_mb * 1024 * 1024,
+            max_processes=s.max_processes,
+            max_file_bytes=s.max_file_mb * 1024 * 1024,
+        )
 
 
 def limit_argv(prlimit: str, limits: Limits) -> list[str]:

@@ -10,12 +10,16 @@ The command joins the cgroup before it starts (``join_argv``), so no child escap
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import signal
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _JOIN_SCRIPT = 'echo $$ > "$0" && exec "$@"'
@@ -109,3 +113,13 @@ class PidsCgroup:
         except OSError:
             return False
         return True
+
+
+async def remove_cgroup(cgroup: PidsCgroup) -> None:
+    """Remove a command's cgroup, killing what is left in it (each try waits 50 ms)."""
+    for _ in range(40):
+        if cgroup.remove():
+            return
+        cgroup.kill_all()
+        await asyncio.sleep(0.05)
+    log.warning("could not remove the sandbox cgroup %s", cgroup.path)

@@ -28,40 +28,37 @@ only ``sandbox.allow_unsandboxed_DANGEROUS: true`` runs commands without it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import functools
 import logging
 import os
 import shutil
-import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from bot.config import SandboxSettings, Settings, previous_config_path
 from bot.progress import step
-from bot.sandbox.bwrap import (
-    DEFAULT_PATH,
-    SECRET_DIRS,
-    SECRET_FILES,
-    Limits,
-    Mounts,
-    bwrap_argv,
-    limit_argv,
-    sandbox_env,
-)
-from bot.sandbox.cgroups import PidsCgroup
+from bot.sandbox.bwrap import DEFAULT_PATH, Limits, bwrap_argv, limit_argv, sandbox_env
+from bot.sandbox.bwrap_probe import INSTALL_HINT, SandboxUnavailable, ensure_bwrap_works
+from bot.sandbox.cgroups import PidsCgroup, remove_cgroup
 from bot.sandbox.command_guard import refusal
-from bot.sandbox.disk import DiskUsageError, Usage, disk_usage
-from bot.sandbox.egress import EgressProxy, Resolve
+from bot.sandbox.command_inputs import checked_argv, checked_dirs, project_env
+from bot.sandbox.disk import Usage
+from bot.sandbox.egress import Resolve
+from bot.sandbox.egress_door import Door, close_door, forwarder_argv, open_door, with_refusals
 from bot.sandbox.egress_policy import EgressPolicy, read_policy
+from bot.sandbox.mounts import command_mounts
 from bot.sandbox.output import LogQuota, command_log
 from bot.sandbox.overlay import write_room
 from bot.sandbox.overlay_session import OverlayFailed
 from bot.sandbox.process import CommandResult, execute
 from bot.sandbox.sandbox_runs import Command, probe_overlay, run_in_overlay, run_measured
-from bot.sandbox.workspace_bound import WorkspaceBound, WorkspaceFull, refuse_when_full, turn
+from bot.sandbox.workspace_bound import (
+    WorkspaceBound,
+    WorkspaceFull,
+    measure,
+    refuse_when_full,
+    turn,
+)
 
 __all__ = [
     "CommandRefused",
@@ -75,19 +72,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = (
-    "bubblewrap (bwrap) is needed to run commands: install it with `apt-get install "
-    "bubblewrap` (dnf/yum/apk: package bubblewrap). Only on a machine you can afford to "
-    "lose, `sandbox.allow_unsandboxed_DANGEROUS: true` in config.yaml runs commands "
-    "without a sandbox."
-)
 _BWRAP_TASKS = 2  # bwrap itself and its init process inside the PID namespace
-_probe_errors: dict[str, str | None] = {}
 _overlay_errors: dict[str, str | None] = {}
-
-
-class SandboxUnavailable(Exception):
-    """Commands cannot be sandboxed here; the message says how to fix it."""
 
 
 class CommandRefused(Exception):
@@ -109,19 +95,6 @@ def hidden_paths(settings: Settings) -> list[Path]:
         *(source.file for source in settings.gitlab.webhook_secrets.values()),
     ]
     return [Path(p).expanduser().absolute() for p in candidates if p is not None]
-
-
-def project_env(root: Path) -> dict[str, str]:
-    """The workspace's prepared environment (set-up's ``.venv``, ``node_modules``) first on
-    PATH, so ``pytest`` or ``python`` is the project's own."""
-    found = [root / ".venv" / "bin", root / "node_modules" / ".bin"]
-    dirs = [str(d) for d in found if d.is_dir() and not d.is_symlink()]
-    if not dirs:
-        return {}
-    env = {"PATH": ":".join([*dirs, DEFAULT_PATH])}
-    if (root / ".venv" / "pyvenv.cfg").is_file():
-        env["VIRTUAL_ENV"] = str(root / ".venv")
-    return env
 
 
 class Sandbox:
@@ -165,13 +138,7 @@ class Sandbox:
         return self._bwrap is not None
 
     def limits(self) -> Limits:
-        s = self.settings
-        return Limits(
-            cpu_seconds=s.cpu_seconds,
-            memory_bytes=s.memory_mb * 1024 * 1024,
-            max_processes=s.max_processes,
-            max_file_bytes=s.max_file_mb * 1024 * 1024,
-        )
+        return Limits.of(self.settings)
 
     async def run(
         self,
@@ -192,13 +159,13 @@ class Sandbox:
         ``WorkspaceFull`` and ``ValueError`` (bad argv or directories). A non-zero exit
         is a result, not an error.
         """
-        args = _checked_argv(argv)
+        args = checked_argv(argv)
         reason = refusal(args)
         if reason is not None:
             raise CommandRefused(reason)
-        cwd, writable = _checked_dirs(cwd, writable)
+        cwd, writable = checked_dirs(cwd, writable)
         async with turn(writable):  # each command is given the room left when it starts
-            used = await _measure(writable)
+            used = await measure(writable)
             refuse_when_full(used, self.settings)
             command = Command(
                 args, cwd, writable, {**project_env(writable), **(env or {})},
@@ -209,9 +176,9 @@ class Sandbox:
             try:
                 if door is not None:
                     command = dataclasses.replace(command, egress_socket=door.socket)
-                return _with_refusals(await self._launch(command, used), door)
+                return with_refusals(await self._launch(command, used), door)
             finally:
-                await _close_door(door)
+                await close_door(door)
 
     async def _launch(self, command: Command, used: Usage) -> CommandResult:
         if await self.bound() is not WorkspaceBound.KERNEL:
@@ -225,31 +192,22 @@ class Sandbox:
         except OverlayFailed as exc:
             raise SandboxUnavailable(f"the sandbox could not lay its overlay: {exc}") from exc
 
-    async def _open_door(self) -> _Door | None:
-        """For a sandboxed command with network: the egress proxy on a Unix socket in a
-        private folder, for the length of the command (``_close_door``)."""
+    async def _open_door(self) -> Door | None:
+        """For a sandboxed command with network: the egress proxy, for the length of the
+        command (``egress_door``)."""
         if not self.network or self._bwrap is None:
             return None
         if self._egress is None:
             allow = self.settings.egress_allow
             self._egress = await asyncio.to_thread(read_policy, os.environ, Path.home(), allow)
-        folder = Path(tempfile.mkdtemp(prefix="agent-egress-"))
-        proxy = EgressProxy(self._egress, resolve=self._resolve)
-        stack = contextlib.AsyncExitStack()
-        stack.callback(shutil.rmtree, folder, ignore_errors=True)
-        try:
-            socket_path = await stack.enter_async_context(proxy.serving(folder / "proxy.sock"))
-        except BaseException:
-            await stack.aclose()
-            raise
-        return _Door(proxy, socket_path, stack)
+        return await open_door(self._egress, self._resolve)
 
     async def bound(self) -> WorkspaceBound:
         """How the workspace's bounds hold here (an overlay is tried once per bwrap)."""
         if self._bwrap is None:
             return WorkspaceBound.NONE
         if self._bwrap not in _overlay_errors:
-            await _ensure_bwrap_works(self._bwrap)
+            await ensure_bwrap_works(self._bwrap)
             _overlay_errors[self._bwrap] = error = await probe_overlay(self)
             if error is not None:
                 log.warning(
@@ -285,7 +243,7 @@ class Sandbox:
                 )  # fmt: skip
         finally:
             if cgroup is not None:
-                await _remove_cgroup(cgroup)
+                await remove_cgroup(cgroup)
 
     async def command_line(
         self, command: Command, overlay: tuple[int, list[str]] | None = None
@@ -316,37 +274,19 @@ class Sandbox:
                 raise SandboxUnavailable(INSTALL_HINT)
             log.warning("DANGEROUS: running a command without a sandbox in %s", cwd)
             return limits, sandbox_env(env)
-        await _ensure_bwrap_works(self._bwrap)
-        mounts = self._mounts(writable, overlay[0] if overlay else None)
+        await ensure_bwrap_works(self._bwrap)
+        mounts = command_mounts(
+            writable, hide=self._hide, expose=self._expose,
+            tmp_bytes=self.settings.tmp_mb << 20, shm_bytes=self.settings.shm_mb << 20,
+            overlay_info_fd=overlay[0] if overlay else None,
+        )  # fmt: skip
         forwarder: list[str] = []
         if egress_socket is not None:  # the socket is shown; the forwarder starts the command
             mounts = dataclasses.replace(mounts, expose=(*mounts.expose, egress_socket))
-            source = await asyncio.to_thread(_forwarder_source)
-            forwarder = [_forwarder_python(), "-I", "-S", "-c", source, str(egress_socket), "--"]
+            forwarder = await forwarder_argv(egress_socket)
         prefix = bwrap_argv(self._bwrap, mounts, cwd=cwd, env=sandbox_env(env))
         wrapper = overlay[1] if overlay else []
         return prefix + wrapper + limits + forwarder, {"PATH": DEFAULT_PATH}
-
-    def _mounts(self, writable: Path, overlay_info_fd: int | None = None) -> Mounts:
-        dirs = [Path(d) for d in SECRET_DIRS] + [Path.home()] + list(self._hide)
-        files = [Path(f) for f in SECRET_FILES] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
-        files += list(self._hide)
-        hide_dirs = tuple(dict.fromkeys(d for d in dirs if _hideable(d, writable) and d.is_dir()))
-        hide_files = tuple(
-            dict.fromkeys(f for f in files if _hideable(f, writable) and f.is_file())
-        )
-        git = writable / ".git"
-        expose = tuple(p for p in self._expose if p.exists())
-        return Mounts(
-            writable=writable,
-            tmp_bytes=self.settings.tmp_mb << 20,
-            shm_bytes=self.settings.shm_mb << 20,
-            hide_dirs=hide_dirs,
-            hide_files=hide_files,
-            readonly_inside=(git,) if git.exists() else (),
-            expose=expose,
-            overlay_info_fd=overlay_info_fd,
-        )
 
     def _warn_unlimited(self, cgroup: PidsCgroup | None) -> None:
         if cgroup is None and os.getuid() == 0 and not self._warned_nproc:
@@ -356,105 +296,3 @@ class Sandbox:
                 "(sandbox.max_processes) is not enforced; run the bot as a normal user or "
                 "delegate the cgroup pids controller"
             )
-
-
-def _checked_argv(argv: Sequence[str]) -> list[str]:
-    if isinstance(argv, str | bytes):
-        raise ValueError("argv must be a list of arguments, not a shell string")
-    args = list(argv)
-    if not args or not all(isinstance(a, str) for a in args):
-        raise ValueError("argv must be a non-empty list of strings")
-    if any("\0" in a for a in args):
-        raise ValueError("an argument contains a NUL character")
-    return args
-
-
-def _checked_dirs(cwd: Path, writable: Path | None) -> tuple[Path, Path]:
-    real_cwd = Path(cwd).resolve()
-    real_writable = Path(writable).resolve() if writable is not None else real_cwd
-    if not real_cwd.is_dir():
-        raise ValueError(f"{cwd}: the working directory does not exist")
-    if real_writable == Path("/"):
-        raise ValueError("the writable directory may not be /")
-    if not real_cwd.is_relative_to(real_writable):
-        raise ValueError(f"{cwd}: the working directory is outside {writable}")
-    return real_cwd, real_writable
-
-
-def _hideable(path: Path, writable: Path) -> bool:
-    """Hide a path unless it is the workspace or inside it (the workspace is mounted after
-    the hidden paths, so a hidden parent of the workspace is fine)."""
-    return path != Path("/") and not path.is_symlink() and not path.is_relative_to(writable)
-
-
-async def _measure(root: Path) -> Usage:
-    try:
-        return await disk_usage(root)
-    except DiskUsageError as exc:
-        raise SandboxUnavailable(str(exc)) from exc
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Door:
-    """The egress proxy of one command, its socket, and what closes both."""
-
-    proxy: EgressProxy
-    socket: Path
-    stack: contextlib.AsyncExitStack
-
-
-async def _close_door(door: _Door | None) -> None:
-    if door is not None:
-        await door.stack.aclose()
-
-
-def _with_refusals(result: CommandResult, door: _Door | None) -> CommandResult:
-    """What the egress proxy refused, at the end of the command's stderr."""
-    if door is None or not door.proxy.refusals:
-        return result
-    refused = "".join(f"egress proxy: {line}\n" for line in door.proxy.refusals)
-    sep = "\n" if result.stderr and not result.stderr.endswith("\n") else ""
-    return dataclasses.replace(result, stderr=result.stderr + sep + refused)
-
-
-@functools.cache
-def _forwarder_source() -> str:
-    from bot.sandbox import egress_forwarder
-
-    return Path(egress_forwarder.__file__).read_text("utf-8")
-
-
-def _forwarder_python() -> str:
-    """The interpreter that runs the forwarder inside the sandbox: the system's python3
-    (the bot's own may live in a hidden folder), else the bot's."""
-    return shutil.which("python3", path=DEFAULT_PATH) or os.path.realpath(sys.executable)
-
-
-async def _ensure_bwrap_works(bwrap: str) -> None:
-    """Start bwrap once per binary; a container that forbids namespaces fails here."""
-    if bwrap not in _probe_errors:
-        proc = await asyncio.create_subprocess_exec(
-            bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-            "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--", "true",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE, env={"PATH": DEFAULT_PATH},
-        )  # fmt: skip
-        _, err = await proc.communicate()
-        failed = proc.returncode != 0
-        _probe_errors[bwrap] = err.decode(errors="replace").strip() if failed else None
-    error = _probe_errors[bwrap]
-    if error is not None:
-        raise SandboxUnavailable(
-            f"bubblewrap cannot create its sandbox here: {error or 'unknown error'}. "
-            "Allow user namespaces (e.g. sysctl kernel.unprivileged_userns_clone=1, or run "
-            "the container with a seccomp profile that permits them)."
-        )
-
-
-async def _remove_cgroup(cgroup: PidsCgroup) -> None:
-    for _ in range(40):
-        if cgroup.remove():
-            return
-        cgroup.kill_all()
-        await asyncio.sleep(0.05)
-    log.warning("could not remove the sandbox cgroup %s", cgroup.path)

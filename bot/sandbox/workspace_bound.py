@@ -19,7 +19,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from bot.config.sections import SandboxSettings
-from bot.sandbox.disk import Usage, disk_usage
+from bot.sandbox.bwrap_probe import SandboxUnavailable
+from bot.sandbox.disk import DiskUsageError, Usage, disk_usage
 from bot.sandbox.overlay_session import SyncReport
 from bot.sandbox.process import CommandResult
 
@@ -106,3 +107,11 @@ async def watch_size(
             log.warning("a command grew the workspace %s past its bound: stopped", root)
             work.cancel()
             return
+
+
+async def measure(root: Path) -> Usage:
+    """What the workspace holds before a command; a failed count means no sandbox."""
+    try:
+        return await disk_usage(root)
+    except DiskUsageError as exc:
+        raise SandboxUnavailable(str(exc)) from exc

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli
+from bot import cli, cli_tasks
 from bot.storage.base import TaskState
 from bot.worker import operator
 from tests.agent import docs
@@ -118,7 +118,7 @@ async def test_cli_controls_a_task_by_the_start_of_its_id(
         assert task.state is TaskState.QUEUED
         # The CLI opens the same SQLite store itself, as it would beside a running server.
         monkeypatch.setenv("BOT_DATA_DIR", str(bot.settings.data_dir))
-        monkeypatch.setattr(cli, "_operator", lambda: "ops (bot CLI)")
+        monkeypatch.setattr(cli_tasks, "_operator", lambda: "ops (bot CLI)")
         monkeypatch.setattr(cli, "_logging", lambda settings: None)
 
         assert await run_cli(["tasks", "stop", task.id[:8]]) == 0
