@@ -34,14 +34,17 @@ def unmerged_paths(ls_files_u: str, diff_filter_u: str) -> list[str]:
 
 
 def _size(value: str) -> int:
-    """Git's reading of the attribute's value: its leading digits, or the default when
-    they name no positive number (``unspecified``, ``set``, ``unset``, garbage)."""
+    """Git's reading of the attribute's value (C's ``atoi``): leading white space, a sign,
+    then ASCII digits; the default when they name no positive number (``unspecified``,
+    ``set``, ``unset``, ``-3``, garbage). ``+12`` is twelve to git."""
+    text = value.lstrip(" \t\n\v\f\r")
+    sign, text = (text[0], text[1:]) if text[:1] in ("+", "-") else ("+", text)
     digits = ""
-    for char in value.strip():
-        if not char.isdigit():
+    for char in text:
+        if char not in "0123456789":
             break
         digits += char
-    size = int(digits) if digits and len(digits) < 10 else 0
+    size = int(digits) if digits and len(digits) < 10 and sign == "+" else 0
     return size if size > 0 else DEFAULT_MARKER_SIZE
 
 

@@ -93,6 +93,24 @@ async def test_markers_of_the_size_the_attributes_name_block_the_push(
     assert head is not None and remote.show(BRANCH, "README.md") == b"both sides' words\n"
 
 
+async def test_a_size_with_a_plus_sign_is_read_as_git_reads_it(
+    make_workspace: MakeWorkspace, remote: Remote, tmp_path: Path
+) -> None:
+    """``conflict-marker-size=+12``: git reads the value with ``atoi`` (a sign allowed), so
+    it writes twelve-character markers; a reading that takes only leading digits saw
+    git's default seven and let the markers be pushed."""
+    push(remote, tmp_path, "main", ".gitattributes", "* conflict-marker-size=+12\n")
+    mine = push(remote, tmp_path, BRANCH, "README.md", "the branch's words\n")
+    push(remote, tmp_path, "main", "README.md", "main's words\n")
+    workspace = make_workspace()
+    assert await workspace.merge_base() == ["README.md"]
+    marked = (workspace.path / "README.md").read_text()
+    assert "<" * 12 + " " in marked and "<" * 13 not in marked
+    with pytest.raises(WorkspaceError, match=r"conflict markers in README\.md"):
+        await workspace.commit_and_push("Merge main")
+    assert remote.rev(BRANCH) == mine  # nothing pushed
+
+
 def test_marker_sizes_read_as_git_reads_them(tmp_path: Path) -> None:
     outputs = (
         "a\0conflict-marker-size\x0012\0b\0conflict-marker-size\0unspecified\0"
@@ -101,6 +119,11 @@ def test_marker_sizes_read_as_git_reads_them(tmp_path: Path) -> None:
     )
     sizes = marker_sizes(["a", "b", "c", "d", "e"], *outputs)
     assert sizes == {"a": {7, 12}, "b": {7}, "c": {7}, "d": {3, 7}, "e": {7}}
+    signed = "".join(
+        f"{p}\0conflict-marker-size\0{v}\0"
+        for p, v in zip("abc", ("+9", "-9", "\u00b2"), strict=True)
+    )
+    assert marker_sizes(["a", "b", "c"], signed) == {"a": {7, 9}, "b": {7}, "c": {7}}
     file = tmp_path / "f.txt"
     file.write_bytes(b"text\n<<<<<<<<<<<< HEAD\nx\n")
     assert has_markers(file, frozenset({7, 12}))
