@@ -7,7 +7,8 @@ name them all: ``load_ci_includes`` reads the project's CI file on the default b
 the local files it includes (and those include, up to ``MAX_FILES`` files), and their
 paths join ``require_approval_paths`` for the task (``load_repo_config``). Wildcards
 (``configs/*.yml``, ``ci/**/*.yml``) and CI variables (``$CI_...``) stay globs, read as
-GitLab reads them (``**/`` is also no folder; ``?`` and ``[`` are plain characters). A
+GitLab reads them (``**/`` is also no folder; ``?`` and ``[`` are plain characters); the
+files a glob matches in the tree are read for their own includes as well. A
 pipeline that cannot be read whole (too large, too many includes) guards every YAML file
 instead. On GitHub the same call gives the folders of the local actions the workflows run
 (``local_actions``). ``local_includes`` is pure; ``load_ci_includes`` reads.
@@ -22,9 +23,9 @@ from typing import Any
 import yaml
 
 from bot.events import ForgeKind, RepoRef
-from bot.forges.base import Forge, NotFound
+from bot.forges.base import EntryKind, Forge, NotFound
 from bot.tools.local_actions import load_local_actions
-from bot.tools.policy import repo_path
+from bot.tools.policy import path_matches, repo_path
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ async def load_ci_includes(forge: Forge, repo: RepoRef, ref: str) -> tuple[str, 
         return ()
     found: list[str] = [] if start == GITLAB_CI_PATH else [literal(start)]
     queue, seen = [start], set[str]()
+    tree: list[str] | None = None
     while queue:
         path = queue.pop(0)
         if path in seen:
@@ -124,4 +126,19 @@ async def load_ci_includes(forge: Forge, repo: RepoRef, ref: str) -> tuple[str, 
             found.append(literal(included))
             if "*" not in included:
                 queue.append(included)
+                continue
+            if tree is None:  # the files a wildcard matches include files of their own
+                tree = await _yaml_files(forge, repo, ref)
+            queue.extend(p for p in tree if path_matches(p, literal(included)))
     return tuple(dict.fromkeys(found))
+
+
+async def _yaml_files(forge: Forge, repo: RepoRef, ref: str) -> list[str]:
+    """Every YAML file of the repository at ``ref`` (what a wildcard include may match)."""
+    try:
+        entries = await forge.list_tree(repo, ref=ref, recursive=True)
+    except NotFound:
+        return []
+    return sorted(
+        e.path for e in entries if e.kind == EntryKind.FILE and e.path.endswith((".yml", ".yaml"))
+    )

@@ -165,6 +165,21 @@ async def test_wildcard_includes_are_read_as_gitlab_reads_them() -> None:
     assert await guarded(forge, repo, written) == written[:6]
 
 
+async def test_files_a_wildcard_include_matches_are_followed_too() -> None:
+    """A file a wildcard include matches is a pipeline file like any other: what it
+    includes runs in CI too (GitLab follows nested includes from every included file)."""
+    forge = FakeForge(ForgeKind.GITLAB)
+    files = {
+        ".gitlab-ci.yml": "include: {local: 'ci/*.yml'}\n",
+        "ci/a.yml": "include: {local: scripts/build.yml}\n",
+        "scripts/build.yml": "build: {script: [make]}\n",
+        "scripts/other.yml": "x: {}\n",
+    }
+    repo = forge.add_repo(GL_REPO, files)
+    written = ["scripts/build.yml", "scripts/other.yml", "ci/b.yml", "src/app.py"]
+    assert await guarded(forge, repo, written) == ["scripts/build.yml", "ci/b.yml"]
+
+
 async def test_the_projects_own_ci_file_path_is_guarded_and_followed() -> None:
     forge = FakeForge(ForgeKind.GITLAB)
     files = {
