@@ -38,11 +38,13 @@ _VARIABLE = re.compile(r"\$\{?\w+\}?")
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ms, not seconds
 
 
-def local_includes(document: object) -> tuple[str, ...]:
+def local_includes(document: object, own: str = "") -> tuple[str, ...]:
     """The repository paths (globs kept) a parsed GitLab CI file includes from its own
     repository: ``include: path``, ``include: [path, ...]`` and ``{local: path}``
-    entries (a string that is a URL is a remote include; other keys name other
-    projects, templates or components)."""
+    entries (a string that is a URL is a remote include), and the ``file`` entries of a
+    ``project:`` include and the files of a ``component:`` that name the project ``own``
+    (its path, any case) or a CI variable (``$CI_PROJECT_PATH``: it may be this one).
+    Other projects, templates and components are not this repository's."""
     if not isinstance(document, dict):
         return ()
     entries = document.get("include")
@@ -52,12 +54,36 @@ def local_includes(document: object) -> tuple[str, ...]:
         return ()
     found: list[str] = []
     for entry in entries[:MAX_ENTRIES]:
-        path = entry.get("local") if isinstance(entry, dict) else entry
-        if isinstance(path, str) and "://" not in path:
+        for path in _entry_paths(entry, own):
             pattern = repo_path(_VARIABLE.sub("*", path))
             if pattern:
                 found.append(pattern)
     return tuple(dict.fromkeys(found))
+
+
+def _names_own(project: str, own: str) -> bool:
+    return "$" in project or (bool(own) and project.strip("/").lower() == own.lower())
+
+
+def _entry_paths(entry: object, own: str) -> list[str]:
+    """The paths of this repository one ``include`` entry names."""
+    if isinstance(entry, str):
+        return [entry] if "://" not in entry else []
+    if not isinstance(entry, dict):
+        return []
+    local, project, component = entry.get("local"), entry.get("project"), entry.get("component")
+    if isinstance(local, str) and "://" not in local:
+        return [local]
+    if isinstance(project, str) and _names_own(project, own):
+        files = entry.get("file")
+        files = [files] if isinstance(files, str) else files
+        return [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
+    if isinstance(component, str):  # host/group/project/name@version
+        address = component.rpartition("@")[0] or component
+        where, _, name = address.partition("/")[2].rpartition("/")
+        if name and _names_own(where, own):
+            return [f"templates/{name}.yml", f"templates/{name}/**"]
+    return []
 
 
 def literal(path: str) -> str:
@@ -122,7 +148,7 @@ async def load_ci_includes(forge: Forge, repo: RepoRef, ref: str) -> tuple[str, 
                 MAX_FILE_BYTES,
             )
             return (*found, *UNKNOWN)
-        for included in local_includes(_parse(file.content)):
+        for included in local_includes(_parse(file.content), repo.full_name):
             found.append(literal(included))
             if "*" not in included:
                 queue.append(included)

@@ -180,6 +180,25 @@ async def test_files_a_wildcard_include_matches_are_followed_too() -> None:
     assert await guarded(forge, repo, written) == ["scripts/build.yml", "ci/b.yml"]
 
 
+async def test_files_the_project_includes_from_itself_by_name_are_guarded() -> None:
+    """``include: project:`` naming the project itself (by its path or ``$CI_PROJECT_PATH``,
+    at the pushed commit) and a CI/CD component of the project itself run the branch's
+    own files, as ``local:`` does."""
+    forge = FakeForge(ForgeKind.GITLAB)
+    pipeline = (
+        "include:\n"
+        "  - project: '$CI_PROJECT_PATH'\n    ref: '$CI_COMMIT_SHA'\n    file: ci/own.yml\n"
+        f"  - project: '{GL_REPO.upper()}'\n    ref: '$CI_COMMIT_REF_NAME'\n"
+        "    file: [ci/one.yml, /ci/two.yml]\n"
+        "  - project: other/project\n    file: ci/theirs.yml\n"
+        "  - component: $CI_SERVER_FQDN/$CI_PROJECT_PATH/lint@$CI_COMMIT_SHA\n"
+    )
+    repo = forge.add_repo(GL_REPO, {".gitlab-ci.yml": pipeline})
+    written = ["ci/own.yml", "ci/one.yml", "ci/two.yml", "ci/theirs.yml", "templates/lint.yml",
+               "templates/lint/template.yml", "src/app.py"]  # fmt: skip
+    assert await guarded(forge, repo, written) == written[:3] + written[4:6]
+
+
 async def test_the_projects_own_ci_file_path_is_guarded_and_followed() -> None:
     forge = FakeForge(ForgeKind.GITLAB)
     files = {
