@@ -43,22 +43,36 @@ def local_includes(document: object, own: str = "") -> tuple[str, ...]:
     repository: ``include: path``, ``include: [path, ...]`` and ``{local: path}``
     entries (a string that is a URL is a remote include), and the ``file`` entries of a
     ``project:`` include and the files of a ``component:`` that name the project ``own``
-    (its path, any case) or a CI variable (``$CI_PROJECT_PATH``: it may be this one).
-    Other projects, templates and components are not this repository's."""
+    (its path, any case) or a CI variable (``$CI_PROJECT_PATH``: it may be this one),
+    and the same entries of a job's ``trigger: include:`` (a child pipeline). Other
+    projects, templates and components are not this repository's."""
     if not isinstance(document, dict):
         return ()
-    entries = document.get("include")
-    if isinstance(entries, str | dict):
-        entries = [entries]
-    if not isinstance(entries, list):
-        return ()
     found: list[str] = []
-    for entry in entries[:MAX_ENTRIES]:
+    for entry in (*_entries(document), *_child_entries(document))[:MAX_ENTRIES]:
         for path in _entry_paths(entry, own):
             pattern = repo_path(_VARIABLE.sub("*", path))
             if pattern:
                 found.append(pattern)
     return tuple(dict.fromkeys(found))
+
+
+def _entries(holder: dict[Any, Any]) -> list[object]:
+    entries = holder.get("include")
+    if isinstance(entries, str | dict):
+        return [entries]
+    return entries if isinstance(entries, list) else []
+
+
+def _child_entries(document: dict[Any, Any]) -> list[object]:
+    """The ``include`` entries of the jobs' ``trigger:``: child pipelines run from files
+    of this repository, with the project's CI variables."""
+    found: list[object] = []
+    for job in document.values():
+        trigger = job.get("trigger") if isinstance(job, dict) else None
+        if isinstance(trigger, dict):
+            found += _entries(trigger)
+    return found
 
 
 def _names_own(project: str, own: str) -> bool:

@@ -199,6 +199,21 @@ async def test_files_the_project_includes_from_itself_by_name_are_guarded() -> N
     assert await guarded(forge, repo, written) == written[:3] + written[4:6]
 
 
+async def test_a_child_pipelines_file_is_guarded_and_followed() -> None:
+    """A job's ``trigger: include:`` runs a child pipeline from a file of the repository,
+    with the project's CI variables as the parent's jobs: a CI definition too."""
+    forge = FakeForge(ForgeKind.GITLAB)
+    files = {
+        ".gitlab-ci.yml": "deploy:\n  trigger:\n    include: ci/child.yml\n"
+        "docs:\n  trigger:\n    include:\n      - local: ci/docs.yml\n"
+        "other:\n  trigger: {project: other/project}\n",
+        "ci/child.yml": "include: {local: ci/grandchild.yml}\n",
+    }
+    repo = forge.add_repo(GL_REPO, files)
+    written = ["ci/child.yml", "ci/docs.yml", "ci/grandchild.yml", "src/app.py"]
+    assert await guarded(forge, repo, written) == written[:3]
+
+
 async def test_the_projects_own_ci_file_path_is_guarded_and_followed() -> None:
     forge = FakeForge(ForgeKind.GITLAB)
     files = {
