@@ -26,6 +26,13 @@ CLOSE_BRACKETS = (
 # /, fullwidth, fraction, division, big solidus
 SLASHES = "/\uff0f\u2044\u2215\u29f8"
 _FULLWIDTH = 0xFEE0  # fullwidth ASCII (U+FF01..U+FF5E) is ASCII moved by this
+# What a model does not see between a tag's characters: white space and the invisible
+# format characters (soft hyphen, zero-width, bidirectional controls, word joiners,
+# variation selectors, BOM). ``untrusted`` removes them; an escape must read past them.
+_GAP = (
+    "[\\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]*"
+)
 
 
 def ascii_of(char: str) -> str:
@@ -40,14 +47,15 @@ def _letters(word: str) -> str:
         forms = {char.lower(), char.upper()}
         forms |= {chr(ord(form) + _FULLWIDTH) for form in forms if "!" <= form <= "~"}
         parts.append("[" + "".join(re.escape(form) for form in sorted(forms)) + "]")
-    return "".join(parts)
+    return _GAP.join(parts)
 
 
 def tag_head(words: Iterable[str]) -> re.Pattern[str]:
     """The opening bracket of anything that reads as a fence tag for one of ``words``
-    (``<tool_output``, ``</ untrusted``, ``＜／ｔｏｏｌ＿ｏｕｔｐｕｔ``...): the match is the
+    (``<tool_output``, ``</ untrusted``, ``＜／ｔｏｏｌ＿ｏｕｔｐｕｔ``, ``</tool\u200b_output``:
+    invisible characters anywhere between its characters...): the match is the
     bracket alone (the rest is a look-ahead), for an escape to replace."""
     names = "|".join(_letters(word) for word in words)
     slash = "[" + re.escape(SLASHES) + "]"
-    pattern = f"[{re.escape(OPEN_BRACKETS)}](?=\\s*(?:{slash}\\s*)?(?:{names}))"
+    pattern = f"[{re.escape(OPEN_BRACKETS)}](?={_GAP}(?:{slash}{_GAP})?(?:{names}))"
     return re.compile(pattern, re.IGNORECASE)

@@ -5,7 +5,9 @@ Git keeps a path it could not merge in the index's higher stages (``git ls-files
 until it is added again; in the file it writes conflict markers whose length the
 repository's attributes choose (``conflict-marker-size``, seven by default). A path still
 unmerged whose file holds a marker line of any length those attributes name (in the
-working tree or in the index, which a sandboxed command cannot change) is unresolved.
+working tree or in the index, which a sandboxed command cannot change) is unresolved,
+read in the file's ``working-tree-encoding`` too (git writes a UTF-16 file's markers in
+UTF-16).
 Pure: the parsing of git's output and the reading of one file.
 """
 
@@ -15,14 +17,18 @@ from pathlib import Path
 
 __all__ = [
     "DEFAULT_MARKER_SIZE",
+    "conflict_attributes",
     "has_markers",
     "marker_sizes",
     "parse_status",
+    "tree_encodings",
     "unmerged_paths",
 ]
 
 DEFAULT_MARKER_SIZE = 7  # git's own, where no attribute names another
 _MARKER_CHARS = (b"<", b">", b"|")  # ours, theirs, and the base of the diff3 style
+_NO_VALUE = frozenset({"", "unspecified", "set", "unset"})
+_RAW: frozenset[str] = frozenset({""})
 
 
 def unmerged_paths(ls_files_u: str, diff_filter_u: str) -> list[str]:
@@ -34,14 +40,17 @@ def unmerged_paths(ls_files_u: str, diff_filter_u: str) -> list[str]:
 
 
 def _size(value: str) -> int:
-    """Git's reading of the attribute's value: its leading digits, or the default when
-    they name no positive number (``unspecified``, ``set``, ``unset``, garbage)."""
+    """Git's reading of the attribute's value (C's ``atoi``): leading white space, a sign,
+    then ASCII digits; the default when they name no positive number (``unspecified``,
+    ``set``, ``unset``, ``-3``, garbage). ``+12`` is twelve to git."""
+    text = value.lstrip(" \t\n\v\f\r")
+    sign, text = (text[0], text[1:]) if text[:1] in ("+", "-") else ("+", text)
     digits = ""
-    for char in value.strip():
-        if not char.isdigit():
+    for char in text:
+        if char not in "0123456789":
             break
         digits += char
-    size = int(digits) if digits and len(digits) < 10 else 0
+    size = int(digits) if digits and len(digits) < 10 and sign == "+" else 0
     return size if size > 0 else DEFAULT_MARKER_SIZE
 
 
@@ -52,9 +61,33 @@ def marker_sizes(paths: list[str], *check_attr: str) -> dict[str, frozenset[int]
     for output in check_attr:
         fields = output.split("\0")
         for at in range(0, len(fields) - 2, 3):
-            path, value = fields[at], fields[at + 2]
-            sizes.setdefault(path, {DEFAULT_MARKER_SIZE}).add(_size(value))
+            path, name, value = fields[at : at + 3]
+            if name == "conflict-marker-size":
+                sizes.setdefault(path, {DEFAULT_MARKER_SIZE}).add(_size(value))
     return {path: frozenset(found) for path, found in sizes.items()}
+
+
+def tree_encodings(paths: list[str], *check_attr: str) -> dict[str, frozenset[str]]:
+    """Each path's encodings in the working tree from ``check-attr -z
+    working-tree-encoding`` outputs ("" for the bytes as they are, always among them):
+    git writes a conflicted file, markers and all, in that encoding."""
+    found: dict[str, set[str]] = {path: {""} for path in paths}
+    for output in check_attr:
+        fields = output.split("\0")
+        for at in range(0, len(fields) - 2, 3):
+            path, name, value = fields[at : at + 3]
+            if name == "working-tree-encoding" and value not in _NO_VALUE:
+                found.setdefault(path, {""}).add(value)
+    return {path: frozenset(names) for path, names in found.items()}
+
+
+def conflict_attributes(
+    paths: list[str], *check_attr: str
+) -> dict[str, tuple[frozenset[int], frozenset[str]]]:
+    """Each path's marker lengths and working-tree encodings (``has_markers``'s arguments)
+    from ``check-attr -z conflict-marker-size working-tree-encoding`` outputs."""
+    sizes, encodings = marker_sizes(paths, *check_attr), tree_encodings(paths, *check_attr)
+    return {path: (sizes[path], encodings[path]) for path in paths}
 
 
 def _is_marker(line: bytes, size: int) -> bool:
@@ -66,13 +99,25 @@ def _is_marker(line: bytes, size: int) -> bool:
     return False
 
 
-def has_markers(path: Path, sizes: frozenset[int]) -> bool:
-    """Whether the file holds a line git writes around a conflict, at any of ``sizes``."""
+def has_markers(path: Path, sizes: frozenset[int], encodings: frozenset[str] = _RAW) -> bool:
+    """Whether the file holds a line git writes around a conflict, at any of ``sizes``,
+    read in any of ``encodings`` ("": its bytes; a file that does not read in one, or an
+    encoding Python does not know, counts as holding markers)."""
     try:
         with path.open("rb") as handle:
-            return any(_is_marker(line, size) for line in handle for size in sizes)
+            if any(_is_marker(line, size) for line in handle for size in sizes):
+                return True
+        data = path.read_bytes() if encodings - _RAW else b""
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return False
+    for encoding in encodings - _RAW:
+        try:
+            text = data.decode(encoding).encode("utf-8")
+        except (LookupError, UnicodeError):
+            return True
+        if any(_is_marker(line, size) for line in text.splitlines(True) for size in sizes):
+            return True
+    return False
 
 
 def parse_status(porcelain: str) -> list[str]:

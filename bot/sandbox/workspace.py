@@ -25,7 +25,7 @@ from pathlib import Path
 from bot import offload
 from bot.forges.base import CloneAuth
 from bot.paths import resolve_inside
-from bot.sandbox.git_state import has_markers, marker_sizes, parse_status, unmerged_paths
+from bot.sandbox.git_state import conflict_attributes, has_markers, parse_status, unmerged_paths
 from bot.sandbox.gitcmd import GitResult, Identity, WorkspaceError, base_env, run_git
 from bot.sandbox.tree_walk import remove_tree, walk
 
@@ -324,11 +324,11 @@ class Workspace:
         the attributes name (the working tree's, the index's, git's default)."""
         conflicted = await self._unmerged()
         names = "".join(f"{p}\0" for p in conflicted).encode()
-        found = [await self._git("check-attr", "-z", "--stdin", *where,
-                                 "conflict-marker-size", stdin=names)
+        found = [await self._git("check-attr", "-z", "--stdin", *where, "conflict-marker-size",
+                                 "working-tree-encoding", stdin=names)
                  for where in ([], ["--cached"]) if conflicted]  # fmt: skip
-        sizes = marker_sizes(conflicted, *(f.stdout for f in found))
-        return [p for p in conflicted if await offload.run(has_markers, self.resolve(p), sizes[p])]
+        attrs = conflict_attributes(conflicted, *(f.stdout for f in found))
+        return [p for p in conflicted if await offload.run(has_markers, self.resolve(p), *attrs[p])]
 
     async def unpublished(self) -> bool:
         """Whether the branch has commits the remote is not known to have (a commit made

@@ -7,7 +7,8 @@ name them all: ``load_ci_includes`` reads the project's CI file on the default b
 the local files it includes (and those include, up to ``MAX_FILES`` files), and their
 paths join ``require_approval_paths`` for the task (``load_repo_config``). Wildcards
 (``configs/*.yml``, ``ci/**/*.yml``) and CI variables (``$CI_...``) stay globs, read as
-GitLab reads them (``**/`` is also no folder; ``?`` and ``[`` are plain characters). A
+GitLab reads them (``**/`` is also no folder; ``?`` and ``[`` are plain characters); the
+files a glob matches in the tree are read for their own includes as well. A
 pipeline that cannot be read whole (too large, too many includes) guards every YAML file
 instead. On GitHub the same call gives the folders of the local actions the workflows run
 (``local_actions``). ``local_includes`` is pure; ``load_ci_includes`` reads.
@@ -22,9 +23,9 @@ from typing import Any
 import yaml
 
 from bot.events import ForgeKind, RepoRef
-from bot.forges.base import Forge, NotFound
+from bot.forges.base import EntryKind, Forge, NotFound
 from bot.tools.local_actions import load_local_actions
-from bot.tools.policy import repo_path
+from bot.tools.policy import path_matches, repo_path
 
 log = logging.getLogger(__name__)
 
@@ -37,26 +38,66 @@ _VARIABLE = re.compile(r"\$\{?\w+\}?")
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ms, not seconds
 
 
-def local_includes(document: object) -> tuple[str, ...]:
+def local_includes(document: object, own: str = "") -> tuple[str, ...]:
     """The repository paths (globs kept) a parsed GitLab CI file includes from its own
     repository: ``include: path``, ``include: [path, ...]`` and ``{local: path}``
-    entries (a string that is a URL is a remote include; other keys name other
-    projects, templates or components)."""
+    entries (a string that is a URL is a remote include), and the ``file`` entries of a
+    ``project:`` include and the files of a ``component:`` that name the project ``own``
+    (its path, any case) or a CI variable (``$CI_PROJECT_PATH``: it may be this one),
+    and the same entries of a job's ``trigger: include:`` (a child pipeline). Other
+    projects, templates and components are not this repository's."""
     if not isinstance(document, dict):
         return ()
-    entries = document.get("include")
-    if isinstance(entries, str | dict):
-        entries = [entries]
-    if not isinstance(entries, list):
-        return ()
     found: list[str] = []
-    for entry in entries[:MAX_ENTRIES]:
-        path = entry.get("local") if isinstance(entry, dict) else entry
-        if isinstance(path, str) and "://" not in path:
+    for entry in (*_entries(document), *_child_entries(document))[:MAX_ENTRIES]:
+        for path in _entry_paths(entry, own):
             pattern = repo_path(_VARIABLE.sub("*", path))
             if pattern:
                 found.append(pattern)
     return tuple(dict.fromkeys(found))
+
+
+def _entries(holder: dict[Any, Any]) -> list[object]:
+    entries = holder.get("include")
+    if isinstance(entries, str | dict):
+        return [entries]
+    return entries if isinstance(entries, list) else []
+
+
+def _child_entries(document: dict[Any, Any]) -> list[object]:
+    """The ``include`` entries of the jobs' ``trigger:``: child pipelines run from files
+    of this repository, with the project's CI variables."""
+    found: list[object] = []
+    for job in document.values():
+        trigger = job.get("trigger") if isinstance(job, dict) else None
+        if isinstance(trigger, dict):
+            found += _entries(trigger)
+    return found
+
+
+def _names_own(project: str, own: str) -> bool:
+    return "$" in project or (bool(own) and project.strip("/").lower() == own.lower())
+
+
+def _entry_paths(entry: object, own: str) -> list[str]:
+    """The paths of this repository one ``include`` entry names."""
+    if isinstance(entry, str):
+        return [entry] if "://" not in entry else []
+    if not isinstance(entry, dict):
+        return []
+    local, project, component = entry.get("local"), entry.get("project"), entry.get("component")
+    if isinstance(local, str) and "://" not in local:
+        return [local]
+    if isinstance(project, str) and _names_own(project, own):
+        files = entry.get("file")
+        files = [files] if isinstance(files, str) else files
+        return [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
+    if isinstance(component, str):  # host/group/project/name@version
+        address = component.rpartition("@")[0] or component
+        where, _, name = address.partition("/")[2].rpartition("/")
+        if name and _names_own(where, own):
+            return [f"templates/{name}.yml", f"templates/{name}/**"]
+    return []
 
 
 def literal(path: str) -> str:
@@ -96,6 +137,7 @@ async def load_ci_includes(forge: Forge, repo: RepoRef, ref: str) -> tuple[str, 
         return ()
     found: list[str] = [] if start == GITLAB_CI_PATH else [literal(start)]
     queue, seen = [start], set[str]()
+    tree: list[str] | None = None
     while queue:
         path = queue.pop(0)
         if path in seen:
@@ -120,8 +162,23 @@ async def load_ci_includes(forge: Forge, repo: RepoRef, ref: str) -> tuple[str, 
                 MAX_FILE_BYTES,
             )
             return (*found, *UNKNOWN)
-        for included in local_includes(_parse(file.content)):
+        for included in local_includes(_parse(file.content), repo.full_name):
             found.append(literal(included))
             if "*" not in included:
                 queue.append(included)
+                continue
+            if tree is None:  # the files a wildcard matches include files of their own
+                tree = await _yaml_files(forge, repo, ref)
+            queue.extend(p for p in tree if path_matches(p, literal(included)))
     return tuple(dict.fromkeys(found))
+
+
+async def _yaml_files(forge: Forge, repo: RepoRef, ref: str) -> list[str]:
+    """Every YAML file of the repository at ``ref`` (what a wildcard include may match)."""
+    try:
+        entries = await forge.list_tree(repo, ref=ref, recursive=True)
+    except NotFound:
+        return []
+    return sorted(
+        e.path for e in entries if e.kind == EntryKind.FILE and e.path.endswith((".yml", ".yaml"))
+    )

@@ -165,6 +165,55 @@ async def test_wildcard_includes_are_read_as_gitlab_reads_them() -> None:
     assert await guarded(forge, repo, written) == written[:6]
 
 
+async def test_files_a_wildcard_include_matches_are_followed_too() -> None:
+    """A file a wildcard include matches is a pipeline file like any other: what it
+    includes runs in CI too (GitLab follows nested includes from every included file)."""
+    forge = FakeForge(ForgeKind.GITLAB)
+    files = {
+        ".gitlab-ci.yml": "include: {local: 'ci/*.yml'}\n",
+        "ci/a.yml": "include: {local: scripts/build.yml}\n",
+        "scripts/build.yml": "build: {script: [make]}\n",
+        "scripts/other.yml": "x: {}\n",
+    }
+    repo = forge.add_repo(GL_REPO, files)
+    written = ["scripts/build.yml", "scripts/other.yml", "ci/b.yml", "src/app.py"]
+    assert await guarded(forge, repo, written) == ["scripts/build.yml", "ci/b.yml"]
+
+
+async def test_files_the_project_includes_from_itself_by_name_are_guarded() -> None:
+    """``include: project:`` naming the project itself (by its path or ``$CI_PROJECT_PATH``,
+    at the pushed commit) and a CI/CD component of the project itself run the branch's
+    own files, as ``local:`` does."""
+    forge = FakeForge(ForgeKind.GITLAB)
+    pipeline = (
+        "include:\n"
+        "  - project: '$CI_PROJECT_PATH'\n    ref: '$CI_COMMIT_SHA'\n    file: ci/own.yml\n"
+        f"  - project: '{GL_REPO.upper()}'\n    ref: '$CI_COMMIT_REF_NAME'\n"
+        "    file: [ci/one.yml, /ci/two.yml]\n"
+        "  - project: other/project\n    file: ci/theirs.yml\n"
+        "  - component: $CI_SERVER_FQDN/$CI_PROJECT_PATH/lint@$CI_COMMIT_SHA\n"
+    )
+    repo = forge.add_repo(GL_REPO, {".gitlab-ci.yml": pipeline})
+    written = ["ci/own.yml", "ci/one.yml", "ci/two.yml", "ci/theirs.yml", "templates/lint.yml",
+               "templates/lint/template.yml", "src/app.py"]  # fmt: skip
+    assert await guarded(forge, repo, written) == written[:3] + written[4:6]
+
+
+async def test_a_child_pipelines_file_is_guarded_and_followed() -> None:
+    """A job's ``trigger: include:`` runs a child pipeline from a file of the repository,
+    with the project's CI variables as the parent's jobs: a CI definition too."""
+    forge = FakeForge(ForgeKind.GITLAB)
+    files = {
+        ".gitlab-ci.yml": "deploy:\n  trigger:\n    include: ci/child.yml\n"
+        "docs:\n  trigger:\n    include:\n      - local: ci/docs.yml\n"
+        "other:\n  trigger: {project: other/project}\n",
+        "ci/child.yml": "include: {local: ci/grandchild.yml}\n",
+    }
+    repo = forge.add_repo(GL_REPO, files)
+    written = ["ci/child.yml", "ci/docs.yml", "ci/grandchild.yml", "src/app.py"]
+    assert await guarded(forge, repo, written) == written[:3]
+
+
 async def test_the_projects_own_ci_file_path_is_guarded_and_followed() -> None:
     forge = FakeForge(ForgeKind.GITLAB)
     files = {
