@@ -6,19 +6,26 @@ or a folder already at a path being written, or a link on the way to it, refuses
 copy (``TreeRefused``) before anything is written through it. Links in the copied tree
 are copied as links (never followed); FIFOs, sockets and devices are left out. A copy
 that fails removes what it made. Synchronous file work: call it in a thread.
+
+The one link-safe copy and removal of the sandbox: ``copy_file``, ``remove``,
+``open_dir`` and ``lstat`` also serve ``upper_sync.py``, which runs by path in a process
+of its own and loads this file beside it. Standard library only, therefore.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_DEPTH = 256
 CHUNK = 1 << 20
 # (path relative to the copied top, its bytes) -> the bytes to write
@@ -49,7 +56,7 @@ def open_folder(root: Path, names: tuple[str, ...], *, create: bool) -> int:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o755, dir_fd=fd)
             try:
-                inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                inner = os.open(name, DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise TreeRefused(f"{name}: a link or not a folder, on the way") from None
@@ -93,7 +100,8 @@ def remove_path(root: Path, rel: str) -> None:
     except (TreeRefused, OSError):
         return
     try:
-        _remove(parent, names[-1])
+        with contextlib.suppress(OSError):
+            remove(parent, names[-1])
     finally:
         os.close(parent)
 
@@ -103,8 +111,11 @@ class _Edits:
         self.rewrites = rewrites
         self.rewrite = rewrite
 
-    def wanted(self, path: PurePosixPath) -> bool:
-        return self.rewrite is not None and self.rewrites is not None and self.rewrites(path)
+    def of(self, path: PurePosixPath) -> Callable[[bytes], bytes] | None:
+        """What changes the bytes of ``path``, if anything does."""
+        if self.rewrite is None or self.rewrites is None or not self.rewrites(path):
+            return None
+        return functools.partial(self.rewrite, path)
 
 
 def _copy_top(source: int, target: int, name: str, edits: _Edits) -> None:
@@ -113,7 +124,8 @@ def _copy_top(source: int, target: int, name: str, edits: _Edits) -> None:
     except FileExistsError:
         raise TreeRefused(f"{name}: already there") from None
     except BaseException:
-        _remove(target, name)  # made here: the name was free (O_EXCL) when the copy began
+        with contextlib.suppress(OSError):  # made here: the name was free (O_EXCL) at first
+            remove(target, name)
         raise
 
 
@@ -126,58 +138,129 @@ def _copy(source: int, target: int, name: str, rel: PurePosixPath, edits: _Edits
         os.symlink(os.readlink(name, dir_fd=source), name, dir_fd=target)
     elif stat.S_ISDIR(info.st_mode):
         os.mkdir(name, 0o700, dir_fd=target)
-        inner_source = os.open(name, _DIR_FLAGS, dir_fd=source)
+        inner_source = os.open(name, DIR_FLAGS, dir_fd=source)
         try:
-            inner_target = os.open(name, _DIR_FLAGS, dir_fd=target)
+            inner_target = os.open(name, DIR_FLAGS, dir_fd=target)
             try:
                 for child in sorted(os.listdir(inner_source)):
                     _copy(inner_source, inner_target, child, rel / child, edits, depth + 1)
-                os.chmod(inner_target, stat.S_IMODE(info.st_mode) & 0o777)
-                os.utime(inner_target, ns=(info.st_atime_ns, info.st_mtime_ns))
+                keep_mode(inner_target, info)
             finally:
                 os.close(inner_target)
         finally:
             os.close(inner_source)
     elif stat.S_ISREG(info.st_mode):
-        _copy_file(source, target, name, info, rel, edits)
+        copy_file(source, name, target, name, info, edit=edits.of(rel))
 
 
-def _copy_file(source: int, target: int, name: str, info: os.stat_result,
-               rel: PurePosixPath, edits: _Edits) -> None:  # fmt: skip
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    reader = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=source)
+def keep_mode(fd: int, info: os.stat_result) -> None:
+    """Give the open ``fd`` the ``rwx`` bits (no set-id, no sticky bit) and times of ``info``."""
+    os.fchmod(fd, stat.S_IMODE(info.st_mode) & 0o777)
+    os.utime(fd, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def lstat(dir_fd: int, name: str) -> os.stat_result | None:
     try:
-        writer = os.open(name, flags, 0o600, dir_fd=target)
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def remove(dir_fd: int, name: str) -> bool:
+    """Remove ``name`` under ``dir_fd`` (a link itself, a folder with all it holds,
+    never following a link); False when nothing is there."""
+    old = lstat(dir_fd, name)
+    if old is None:
+        return False
+    if stat.S_ISDIR(old.st_mode):
         try:
-            if edits.wanted(rel) and edits.rewrite is not None:
-                data = edits.rewrite(rel, _read_all(reader))
-                _write_all(writer, data)
+            shutil.rmtree(name, dir_fd=dir_fd)  # fd-based: never follows
+        except RecursionError:  # rmtree recurses per level (Python 3.11)
+            raise OSError(f"{name}: folders nested too deep to remove here") from None
+    else:
+        os.unlink(name, dir_fd=dir_fd)
+    return True
+
+
+def open_dir(dir_fd: int, name: str, *, claim: bool = False) -> int:
+    """The folder ``name`` under ``dir_fd``, never through a link; ``claim``: a folder
+    without rights for us is ours to read (a layer the bot owns) and gets them."""
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    except PermissionError:
+        if not claim:
+            raise
+        os.chmod(name, 0o700, dir_fd=dir_fd)
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+
+
+def copy_file(
+    src: int,
+    name: str,
+    dst: int,
+    new: str,
+    info: os.stat_result,
+    *,
+    claim: bool = False,
+    edit: Callable[[bytes], bytes] | None = None,
+) -> None:
+    """Copy the file ``name`` under ``src`` to a new file ``new`` under ``dst`` (which
+    must not exist: ``O_EXCL``), neither end followed through a link; the ``rwx`` bits
+    and times of ``info`` kept, holes kept (a sparse file stays sparse), in the kernel
+    where it can. ``edit`` changes the bytes; ``claim`` as for ``open_dir``."""
+    try:
+        reader = os.open(name, _READ_FLAGS, dir_fd=src)
+    except PermissionError:
+        if not claim:
+            raise
+        os.chmod(name, 0o600, dir_fd=src)
+        reader = os.open(name, _READ_FLAGS, dir_fd=src)
+    try:
+        writer = os.open(new, _NEW_FLAGS, 0o600, dir_fd=dst)
+        try:
+            if edit is not None:
+                _write_all(writer, edit(_read_all(reader)), 0)
             else:
-                _pump(reader, writer, info.st_size)
-            os.fchmod(writer, stat.S_IMODE(info.st_mode) & 0o777)
-            os.utime(writer, ns=(info.st_atime_ns, info.st_mtime_ns))
+                _copy_data(reader, writer, info)
+            keep_mode(writer, info)
         finally:
             os.close(writer)
     finally:
         os.close(reader)
 
 
-def _pump(reader: int, writer: int, size: int) -> None:
-    """Copy the whole file, in the kernel where it can."""
-    try:
-        left = size
-        while left > 0:
-            sent = os.copy_file_range(reader, writer, min(left, 1 << 30))
-            if sent == 0:
+def _copy_data(reader: int, writer: int, info: os.stat_result) -> None:
+    size = info.st_size
+    if info.st_blocks * 512 >= size:  # no hole: one range, no seeking
+        _copy_range(reader, writer, 0, size)
+        return
+    offset = 0
+    while offset < size:
+        try:
+            data = os.lseek(reader, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nothing but a hole up to the end
                 break
-            left -= sent
-        else:
-            return
+            raise
+        offset = min(os.lseek(reader, data, os.SEEK_HOLE), size)
+        _copy_range(reader, writer, data, offset)
+    os.ftruncate(writer, size)
+
+
+def _copy_range(reader: int, writer: int, start: int, end: int) -> None:
+    """Copy bytes ``start`` to ``end`` at the same place, in the kernel where it can."""
+    try:
+        while start < end:
+            sent = os.copy_file_range(reader, writer, end - start, start, start)
+            if sent == 0:
+                return
+            start += sent
+        return
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
             raise
-    while chunk := os.read(reader, CHUNK):  # the rest (or all) the plain way
-        _write_all(writer, chunk)
+    while start < end and (chunk := os.pread(reader, min(CHUNK, end - start), start)):
+        start = _write_all(writer, chunk, start)
 
 
 def _read_all(fd: int) -> bytes:
@@ -187,18 +270,9 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes, offset: int) -> int:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
-
-
-def _remove(parent: int, name: str) -> None:
-    try:
-        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(info.st_mode):
-        shutil.rmtree(name, dir_fd=parent, ignore_errors=True)  # fd-based: never follows
-    else:
-        os.unlink(name, dir_fd=parent)
+        done = os.pwrite(fd, view, offset)
+        view, offset = view[done:], offset + done
+    return offset

@@ -24,21 +24,39 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib.util
 import json
 import os
 import resource
 import secrets
-import shutil
 import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+
+def _beside(name: str) -> ModuleType:
+    """The module ``name`` in this file's folder, loaded by its path (run by path with
+    ``-I``, the bot's package is not what this process imports)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_bot_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING or __package__:
+    from bot.sandbox import safe_tree
+else:
+    safe_tree = _beside("safe_tree")  # the one link-safe copy and removal
 
 OPAQUE = "user.overlay.opaque"
-MAX_DEPTH = 256
-_CHUNK = 1 << 20
+MAX_DEPTH = safe_tree.MAX_DEPTH
 _MAX_ERRORS = 20
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass
@@ -82,7 +100,7 @@ class _Sync:
             kind = stat.S_IFMT(mode) | (stat.S_IMODE(mode) & 0o777)
             self.place(dst, name, lambda tmp: os.mknod(tmp, kind, dir_fd=dst))
         else:  # a whiteout (a device 0/0: nothing else can be made in the sandbox)
-            if _remove(dst, name):
+            if safe_tree.remove(dst, name):
                 self.summary.removed += 1
 
     def folder(
@@ -91,14 +109,13 @@ class _Sync:
         if depth >= MAX_DEPTH:
             self.summary.error(path, f"not kept: more than {MAX_DEPTH} folders deep")
             return
-        sub_src = _open_layer_dir(src, name)
+        sub_src = safe_tree.open_dir(src, name, claim=True)
         try:
             opaque = _is_opaque(sub_src)
             sub_dst = _folder_on_disk(dst, name, replace=opaque)
             try:
                 self.merge(sub_src, sub_dst, path, depth + 1)
-                os.chmod(sub_dst, stat.S_IMODE(info.st_mode) & 0o777)
-                os.utime(sub_dst, ns=(info.st_atime_ns, info.st_mtime_ns))
+                safe_tree.keep_mode(sub_dst, info)
             finally:
                 os.close(sub_dst)
         finally:
@@ -111,7 +128,9 @@ class _Sync:
                 first, tmp, src_dir_fd=self.root, dst_dir_fd=dst, follow_symlinks=False
             ))  # fmt: skip
             return
-        self.place(dst, name, lambda tmp: _copy_file(src, name, dst, tmp, info))
+        self.place(
+            dst, name, lambda tmp: safe_tree.copy_file(src, name, dst, tmp, info, claim=True)
+        )
         self.summary.files += 1
         if info.st_nlink > 1:
             self.links[info.st_ino] = path
@@ -121,42 +140,13 @@ class _Sync:
         tmp = f".bot-sync-{secrets.token_hex(6)}"
         try:
             make(tmp)
-            old = _lstat(dst, name)
+            old = safe_tree.lstat(dst, name)
             if old is not None and stat.S_ISDIR(old.st_mode):
-                _remove(dst, name)
+                safe_tree.remove(dst, name)
             os.replace(tmp, name, src_dir_fd=dst, dst_dir_fd=dst)
         except BaseException:
-            _remove(dst, tmp)
+            safe_tree.remove(dst, tmp)
             raise
-
-
-def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-
-
-def _remove(dir_fd: int, name: str) -> bool:
-    old = _lstat(dir_fd, name)
-    if old is None:
-        return False
-    if stat.S_ISDIR(old.st_mode):
-        try:
-            shutil.rmtree(name, dir_fd=dir_fd)
-        except RecursionError:  # rmtree recurses per level (Python 3.11)
-            raise OSError(f"{name}: folders nested too deep to remove here") from None
-    else:
-        os.unlink(name, dir_fd=dir_fd)
-    return True
-
-
-def _open_layer_dir(src: int, name: str) -> int:
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=src)
-    except PermissionError:  # the command took its own rights away: the layer is ours
-        os.chmod(name, 0o700, dir_fd=src)
-        return os.open(name, _DIR_FLAGS, dir_fd=src)
 
 
 def _is_opaque(fd: int) -> bool:
@@ -171,63 +161,20 @@ def _is_opaque(fd: int) -> bool:
 def _folder_on_disk(dst: int, name: str, *, replace: bool) -> int:
     """The folder ``name`` on disk, opened without following a link: the existing one
     (writable for us meanwhile), or a new one in place of whatever was there."""
-    old = _lstat(dst, name)
+    old = safe_tree.lstat(dst, name)
     if old is not None and (replace or not stat.S_ISDIR(old.st_mode)):
-        _remove(dst, name)
+        safe_tree.remove(dst, name)
         old = None
     if old is None:
         os.mkdir(name, 0o700, dir_fd=dst)
-    fd = os.open(name, _DIR_FLAGS, dir_fd=dst)
+    fd = safe_tree.open_dir(dst, name)
     with contextlib.suppress(PermissionError):  # not ours: writing in it may still work
         os.chmod(fd, 0o700 | stat.S_IMODE(os.fstat(fd).st_mode))
     return fd
 
 
-def _copy_file(src: int, name: str, dst: int, tmp: str, info: os.stat_result) -> None:
-    try:
-        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src)
-    except PermissionError:
-        os.chmod(name, 0o600, dir_fd=src)
-        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src)
-    try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        target = os.open(tmp, flags, 0o600, dir_fd=dst)
-        try:
-            _copy_data(source, target, info.st_size)
-            os.chmod(target, stat.S_IMODE(info.st_mode) & 0o777)
-            os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
-        finally:
-            os.close(target)
-    finally:
-        os.close(source)
-
-
-def _copy_data(source: int, target: int, size: int) -> None:
-    """Copy only the data, hole by hole: a sparse file stays sparse."""
-    offset = 0
-    while offset < size:
-        try:
-            data = os.lseek(source, offset, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # nothing but a hole up to the end
-                break
-            raise
-        hole = os.lseek(source, data, os.SEEK_HOLE)
-        os.lseek(source, data, os.SEEK_SET)
-        os.lseek(target, data, os.SEEK_SET)
-        left = hole - data
-        while left > 0:
-            chunk = os.read(source, min(_CHUNK, left))
-            if not chunk:
-                break
-            os.write(target, chunk)
-            left -= len(chunk)
-        offset = hole
-    os.ftruncate(target, size)
-
-
 def apply(upper: int, root: str) -> Summary:
-    root_fd = os.open(root, _DIR_FLAGS)
+    root_fd = os.open(root, safe_tree.DIR_FLAGS)
     try:
         sync = _Sync(root_fd)
         sync.merge(upper, root_fd, "", 0)
