@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,8 @@ from bot.config import Settings
 from bot.eval.agent_run import Approve
 from bot.eval.compare import CompareRefused, compare_runs
 from bot.eval.mine_cli import add_mine_command, run_mine
-from bot.eval.results import read_results
 from bot.eval.run import RunOptions, RunRefused, run_eval
+from bot.eval.status import NotARun, run_status
 
 
 def add_eval_command(subparsers: Any) -> None:
@@ -32,6 +31,8 @@ def add_eval_command(subparsers: Any) -> None:
     run.add_argument("--max-tokens", type=_positive, help="tokens per task (1000 or more)")
     run.add_argument("--max-run-cost", type=float, help="US dollars for the whole run")
     run.add_argument("--max-run-tokens", type=_positive, help="tokens for the whole run")
+    queue = "put the tasks on the bot's queue for every machine's workers (PostgreSQL only)"
+    run.add_argument("--queue", action="store_true", help=queue)
     compare = verbs.add_parser("compare", help="two runs side by side, with the paired difference")
     compare.add_argument("run_a", type=Path)
     compare.add_argument("run_b", type=Path)
@@ -62,7 +63,22 @@ def eval_command(settings: Settings, args: argparse.Namespace) -> int:
     return _run(settings, args)
 
 
+def queue_refusal(settings: Settings) -> str:
+    """Why ``--queue`` cannot be used with these settings (always something for now: the
+    workers cannot yet run an evaluation task; see docs/eval.md)."""
+    instead = "run without --queue (--workers N runs tasks side by side on this machine)"
+    if settings.storage.backend != "postgres":
+        return (
+            "--queue needs PostgreSQL storage (storage.backend: postgres), whose queue the "
+            f"workers of every machine share; this bot stores in SQLite: {instead}"
+        )
+    return f"--queue is not available yet: the workers cannot run an evaluation task; {instead}"
+
+
 def _run(settings: Settings, args: argparse.Namespace) -> int:
+    if args.queue:
+        print(f"bot eval run: {queue_refusal(settings)}", file=sys.stderr)
+        return 2
     if args.max_tokens is not None and args.max_tokens < 1000:
         print("bot eval run: --max-tokens must be 1000 or more", file=sys.stderr)
         return 2
@@ -88,14 +104,10 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _status(run: Path) -> int:
-    if not (run / "run.json").is_file():
-        print(f"bot eval status: {run} is not a run folder", file=sys.stderr)
+    try:
+        status = run_status(run)
+    except NotARun as exc:
+        print(f"bot eval status: {exc}", file=sys.stderr)
         return 2
-    results = read_results(run)
-    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
-    resolved = sum(r.resolved for r in results)
-    running = sorted(p.name for p in (run / "tasks").glob("*")
-                     if p.name not in {r.instance_id for r in results})  # fmt: skip
-    print(f"{run}: model {meta.get('model')}; finished {len(results)}, resolved {resolved}; "
-          f"started, not finished: {', '.join(running) or 'none'}")  # fmt: skip
+    print(f"{run}: {status.line()}")
     return 0

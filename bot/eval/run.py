@@ -88,7 +88,7 @@ async def run_eval(settings: Settings, options: RunOptions, progress: Progress) 
     options = dataclasses.replace(options, folder=options.folder.absolute())
     models = RunModels(settings)
     folder = RunFolder(options.folder, models.name)
-    finished = await asyncio.to_thread(_open_folder, folder, options, models.name)
+    finished = await asyncio.to_thread(_open_folder, folder, options, models.name, len(tasks))
     done_ids = {r.instance_id for r in finished}
     for refusal in refused:
         progress(f"refused: {refusal}")
@@ -111,16 +111,27 @@ async def run_eval(settings: Settings, options: RunOptions, progress: Progress) 
     return summary
 
 
-def _open_folder(folder: RunFolder, options: RunOptions, model: str) -> list[TaskResult]:
+def _open_folder(
+    folder: RunFolder, options: RunOptions, model: str, total: int
+) -> list[TaskResult]:
     path = folder.path
     finished = read_results(path)
     if finished and not options.resume:
         raise RunRefused(f"{path} holds a run already: --resume to finish it, or another folder")
     path.mkdir(parents=True, exist_ok=True)
-    if not (path / "run.json").is_file():
+    meta_path = path / "run.json"
+    meta: dict[str, Any] = {}
+    if meta_path.is_file():
+        try:
+            meta = dict(json.loads(meta_path.read_text(encoding="utf-8")))
+        except (ValueError, TypeError):
+            raise RunRefused(f"{meta_path} is not a run's description (JSON object)") from None
+    else:
         meta = {"tasks": str(options.tasks), "model": model, "approve": options.approve.value,
                 "started": time.time()}  # fmt: skip
-        (path / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    if meta.get("total") != total:  # what `bot eval status` counts the queued tasks by
+        meta["total"] = total
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     folder.mend(finished)
     return finished
 

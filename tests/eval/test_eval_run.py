@@ -199,7 +199,7 @@ def test_a_run_budget_stops_the_run_cleanly_and_resume_finishes_it(
     assert len((run / "predictions.jsonl").read_text().splitlines()) == 2
     capsys.readouterr()
     assert bot_eval(tmp_path, scripted, "status", str(run)) == 0
-    assert "finished 2, resolved 2" in capsys.readouterr().out
+    assert "done 2 of 2, started 0, queued 0; resolved 2;" in capsys.readouterr().out
     # a task's own budget stops that task as any task stops at its budget
     small = tmp_path / "small"
     assert bot_eval(tmp_path, scripted, "run", str(tasks), "--out", str(small),
