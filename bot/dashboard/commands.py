@@ -7,6 +7,7 @@ REST API and ``/mcp`` cannot part."""
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from enum import StrEnum
 from typing import Protocol
 from urllib.parse import urlencode
 
@@ -38,7 +39,19 @@ class TaskView(Protocol):
     ) -> Awaitable[Response]: ...
 
 
-STEERING = ("approve", "reject", "answer", "stop", "pause", "resume", "retry")
+class Steering(StrEnum):
+    """A button of a task's page: the API's actions, and the two that take a text."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    ANSWER = "answer"
+    STOP = "stop"
+    PAUSE = "pause"
+    RESUME = "resume"
+    RETRY = "retry"
+
+
+STEERING = tuple(step.value for step in Steering)
 
 
 class Commands:
@@ -107,18 +120,20 @@ class Commands:
         fields = await web.form(request, limit=64_000)
         if fields is None or action not in STEERING:
             return Response("not a command of this page", status_code=400)
-        by = self._by()
+        step, by = Steering(action), self._by()
         try:
-            if action == "reject":
-                reason = fields.get("reason", "")
-                result = await self.api.reject(TaskReject(task_id=task_id, reason=reason), by=by)
-            elif action == "answer":
-                text = fields.get("text", "")
-                result = await self.api.answer(TaskAnswer(task_id=task_id, text=text), by=by)
-            else:
-                result = await self.api.act(
-                    TaskAction(task_id=task_id, action=Action(action)), by=by
-                )
+            match step:
+                case Steering.REJECT:
+                    reason = fields.get("reason", "")
+                    params = TaskReject(task_id=task_id, reason=reason)
+                    result = await self.api.reject(params, by=by)
+                case Steering.ANSWER:
+                    text = fields.get("text", "")
+                    result = await self.api.answer(TaskAnswer(task_id=task_id, text=text), by=by)
+                case _:
+                    result = await self.api.act(
+                        TaskAction(task_id=task_id, action=Action(step.value)), by=by
+                    )
         except Refusal as exc:
             return await self.task_view(request, status=exc.status, error=exc.detail)
         except ValueError:  # a parameter the models refuse (its length)
