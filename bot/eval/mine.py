@@ -21,7 +21,6 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +28,11 @@ from bot.config import Settings
 from bot.eval.checkout import CheckoutError, apply_patch
 from bot.eval.history import Candidate, candidates, linked_issue
 from bot.eval.prepared import Prepared, prepared, setup_failure
+from bot.eval.results import Statement
 from bot.eval.testrun import TestRun, TestStatus, discover
 from bot.events import RepoRef
 from bot.forges.base import Forge, ForgeError
 from bot.sandbox.gitcmd import WorkspaceError
-
-
-class Statement(StrEnum):
-    ISSUE = "issue"
-    COMMIT = "commit"
 
 
 @dataclass(frozen=True, slots=True)

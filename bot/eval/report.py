@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from bot.eval.results import TaskResult
+from bot.eval.results import Statement, TaskResult
 from bot.eval.stats import median, wilson
 
 # Seed 004's token budgets (13.4): per call for planning and reflection, per simple task.
@@ -115,7 +115,7 @@ def render(summary: dict[str, Any], results: Sequence[TaskResult]) -> str:
         "",
         "Problem statements: "
         + "; ".join(
-            f"from {'a commit message' if kind == 'commit' else 'an issue'}: "
+            f"from {'a commit message' if kind == Statement.COMMIT else 'an issue'}: "
             f"{entry['resolved']} of {entry['tasks']} resolved"
             for kind, entry in summary["by_statement"].items()
         ),

@@ -19,12 +19,21 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 RESULTS = "results.jsonl"
 PREDICTIONS = "predictions.jsonl"
 REFUSED = "refused.jsonl"
+
+
+class Statement(StrEnum):
+    """Where a task's problem statement came from: an issue, or (mined without one) the
+    commit's message."""
+
+    ISSUE = "issue"
+    COMMIT = "commit"
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class TaskResult:
     harness_seconds: float = 0.0  # the harness's own time: origin, diff, bookkeeping
     fail_to_pass: dict[str, str] = field(default_factory=dict)
     pass_to_pass: dict[str, str] = field(default_factory=dict)
-    statement: str = "issue"  # "commit" for a task mined without an issue
+    statement: str = Statement.ISSUE.value  # Statement.COMMIT: mined without an issue
 
     @property
     def tokens(self) -> int:

@@ -27,7 +27,7 @@ from bot.eval.checkout import CheckoutError
 from bot.eval.models import RunModels
 from bot.eval.origin import bot_patch, make_origin, source_repo
 from bot.eval.report import render, summarize
-from bot.eval.results import RunFolder, TaskResult, read_results
+from bot.eval.results import RunFolder, Statement, TaskResult, read_results
 from bot.eval.scoring import Score, score_patch
 from bot.eval.tasks import EvalTask, load_tasks
 from bot.sandbox.gitcmd import WorkspaceError
@@ -232,7 +232,7 @@ def _fresh(folder: Path) -> None:
 def _failed(task: EvalTask, why: str, took: float) -> TaskResult:
     return TaskResult(task.instance_id, False, why.splitlines()[0][:500] if why else "error",
                       Finish.ERROR.value, harness_seconds=took,
-                      statement=str(task.extra.get("statement", "issue")))  # fmt: skip
+                      statement=statement_of(task))  # fmt: skip
 
 
 def _result(
@@ -263,5 +263,10 @@ def _result(
         harness_seconds=harness,
         fail_to_pass={k: v.value for k, v in score.fail_to_pass.items()},
         pass_to_pass={k: v.value for k, v in score.pass_to_pass.items()},
-        statement=str(task.extra.get("statement", "issue")),
+        statement=statement_of(task),
     )
+
+
+def statement_of(task: EvalTask) -> str:
+    """Where the task's problem statement came from (``bot eval mine`` marks a commit's)."""
+    return str(task.extra.get("statement", Statement.ISSUE.value))
