@@ -20,6 +20,7 @@ import yaml
 from bot import cli_tasks
 from bot.config import ConfigError, Settings, load_settings, masked, secret_values
 from bot.eval.cli import add_eval_command, eval_command
+from bot.eval.queue_hook import EvalQueueHook
 from bot.events import IssueRef, TaskMode, TaskRequest
 from bot.runtime import Runtime
 from bot.storage.base import TaskState
@@ -140,7 +141,9 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # collect cycles less often so the collector does not stall requests under load.
     gc.set_threshold(20_000, 20, 20)
     runtime = Runtime.from_settings(settings)
-    worker = Worker(runtime) if role in ("all", "worker") else None
+    worker = None
+    if role in ("all", "worker"):  # it also runs `bot eval run --queue`'s tasks
+        worker = Worker(runtime, hook=EvalQueueHook(runtime.store, runtime.current_settings))
     if worker is not None and role == "worker" and args.port is None:
         return asyncio.run(_worker_only(runtime, worker))  # no HTTP at all (several on one host)
     app = create_app(runtime, worker=worker, webhooks=role != "worker")

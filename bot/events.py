@@ -331,6 +331,14 @@ class FollowUpRound(msgspec.Struct, frozen=True):
     comment_ids: tuple[int, ...] = ()
 
 
+class EvalRef(msgspec.Struct, frozen=True):
+    """Which evaluation task a queued task is: the run folder (an absolute path every
+    worker reaches) and the task's ``instance_id`` in it."""
+
+    run: str
+    instance_id: str
+
+
 @dataclass(frozen=True, slots=True)
 class TaskRequest:
     """What a trigger asks the worker to do. ``round``: a follow-up round on the bot's own
@@ -347,6 +355,9 @@ class TaskRequest:
     # The trace context the task was created in (a W3C traceparent carrier; bot.tracing):
     # its first run joins that trace. Empty while traces are off.
     trace_context: dict[str, str] = field(default_factory=dict, compare=False)
+    # A task of ``bot eval run --queue``: its run folder and instance (docs/eval.md); the
+    # worker's evaluation hook brings its forge and scores it when it ends.
+    evaluation: EvalRef | None = None
 
     def with_trace(self, context: dict[str, str]) -> TaskRequest:
         """This request with the trace context it is created in (itself without one)."""
@@ -364,11 +375,14 @@ class TaskRequest:
         }
         if self.trace_context:
             data["trace_context"] = dict(self.trace_context)
+        if self.evaluation is not None:
+            data["evaluation"] = msgspec.to_builtins(self.evaluation)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskRequest:
         found = data.get("round")
+        evaluation = data.get("evaluation")
         return cls(
             issue=msgspec.convert(data["issue"], IssueRef),
             requested_by=data["requested_by"],
@@ -378,4 +392,5 @@ class TaskRequest:
             previous_task_id=data.get("previous_task_id"),
             round=msgspec.convert(found, FollowUpRound) if found else None,
             trace_context=_strings(data.get("trace_context")),
+            evaluation=msgspec.convert(evaluation, EvalRef) if evaluation else None,
         )

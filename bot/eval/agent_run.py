@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bot.config import Settings
 from bot.eval.local_forge import LocalForge
@@ -25,9 +25,10 @@ from bot.oneshot import run_once
 from bot.record.state import AgentState
 from bot.run_events import Outcome, WaitKind
 from bot.runtime import Runtime
+from bot.storage.base import Checkpoints
 from bot.storage.sqlite import SqliteStore
 from bot.worker import Worker
-from bot.worker.operator import TaskCommand, command
+from bot.worker.operator import OperatorStore, TaskCommand, command
 
 NO_ANSWER = "no answer: decide"
 REQUESTER = "eval"
@@ -81,22 +82,28 @@ async def run_agent(
         outcome = await run_once(runtime, request)
         [task] = await store.list_tasks(limit=2)
         answered = 0
-        while outcome.state in _WAITS and answered < MAX_ROUNDS:
-            await _answer(store, task.id, approve)
+        while outcome.state in WAITS and answered < MAX_ROUNDS:
+            await answer_wait(store, task.id, approve)
             answered += 1
             outcome = await _again(runtime, task.id)
         checkpoint = await store.load_checkpoint(task.id) or {}
         took = time.monotonic() - started
-        await asyncio.to_thread(_keep_trajectory, settings.data_dir, task.id, folder)
+        await asyncio.to_thread(keep_trajectory, settings.data_dir, task.id, folder)
     finally:
         await store.close()
-    return _summed(outcome, checkpoint, took, answered)
+    return summed(outcome, checkpoint, took, answered)
 
 
-_WAITS = frozenset({TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL})
+WAITS = frozenset({TaskState.AWAITING_INPUT, TaskState.AWAITING_APPROVAL})
 
 
-async def _answer(store: SqliteStore, task_id: str, approve: Approve) -> None:
+class AnswerStore(Checkpoints, OperatorStore, Protocol):
+    """What answering a wait uses of the store."""
+
+
+async def answer_wait(store: AnswerStore, task_id: str, approve: Approve) -> None:
+    """What nobody answers on a benchmark: "no answer: decide" to a question, the
+    approval given or refused by ``--approve``; the task is queued again."""
     checkpoint = await store.load_checkpoint(task_id) or {}
     waiting = AgentState.from_dict(checkpoint).waiting if checkpoint else None
     if waiting is None or waiting.kind is WaitKind.ANSWERS:
@@ -119,7 +126,7 @@ async def _again(runtime: Runtime, task_id: str) -> Outcome:
     return await worker.run_task(leased)
 
 
-def _summed(outcome: Outcome, checkpoint: dict[str, Any], took: float, answered: int) -> AgentRun:
+def summed(outcome: Outcome, checkpoint: dict[str, Any], took: float, answered: int) -> AgentRun:
     setup = checkpoint.get("setup") if isinstance(checkpoint.get("setup"), dict) else {}
     setup_seconds = float((setup or {}).get("duration", 0.0) or 0.0)
     finish = _FINISH.get(outcome.state, Finish.ERROR)
@@ -135,12 +142,14 @@ def _summed(outcome: Outcome, checkpoint: dict[str, Any], took: float, answered:
     )
 
 
-def _keep_trajectory(data_dir: Path, task_id: str, folder: Path) -> None:
-    """The task's planning history and run report, copied into its folder; its
-    workspace and run directory in the shared data directory are removed."""
+def keep_trajectory(data_dir: Path, task_id: str, folder: Path) -> None:
+    """The task's planning history, added to its folder's ``trajectory.jsonl`` (a queued
+    task's runs on several workers each add theirs), and its run report copied there; its
+    workspace and run directory in the data directory are removed."""
     history = data_dir / "planning_history" / f"{task_id}.jsonl"
     if history.is_file():
-        shutil.copyfile(history, folder / "trajectory.jsonl")
+        with history.open("rb") as source, (folder / "trajectory.jsonl").open("ab") as kept:
+            shutil.copyfileobj(source, kept)
         history.unlink()
     run_dir = data_dir / "runs" / task_id
     if (run_dir / "report.md").is_file():

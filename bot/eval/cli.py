@@ -12,8 +12,10 @@ from bot.config import Settings
 from bot.eval.agent_run import Approve
 from bot.eval.compare import CompareRefused, compare_runs
 from bot.eval.mine_cli import add_mine_command, run_mine
-from bot.eval.run import RunOptions, RunRefused, run_eval
+from bot.eval.queue import queue_eval, queue_states
+from bot.eval.run import Progress, RunOptions, RunRefused, run_eval
 from bot.eval.status import NotARun, run_status
+from bot.storage.base import StoreError
 
 
 def add_eval_command(subparsers: Any) -> None:
@@ -59,25 +61,25 @@ def eval_command(settings: Settings, args: argparse.Namespace) -> int:
             return 2
         return 0
     if args.verb == "status":
-        return _status(args.run)
+        return _status(settings, args.run)
     return _run(settings, args)
 
 
 def queue_refusal(settings: Settings) -> str:
-    """Why ``--queue`` cannot be used with these settings (always something for now: the
-    workers cannot yet run an evaluation task; see docs/eval.md)."""
-    instead = "run without --queue (--workers N runs tasks side by side on this machine)"
+    """Why ``--queue`` cannot be used with these settings ("" when it can)."""
     if settings.storage.backend != "postgres":
+        instead = "run without --queue (--workers N runs tasks side by side on this machine)"
         return (
             "--queue needs PostgreSQL storage (storage.backend: postgres), whose queue the "
             f"workers of every machine share; this bot stores in SQLite: {instead}"
         )
-    return f"--queue is not available yet: the workers cannot run an evaluation task; {instead}"
+    return ""
 
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:
-    if args.queue:
-        print(f"bot eval run: {queue_refusal(settings)}", file=sys.stderr)
+    refusal = queue_refusal(settings) if args.queue else ""
+    if refusal:
+        print(f"bot eval run: {refusal}", file=sys.stderr)
         return 2
     if args.max_tokens is not None and args.max_tokens < 1000:
         print("bot eval run: --max-tokens must be 1000 or more", file=sys.stderr)
@@ -91,6 +93,8 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    if args.queue:
+        return _queue(settings, options, progress)
     try:
         summary = asyncio.run(run_eval(settings, options, progress))
     except RunRefused as exc:
@@ -103,11 +107,31 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(run: Path) -> int:
+def _queue(settings: Settings, options: RunOptions, progress: Progress) -> int:
+    try:
+        done = asyncio.run(queue_eval(settings, options, progress))
+    except RunRefused as exc:
+        print(f"bot eval run: {exc}", file=sys.stderr)
+        return 2
+    print(f"queued {done.queued}, on the queue already {done.on_queue}, scored here "
+          f"{done.scored}, failed {done.failed}, refused {done.refused}; the workers of "
+          f"`bot serve` run them; `bot eval status {options.folder}` follows the run")  # fmt: skip
+    return 0
+
+
+def _status(settings: Settings, run: Path) -> int:
     try:
         status = run_status(run)
     except NotARun as exc:
         print(f"bot eval status: {exc}", file=sys.stderr)
         return 2
     print(f"{run}: {status.line()}")
+    if status.queued_run:
+        try:
+            states = asyncio.run(queue_states(settings, run))
+        except StoreError as exc:
+            print(f"bot eval status: the queue cannot be read: {exc}", file=sys.stderr)
+            return 1
+        counts = ", ".join(f"{state.value} {states[state]}" for state in sorted(states)) or "none"
+        print(f"on the queue, not recorded yet: {counts}")
     return 0

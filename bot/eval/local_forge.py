@@ -4,8 +4,10 @@ A forge adapter like GitHub's and GitLab's (it implements ``Forge``), so the age
 on any task and nothing in it knows it is measured. The issue is the problem statement;
 nothing is posted anywhere: every comment the bot writes (the status comment edited in
 place, milestones, the completion or the request for a person) goes to the task folder's
-``comments.md``; the repository is the task's ``origin.git`` (``origin.py``), where the
-bot's pushes and commits land and its change request is only recorded.
+``comments.md`` (and, with the labels and the change request, to ``forge.json``, from
+which the next run's forge starts: ``forge_state.py``); the repository is the task's
+``origin.git`` (``origin.py``), where the bot's pushes and commits land and its change
+request is only recorded.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from bot.change_state import (
     ThreadComment,
 )
 from bot.eval.checkout import git
+from bot.eval.forge_state import STATE, ForgeState, load_state
 from bot.events import Actor, ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
     LOG_TAIL_BYTES,
@@ -54,14 +57,25 @@ class LocalIssue:
     """What the stand-in keeps of its one issue: the bot's comments and labels."""
 
     ref: IssueRef
-    comments: list[Comment] = field(default_factory=list)
-    labels: set[str] = field(default_factory=set)
-    change_requests: list[ChangeRequest] = field(default_factory=list)
+    state: ForgeState = field(default_factory=ForgeState)
+
+    @property
+    def comments(self) -> list[Comment]:
+        return self.state.comments
+
+    @property
+    def labels(self) -> set[str]:
+        return self.state.labels
+
+    @property
+    def change_requests(self) -> list[ChangeRequest]:
+        return self.state.change_requests
 
 
 class LocalForge:
     """One task's forge. ``kind`` is the one its repository is named under (GitHub's
-    by default), so the tools and texts are those of a real task."""
+    by default), so the tools and texts are those of a real task. What an earlier run
+    left in ``folder`` is read when it is built (a file read: build it in a thread)."""
 
     def __init__(
         self,
@@ -74,6 +88,7 @@ class LocalForge:
         requester: str,
         bot_login: str,
         kind: ForgeKind = ForgeKind.GITHUB,
+        number: int = ISSUE_NUMBER,
     ) -> None:
         self.kind = kind
         self.origin = origin
@@ -81,9 +96,10 @@ class LocalForge:
         self.bot_login = bot_login
         self.requester = requester
         repo_ref = RepoRef(kind, repo, default_branch=BASE_BRANCH)
-        issue = IssueRef(repo_ref, ISSUE_NUMBER, title=title, body=body, author=requester)
-        self.issue = LocalIssue(issue)
-        self._ids = itertools.count(1)
+        issue = IssueRef(repo_ref, number, title=title, body=body, author=requester)
+        state = load_state(folder)
+        self.issue = LocalIssue(issue, state)
+        self._ids = itertools.count(state.next_id())
         self._writing = asyncio.Lock()  # one write of comments.md at a time
 
     @property
@@ -95,7 +111,7 @@ class LocalForge:
     async def get_issue(
         self, repo: RepoRef, number: int, *, change_request: bool, comments: bool = True
     ) -> IssueDetails:
-        if number != ISSUE_NUMBER or change_request:
+        if number != self.issue.ref.number or change_request:
             raise NotFound(f"no issue {number} here", status=404)
         labels = tuple(sorted(self.issue.labels))
         ref = IssueRef(self.repo, number, title=self.issue.ref.title, body=self.issue.ref.body,
@@ -111,21 +127,23 @@ class LocalForge:
     async def create_comment(self, issue: IssueRef, body: str) -> Comment:
         comment = Comment(next(self._ids), body, self.bot_login)
         self.issue.comments.append(comment)
-        await self._write_comments()
+        await self._save()
         return comment
 
     async def edit_comment(self, issue: IssueRef, comment_id: int, body: str) -> None:
         for index, comment in enumerate(self.issue.comments):
             if comment.id == comment_id:
                 self.issue.comments[index] = Comment(comment_id, body, comment.author)
-                await self._write_comments()
+                await self._save()
                 return
         raise NotFound(f"no comment {comment_id}", status=404)
 
-    async def _write_comments(self) -> None:
+    async def _save(self) -> None:
         async with self._writing:
             parts = [f"<!-- comment {c.id} -->\n{c.body}\n" for c in self.issue.comments]
             text = "\n---\n\n".join(parts)
+            state = self.issue.state.to_json()
+            await asyncio.to_thread(_write, self.folder / STATE, state)
             await asyncio.to_thread(_write, self.folder / "comments.md", text)
 
     async def add_reaction(
@@ -138,9 +156,11 @@ class LocalForge:
 
     async def add_labels(self, issue: IssueRef, labels: list[str]) -> None:
         self.issue.labels.update(labels)
+        await self._save()
 
     async def remove_label(self, issue: IssueRef, label: str) -> None:
         self.issue.labels.discard(label)
+        await self._save()
 
     async def get_permission(self, repo: RepoRef, user: str) -> Permission:
         return Permission.ADMIN if user == self.requester else Permission.READ
@@ -240,6 +260,7 @@ class LocalForge:
         number = 100 + len(self.issue.change_requests)
         change = ChangeRequest(number, f"local:change/{number}", head, base, draft)
         self.issue.change_requests.append(change)
+        await self._save()
         await asyncio.to_thread(_write, self.folder / "change_request.md", f"# {title}\n\n{body}\n")
         return change
 

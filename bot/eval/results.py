@@ -12,12 +12,18 @@
 A task is finished when its line is in ``results.jsonl``; its prediction is appended after
 it (and added on ``--resume`` when a crash came in between), so nothing finished is lost or
 recomputed, and nothing is written twice. A last line cut by a crash is skipped.
+Several writers (the workers of a queued run, on one machine or several that share the
+folder) append under an exclusive lock on ``RUN/.lock`` (``flock``), so lines never mix
+and a task recorded by one is seen by the next.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -26,6 +32,7 @@ from typing import Any
 RESULTS = "results.jsonl"
 PREDICTIONS = "predictions.jsonl"
 REFUSED = "refused.jsonl"
+LOCK = ".lock"
 
 
 class Statement(StrEnum):
@@ -122,10 +129,25 @@ class RunFolder:
         self.path = path
         self.model = model
 
-    def record(self, result: TaskResult) -> None:
-        """The task is finished: its result, then its prediction."""
-        _append(self.path / RESULTS, result.to_json())
-        _append(self.path / PREDICTIONS, prediction(result, self.model))
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The folder's writers one at a time (an exclusive ``flock``, waited for)."""
+        with (self.path / LOCK).open("a") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def record(self, result: TaskResult) -> bool:
+        """The task is finished: its result, then its prediction; False (nothing
+        written) when it was recorded already."""
+        with self.locked():
+            if any(r.instance_id == result.instance_id for r in read_results(self.path)):
+                return False
+            _append(self.path / RESULTS, result.to_json())
+            _append(self.path / PREDICTIONS, prediction(result, self.model))
+            return True
 
     def refuse(self, line: str) -> None:
         _append(self.path / REFUSED, line)

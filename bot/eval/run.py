@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import ConfigError, Settings
-from bot.eval.agent_run import AgentRun, Approve, Finish, local_forge, run_agent
+from bot.eval.agent_run import Approve, local_forge, run_agent
+from bot.eval.budgets import Budgets
 from bot.eval.checkout import CheckoutError
 from bot.eval.models import RunModels
-from bot.eval.origin import bot_patch, make_origin, source_repo
+from bot.eval.origin import make_origin, source_repo
 from bot.eval.report import render, summarize
-from bot.eval.results import RunFolder, Statement, TaskResult, read_results
-from bot.eval.scoring import Score, score_patch
+from bot.eval.results import RunFolder, TaskResult, read_results
+from bot.eval.task_result import failed, result_of, scored
 from bot.eval.tasks import EvalTask, load_tasks
 from bot.sandbox.gitcmd import WorkspaceError
 
@@ -50,6 +51,10 @@ class RunOptions:
     task_tokens: int | None = None
     run_cost: float | None = None
     run_tokens: int | None = None
+
+    @property
+    def budgets(self) -> Budgets:
+        return Budgets(self.task_cost, self.task_tokens, self.run_cost, self.run_tokens)
 
 
 @dataclass
@@ -88,7 +93,7 @@ async def run_eval(settings: Settings, options: RunOptions, progress: Progress) 
     options = dataclasses.replace(options, folder=options.folder.absolute())
     models = RunModels(settings)
     folder = RunFolder(options.folder, models.name)
-    finished = await asyncio.to_thread(_open_folder, folder, options, models.name, len(tasks))
+    finished = await asyncio.to_thread(open_folder, folder, options, models.name, len(tasks))
     done_ids = {r.instance_id for r in finished}
     for refusal in refused:
         progress(f"refused: {refusal}")
@@ -107,13 +112,15 @@ async def run_eval(settings: Settings, options: RunOptions, progress: Progress) 
     results = [r for r in results if r.instance_id in wanted]
     summary = summarize(results, model=models.name, tasks=len(tasks), refused=len(refused),
                         not_run=tally.not_run, stopped=tally.stopped)  # fmt: skip
-    await asyncio.to_thread(_write_summary, options.folder, summary, render(summary, results))
+    await asyncio.to_thread(write_summary, options.folder, summary, render(summary, results))
     return summary
 
 
-def _open_folder(
-    folder: RunFolder, options: RunOptions, model: str, total: int
+def open_folder(
+    folder: RunFolder, options: RunOptions, model: str, total: int, **kept: Any
 ) -> list[TaskResult]:
+    """The run folder made or read back (``run.json``: what is run, with ``kept`` beside
+    it); the tasks it finished already. Raises ``RunRefused``."""
     path = folder.path
     finished = read_results(path)
     if finished and not options.resume:
@@ -128,7 +135,7 @@ def _open_folder(
             raise RunRefused(f"{meta_path} is not a run's description (JSON object)") from None
     else:
         meta = {"tasks": str(options.tasks), "model": model, "approve": options.approve.value,
-                "started": time.time()}  # fmt: skip
+                "started": time.time(), **kept}  # fmt: skip
     if meta.get("total") != total:  # what `bot eval status` counts the queued tasks by
         meta["total"] = total
         meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -136,7 +143,7 @@ def _open_folder(
     return finished
 
 
-def _write_summary(path: Path, summary: dict[str, Any], report: str) -> None:
+def write_summary(path: Path, summary: dict[str, Any], report: str) -> None:
     (path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (path / "report.md").write_text(report, encoding="utf-8")
 
@@ -151,11 +158,11 @@ async def _run_all(
     progress: Progress,
 ) -> None:
     slots = asyncio.Semaphore(max(1, options.workers))
-    task_settings = _with_task_budgets(settings, options)
+    task_settings = options.budgets.for_task(settings)
 
     async def one(task: EvalTask) -> None:
         async with slots:
-            why = _over_budget(options, tally)
+            why = options.budgets.run_spent(tally.cost, tally.tokens)
             if why:
                 tally.stopped = why
                 tally.not_run.append(task.instance_id)
@@ -173,25 +180,6 @@ async def _run_all(
     await asyncio.gather(*(one(task) for task in pending))
 
 
-def _over_budget(options: RunOptions, tally: Tally) -> str:
-    if options.run_cost is not None and tally.cost >= options.run_cost:
-        return f"the run's cost reached ${options.run_cost:g} (--max-run-cost)"
-    if options.run_tokens is not None and tally.tokens >= options.run_tokens:
-        return f"the run's tokens reached {options.run_tokens:,} (--max-run-tokens)"
-    return ""
-
-
-def _with_task_budgets(settings: Settings, options: RunOptions) -> Settings:
-    planning = settings.planning
-    if options.task_cost is not None:
-        budget = planning.budget.model_copy(update={"max_cost": options.task_cost})
-        planning = planning.model_copy(update={"budget": budget})
-    llm = settings.llm
-    if options.task_tokens is not None:
-        llm = llm.model_copy(update={"max_tokens_per_task": options.task_tokens})
-    return settings.model_copy(update={"planning": planning, "llm": llm})
-
-
 async def run_task(
     settings: Settings, task: EvalTask, run: Path, models: RunModels, approve: Approve
 ) -> TaskResult:
@@ -199,7 +187,7 @@ async def run_task(
     removed first); never raises for what the task holds: an error is its result."""
     started = time.monotonic()
     folder = run / "tasks" / task.instance_id
-    await asyncio.to_thread(_fresh, folder)
+    await asyncio.to_thread(fresh, folder)
     try:
         llm = await asyncio.to_thread(models.for_task, task.instance_id)
         source = await source_repo(task, run / "repos")
@@ -209,64 +197,15 @@ async def run_task(
                             settings=settings)  # fmt: skip
         agent = await run_agent(settings=settings, forge=forge, llm=llm, folder=folder,
                                 approve=approve)  # fmt: skip
-        branch, patch = await bot_patch(folder / "origin.git", base)
-        score = await score_patch(
-            repo=source, base_commit=base, model_patch=patch, test_patch=task.test_patch,
-            fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass,
-            test_command=task.test_command, setup=task.setup, settings=settings,
-            work_dir=folder / "score",
-        )  # fmt: skip
+        branch, patch, score = await scored(settings, task, source, base, folder)
     except (CheckoutError, WorkspaceError, ConfigError) as exc:
-        return _failed(task, str(exc), time.monotonic() - started)
+        return failed(task, str(exc), time.monotonic() - started)
     except Exception as exc:  # one task's failure never stops the run
         log.exception("task %s failed", task.instance_id)
-        return _failed(task, f"{type(exc).__name__}: {exc}", time.monotonic() - started)
-    return _result(task, agent, score, patch, branch, time.monotonic() - started)
+        return failed(task, f"{type(exc).__name__}: {exc}", time.monotonic() - started)
+    return result_of(task, agent, score, patch, branch, time.monotonic() - started)
 
 
-def _fresh(folder: Path) -> None:
+def fresh(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-
-
-def _failed(task: EvalTask, why: str, took: float) -> TaskResult:
-    return TaskResult(task.instance_id, False, why.splitlines()[0][:500] if why else "error",
-                      Finish.ERROR.value, harness_seconds=took,
-                      statement=statement_of(task))  # fmt: skip
-
-
-def _result(
-    task: EvalTask, agent: AgentRun, score: Score, patch: str, branch: str, took: float
-) -> TaskResult:
-    usage = agent.usage
-    setup = agent.setup_seconds + score.setup_seconds
-    harness = max(0.0, took - agent.setup_seconds - agent.agent_seconds - score.seconds)
-    harness += max(0.0, score.seconds - score.setup_seconds - score.test_seconds)
-    return TaskResult(
-        instance_id=task.instance_id,
-        resolved=score.resolved,
-        reason=score.reason,
-        outcome=agent.finish.value,
-        agent_reason=agent.reason,
-        model_patch=patch,
-        branch=branch,
-        prompt_tokens=int(usage.get("prompt_tokens", 0)),
-        completion_tokens=int(usage.get("completion_tokens", 0)),
-        tokens_by_phase=dict(usage.get("by_phase", {})),
-        cost=float(usage.get("cost", 0.0)),
-        model_calls=int(usage.get("calls", 0)),
-        revisions=agent.revisions,
-        waits_answered=agent.answered,
-        setup_seconds=setup,
-        agent_seconds=agent.agent_seconds,
-        test_seconds=score.test_seconds,
-        harness_seconds=harness,
-        fail_to_pass={k: v.value for k, v in score.fail_to_pass.items()},
-        pass_to_pass={k: v.value for k, v in score.pass_to_pass.items()},
-        statement=statement_of(task),
-    )
-
-
-def statement_of(task: EvalTask) -> str:
-    """Where the task's problem statement came from (``bot eval mine`` marks a commit's)."""
-    return str(task.extra.get("statement", Statement.ISSUE.value))

@@ -30,6 +30,7 @@ class RunStatus:
     resolved: int
     tokens: int
     cost: float
+    queued_run: bool = False  # ``--queue``: the store says where its tasks are
 
     @property
     def queued(self) -> int | None:
@@ -70,4 +71,5 @@ def run_status(folder: Path) -> RunStatus:
         resolved=sum(r.resolved for r in results),
         tokens=sum(r.tokens for r in results),
         cost=sum(r.cost for r in results),
+        queued_run=meta.get("queue") is True,
     )

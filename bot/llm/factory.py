@@ -32,6 +32,8 @@ def make_llm(
     if settings.provider == "scripted":
         if settings.script_path is None:
             raise ConfigError("llm.script_path: required when llm.provider is scripted")
+        if settings.script_path.is_dir():  # a folder of per-task scripts (`bot eval`'s):
+            return ScriptedLLM([])  # each evaluation task reads its own; others have none
         return ScriptedLLM(settings.script_path)
     api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
     if settings.provider == "anthropic":

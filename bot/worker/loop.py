@@ -32,6 +32,7 @@ from bot.storage.base import StoreError, Task, TaskState
 from bot.storage.retry import PersistenceFailed
 from bot.worker.aftercare import Aftercare
 from bot.worker.dispatcher import Dispatcher, give_back
+from bot.worker.hooks import TaskHook
 from bot.worker.maintenance import Maintenance
 from bot.worker.operator import pause_all, read_switch
 from bot.worker.outcomes import stalled
@@ -50,6 +51,7 @@ class Worker:
         *,
         coordinator_factory: Callable[[], Coordinator] = default_coordinator,
         owner: str | None = None,
+        hook: TaskHook | None = None,
     ) -> None:
         # The worker's one look at the whole runtime: each part below gets what it uses.
         self.runtime = runtime
@@ -77,7 +79,9 @@ class Worker:
             coordinator_factory=coordinator_factory,
             clock=self._now,
             wake=self.poke,
+            hook=hook,
         )
+        self._hook = hook
         self._maintenance = Maintenance(
             store,
             settings=settings,
@@ -267,8 +271,12 @@ class Worker:
 
     async def _after(self, task: Task, outcome: Outcome) -> None:
         """What follows a task on the bot's change request (its watch, a round's record
-        and answers); a failure there is logged, never the task's."""
+        and answers), or the hook's task's own sequel; a failure there is logged, never
+        the task's."""
         try:
+            if self._hook is not None and self._hook.claims(task):
+                await self._hook.ended(task, outcome)
+                return
             await self.aftercare.task_ended(task, outcome)
         except Exception:
             log.exception("task %s: what follows it on its change request failed", task.id)

@@ -36,6 +36,7 @@ from bot.storage.retry import PersistenceFailed, persist
 from bot.storage.runs import RunDirectory
 from bot.tools.factory import build_tools
 from bot.tools.repo_config import RepoConfigError, load_repo_config
+from bot.worker.hooks import HookedRun, TaskHook, hooked, unhooked
 from bot.worker.outcomes import (
     crashed,
     forge_failure,
@@ -101,8 +102,10 @@ class TaskRunner:
         coordinator_factory: Callable[[], Coordinator],
         clock: Callable[[], float],
         wake: Callable[[], None],
+        hook: TaskHook | None = None,
     ) -> None:
         self.store = store
+        self.hook = hook
         self._settings = settings
         self.forges = forges
         self.llm = llm
@@ -119,19 +122,29 @@ class TaskRunner:
     async def run(self, task: Task) -> Outcome:
         """Run the task to its next resting state; store nothing."""
         issue = task.request.issue
-        forge = self.forges(issue.repo.forge)
+        taken = await self._take(task)
+        if isinstance(taken, Outcome):
+            return taken
+        forge = taken.forge if taken is not None else self.forges(issue.repo.forge)
         if forge is None:
             return Outcome(TaskState.FAILED, reason=f"{issue.repo.forge.value} is not configured")
         reporter = self._reporter(task, forge)
         earlier = await self._earlier_traces(task)
         with tracing.task_run(task.id, issue, task.request, earlier=earlier) as span:
             try:
-                outcome = await self._run_reported(task, forge, reporter)
+                outcome = await self._run_reported(task, forge, reporter, taken)
             finally:  # also on cancellation: no coalesced status edit may land afterwards
                 await reporter.aclose()
             failed = outcome.state is TaskState.FAILED
             tracing.ended(span, outcome.state.value, outcome.reason, failed=failed)
             return outcome
+
+    async def _take(self, task: Task) -> HookedRun | Outcome | None:
+        """The hook's parts for a task that is the hook's (or the outcome it ends with);
+        None for every other task."""
+        if self.hook is not None and self.hook.claims(task):
+            return await self.hook.take(task)
+        return unhooked(task) if hooked(task) else None
 
     async def _earlier_traces(self, task: Task) -> list[str]:
         """The trace of each earlier run of the task (read only while traces are on; a
@@ -150,7 +163,10 @@ class TaskRunner:
     async def report_late(self, task: Task, outcome: Outcome) -> None:
         """Say an outcome reached without the run (the watchdog's): the closing comment,
         status and labels, within a bound, since the forge may be what stalled."""
-        forge = self.forges(task.request.issue.repo.forge)
+        taken = await self._take(task)
+        if isinstance(taken, Outcome):
+            return
+        forge = taken.forge if taken is not None else self.forges(task.request.issue.repo.forge)
         if forge is None:
             return
         reporter = self._reporter(task, forge)
@@ -220,11 +236,13 @@ class TaskRunner:
             self._record(task_id, TaskState.QUEUED, reason="a reply came in while it ran")
             self._wake()
 
-    async def _run_reported(self, task: Task, forge: Forge, reporter: IssueReporter) -> Outcome:
+    async def _run_reported(
+        self, task: Task, forge: Forge, reporter: IssueReporter, taken: HookedRun | None
+    ) -> Outcome:
         try:
             await reporter.begin(await self._snapshot(task))
             async with contextlib.AsyncExitStack() as stack:
-                ctx = await self._context(task, forge, reporter, stack)
+                ctx = await self._context(task, forge, reporter, stack, taken)
                 if isinstance(ctx, Outcome):
                     outcome = ctx
                 else:
@@ -254,9 +272,11 @@ class TaskRunner:
         forge: Forge,
         reporter: IssueReporter,
         stack: contextlib.AsyncExitStack,
+        taken: HookedRun | None,
     ) -> TaskContext | Outcome:
         """The task's context with its tools, or the Outcome that stops it before it starts."""
         issue = task.request.issue
+        server = taken.settings(self.settings) if taken is not None else self.settings
         info = await forge.get_repo_info(issue.repo)
         try:
             repo_config = await load_repo_config(forge, issue.repo, info.default_branch)
@@ -264,13 +284,13 @@ class TaskRunner:
             return invalid_repo_config(exc)
         planning = await task_planning(
             self.user_config,
-            self.settings,
+            server,
             forge=issue.repo.forge,
             user=task.request.requested_by,
             repo_config=repo_config,
         )
         await self._say_refused(task, planning, reporter)
-        settings = planning.apply_to(self.settings)  # planning.enabled false: the open loop
+        settings = planning.apply_to(server)  # planning.enabled false: the open loop
         self._record(task.id, TaskState.RUNNING, **task_fields(task, settings))
         branch = None
         if task.request.mode is TaskMode.FOLLOW_UP and issue.head_branch:
@@ -304,7 +324,7 @@ class TaskRunner:
             settings=settings,
             store=self.store,
             forge=forge,
-            llm=self.llm(),
+            llm=taken.llm if taken is not None and taken.llm is not None else self.llm(),
             tools=built.registry,
             emit=reporter.handle,
             data_dir=self.settings.data_dir,

@@ -13,7 +13,7 @@ from bot.eval.checkout import CheckoutError
 from bot.eval.local_forge import LocalForge
 from bot.eval.origin import bot_patch, make_origin, source_repo
 from bot.eval.tasks import EvalTask
-from bot.forges.base import NotFound
+from bot.forges.base import Conflict, NotFound
 from tests.eval.projects import commit, git, new_repo
 
 
@@ -85,3 +85,33 @@ async def test_a_task_from_a_git_url_is_cloned_once_per_run(tmp_path: Path) -> N
     assert await make_origin(first, base, tmp_path / "origin.git") == base
     with pytest.raises(CheckoutError, match="cannot clone"):
         await source_repo(replace(task, repo_url=(tmp_path / "nowhere").as_uri()), cache)
+
+
+async def test_a_forge_built_again_from_the_folder_goes_on_where_the_last_one_stopped(
+    tmp_path: Path,
+) -> None:
+    """A queued task may wait on one worker and go on on another: the forge that worker
+    builds shows the status comment to edit, the labels and the change request."""
+    forge, _, _ = await forge_at_base(tmp_path)
+    issue = forge.issue.ref
+    status = await forge.create_comment(issue, "status: planning")
+    await forge.add_labels(issue, ["coding agent working"])
+    await forge.create_branch(forge.repo, "agent/1-add", from_ref="main")
+    await forge.open_change_request(forge.repo, head="agent/1-add", base="main", title="t",
+                                    body="b")  # fmt: skip
+    again = LocalForge(origin=forge.origin, folder=forge.folder, repo="octo/calc",
+                       title="add() subtracts", body="It should add.", requester="eval",
+                       bot_login="coding-agent[bot]")  # fmt: skip
+    await again.edit_comment(issue, status.id, "status: done")
+    details = await again.get_issue(again.repo, 1, change_request=False)
+    assert [c.body for c in details.comments] == ["status: done"]
+    assert details.issue.labels == ("coding agent working",)
+    later = await again.create_comment(issue, "done")
+    assert later.id == status.id + 1  # ids go on, never reused
+    with pytest.raises(Conflict):  # the change request the first one opened is known
+        await again.open_change_request(again.repo, head="agent/1-add", base="main",
+                                        title="t", body="b")  # fmt: skip
+    (forge.folder / "forge.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"forge\.json is not a local forge.s state"):
+        LocalForge(origin=forge.origin, folder=forge.folder, repo="octo/calc", title="t",
+                   body="b", requester="eval", bot_login="coding-agent[bot]")  # fmt: skip

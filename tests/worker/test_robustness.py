@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from bot.agent.session import TaskContext
-from bot.events import ForgeKind, IssueRef, RepoRef, TaskRequest
+from bot.events import EvalRef, ForgeKind, IssueRef, RepoRef, TaskRequest
 from bot.forges.base import ForgeError, NotFound
 from bot.run_events import Outcome
 from bot.storage.base import TaskState
@@ -126,3 +126,23 @@ async def test_an_event_that_crashes_the_dispatcher_is_retried_then_dropped(
         assert await bot.store.pending_events() == 1  # given back, not lost
         event = await bot.store.lease_event("x", 1)
         assert event is None  # ...after a delay
+
+
+async def test_an_evaluation_task_on_a_worker_without_the_hook_fails_saying_where_it_runs(
+    tmp_path: Path,
+) -> None:
+    """`bot run` and `bot action` build workers without `bot eval`'s hook: a queued
+    evaluation task they lease is failed with the reason, never run on the real forge."""
+    async with Harness(tmp_path) as bot:
+        bot.github.add_repo("octo/hello")
+        request = TaskRequest(issue=IssueRef(REPO, 1, title="Fix it"), requested_by="eval",
+                              evaluation=EvalRef(str(tmp_path / "run"), "t-1"))  # fmt: skip
+        task, _ = await bot.store.create_task(request)
+        await bot.run_queued()
+        stored = await bot.store.get_task(task.id)
+        assert stored is not None and stored.state is TaskState.FAILED
+        assert stored.error == (
+            "an evaluation task runs only on a worker of `bot serve` (docs/eval.md)"
+        )
+        assert stored.request.evaluation == EvalRef(str(tmp_path / "run"), "t-1")  # as stored
+        assert bot.github.calls == []  # nothing asked of, or posted on, the real forge

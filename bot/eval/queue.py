@@ -1,0 +1,156 @@
+"""``bot eval run --queue``: a run's tasks on the bot's own queue (PostgreSQL), for the
+workers of every machine (``bot serve``), and ``bot eval status`` of such a run.
+
+Each task's folder is made here, as ``bot eval run`` makes it (the task's bare remote at
+``base_commit``), with ``queued.json`` (``queued.py``); then the task goes on the store's
+queue. The run folder must be at the same path on every machine whose workers take the
+tasks (a shared file system); a worker that cannot reach it fails the task and says so.
+``--resume`` queues what was never queued, leaves alone what is still on the queue, and
+scores what ended without its result recorded (its worker died while scoring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.config import Settings
+from bot.eval.checkout import CheckoutError
+from bot.eval.models import model_name
+from bot.eval.origin import make_origin, source_repo
+from bot.eval.queued import (
+    NOT_RUN,
+    STORE_TASK,
+    QueuedTask,
+    finish,
+    issue_number,
+    queued_raw,
+    read_queued,
+    record,
+    request_of,
+    write_queued,
+)
+from bot.eval.results import RunFolder, read_results
+from bot.eval.run import Progress, RunOptions, RunRefused, fresh, open_folder
+from bot.eval.task_result import failed
+from bot.eval.tasks import EvalTask, load_tasks
+from bot.run_events import Outcome
+from bot.sandbox.gitcmd import WorkspaceError
+from bot.storage.base import Store, Task, TaskState
+from bot.storage.factory import open_store
+
+
+@dataclass
+class Queued:
+    """What ``--queue`` did: tasks put on the queue, left there, scored here, failed."""
+
+    queued: int = 0
+    on_queue: int = 0
+    scored: int = 0
+    failed: int = 0
+    refused: int = 0
+
+
+async def queue_eval(settings: Settings, options: RunOptions, progress: Progress) -> Queued:
+    try:
+        tasks, refused = await asyncio.to_thread(load_tasks, options.tasks)
+    except OSError as exc:
+        raise RunRefused(f"{options.tasks}: cannot read the tasks: {exc.strerror}") from None
+    options = dataclasses.replace(options, folder=options.folder.absolute())
+    model = model_name(settings)
+    folder = RunFolder(options.folder, model)
+    finished = await asyncio.to_thread(
+        open_folder, folder, options, model, len(tasks), queue=True,
+        budgets=options.budgets.to_dict(),
+    )  # fmt: skip
+    done = {r.instance_id for r in finished}
+    for refusal in refused:
+        progress(f"refused: {refusal}")
+        if not options.resume or not done:
+            await asyncio.to_thread(folder.refuse, json.dumps({"refused": str(refusal)}))
+    tally = Queued(refused=len(refused))
+    store = open_store(settings)
+    await store.open()
+    try:
+        for task in tasks:
+            if task.instance_id not in done:
+                await _one(settings, store, options, task, tally, progress)
+    finally:
+        await store.close()
+    return tally
+
+
+async def _one(
+    settings: Settings,
+    store: Store,
+    options: RunOptions,
+    task: EvalTask,
+    tally: Queued,
+    progress: Progress,
+) -> None:
+    run = options.folder
+    folder = run / "tasks" / task.instance_id
+    stored = await _stored(store, folder)
+    if stored is not None and stored.active:
+        tally.on_queue += 1
+        progress(f"{task.instance_id}: on the queue already ({stored.state.value})")
+        return
+    if stored is not None:  # ended, its result never recorded: scored here
+        queued = await asyncio.to_thread(read_queued, folder)
+        checkpoint = await store.load_checkpoint(stored.id) or {}
+        outcome = Outcome(stored.state, reason=stored.error or "")
+        result = await finish(settings, run, folder, queued, outcome, checkpoint,
+                              model_name(settings))  # fmt: skip
+        tally.scored += 1
+        progress(f"{task.instance_id}: ended on a worker; scored here: "
+                 f"{'resolved' if result.resolved else 'unresolved'}")  # fmt: skip
+        return
+    await asyncio.to_thread(fresh, folder)
+    try:
+        source = await source_repo(task, run / "repos")
+        base = await make_origin(source, task.base_commit, folder / "origin.git")
+    except (CheckoutError, WorkspaceError) as exc:
+        await asyncio.to_thread(record, run, model_name(settings), failed(task, str(exc), 0.0))
+        tally.failed += 1
+        progress(f"{task.instance_id}: {exc}")
+        return
+    number = issue_number(run, task.instance_id)
+    queued = QueuedTask(queued_raw(task, source, base), number, options.approve)
+    await asyncio.to_thread(write_queued, folder, queued)
+    created, _ = await store.create_task(request_of(run, task, number))
+    await asyncio.to_thread((folder / STORE_TASK).write_text, created.id + "\n")
+    tally.queued += 1
+    progress(f"{task.instance_id}: queued as task {created.id}")
+
+
+async def _stored(store: Store, folder: Path) -> Task | None:
+    """The store's task of a task folder that was queued before (None when never)."""
+    path = folder / STORE_TASK
+    if not path.is_file() or (folder / NOT_RUN).is_file():
+        return None
+    task_id = (await asyncio.to_thread(path.read_text)).strip()
+    return await store.get_task(task_id)
+
+
+async def queue_states(settings: Settings, run: Path) -> Counter[TaskState]:
+    """The store's state of each task of a queued run that has no result yet."""
+    done = {r.instance_id for r in await asyncio.to_thread(read_results, run)}
+    ids = []
+    for path in sorted((run / "tasks").glob(f"*/{STORE_TASK}")):
+        if path.parent.name not in done and not (path.parent / NOT_RUN).is_file():
+            ids.append(path.read_text().strip())
+    found: Counter[TaskState] = Counter()
+    store = open_store(settings)
+    await store.open()
+    try:
+        for task_id in ids:
+            task = await store.get_task(task_id)
+            if task is not None:
+                found[task.state] += 1
+    finally:
+        await store.close()
+    return found

@@ -1,0 +1,111 @@
+"""The worker's hook for queued evaluation tasks (``bot serve`` hands it to its worker).
+
+A worker of any machine that leases such a task runs it as it runs every task, with the
+parts the task's folder gives (``take``): the task's ``LocalForge`` built from the folder,
+its per-task script when the worker's model is a folder of scripts, the run's per-task
+budgets; or, once the run's own budgets are spent, no run at all. After each outcome
+(``ended``): the run's time is added to the task's; a wait is answered as nobody would
+be on a benchmark (at most ``MAX_ROUNDS`` times, then the task is stopped), and a task
+that has ended is scored and recorded in the run folder. A worker that dies while
+scoring leaves the task ended and unrecorded: ``bot eval run --queue --resume`` scores it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+from bot.config import ConfigError, CurrentSettings, Settings
+from bot.eval.agent_run import MAX_ROUNDS, WAITS, AnswerStore, answer_wait, keep_trajectory
+from bot.eval.budgets import Budgets
+from bot.eval.models import model_name, script_folder, task_script
+from bot.eval.queued import (
+    add_run_time,
+    finish,
+    local_forge_of,
+    mark_not_run,
+    read_queued,
+    run_meta,
+    spent_stop,
+    summarize_if_done,
+)
+from bot.llm.base import LLM
+from bot.run_events import Outcome
+from bot.storage.base import ACTIVE_STATES, Task, TaskState
+from bot.worker.hooks import HookedRun
+
+log = logging.getLogger("bot.eval")
+
+GAVE_UP = "the task kept waiting for people; nobody answers on a benchmark"
+
+
+class EvalQueueHook:
+    """``TaskHook`` for the tasks of ``bot eval run --queue``."""
+
+    def __init__(self, store: AnswerStore, settings: CurrentSettings) -> None:
+        self.store = store
+        self._settings = settings
+        self._started: dict[str, float] = {}
+
+    def claims(self, task: Task) -> bool:
+        return task.request.evaluation is not None
+
+    async def take(self, task: Task) -> HookedRun | Outcome:
+        run, folder = _paths(task)
+        try:
+            queued = await asyncio.to_thread(read_queued, folder)
+            stop = await asyncio.to_thread(spent_stop, run)
+            if stop:
+                await asyncio.to_thread(mark_not_run, folder, stop)
+                return Outcome(TaskState.STOPPED, reason=f"not run: {stop}")
+            settings = self._settings()
+            forge = await asyncio.to_thread(local_forge_of, folder, queued, settings)
+            llm = await asyncio.to_thread(_model, settings, queued.instance_id)
+            budgets = Budgets.from_dict((await asyncio.to_thread(run_meta, run)).get("budgets"))
+        except (OSError, ValueError, KeyError, ConfigError) as exc:
+            reason = f"evaluation task {folder}: {exc} (is the run folder shared with this worker?)"
+            return Outcome(TaskState.FAILED, reason=reason)
+        self._started[task.id] = time.monotonic()
+        return HookedRun(forge=forge, llm=llm, settings=budgets.for_task)
+
+    async def ended(self, task: Task, outcome: Outcome) -> None:
+        run, folder = _paths(task)
+        took = time.monotonic() - self._started.pop(task.id, time.monotonic())
+        settings = self._settings()
+        if not folder.is_dir() or (folder / "not_run.json").is_file():
+            await asyncio.to_thread(summarize_if_done, run, model_name(settings))
+            return
+        await asyncio.to_thread(keep_trajectory, settings.data_dir, task.id, folder)
+        queued = await asyncio.to_thread(add_run_time, folder, took)
+        if outcome.state in WAITS:
+            if queued.answered < MAX_ROUNDS:
+                await answer_wait(self.store, task.id, queued.approve)
+                await asyncio.to_thread(add_run_time, folder, 0.0, answered=1)
+                return
+            await self.store.set_state(
+                task.id, TaskState.STOPPED, error=GAVE_UP, expect_state=outcome.state
+            )
+            outcome = Outcome(outcome.state, reason=GAVE_UP)
+        elif outcome.state in ACTIVE_STATES:  # a retry later, a lease lost: not ended
+            return
+        checkpoint = await self.store.load_checkpoint(task.id) or {}
+        result = await finish(settings, run, folder, queued, outcome, checkpoint,
+                              model_name(settings))  # fmt: skip
+        log.info("evaluation task %s: %s", queued.instance_id,
+                 "resolved" if result.resolved else f"unresolved: {result.reason}")  # fmt: skip
+
+
+def _paths(task: Task) -> tuple[Path, Path]:
+    ref = task.request.evaluation
+    assert ref is not None
+    run = Path(ref.run)
+    return run, run / "tasks" / ref.instance_id
+
+
+def _model(settings: Settings, instance_id: str) -> LLM | None:
+    """The task's own script when the worker's model is a folder of scripts; else None
+    (the worker's model)."""
+    folder = script_folder(settings)
+    return task_script(folder, instance_id) if folder is not None else None
