@@ -142,15 +142,21 @@ def summed(outcome: Outcome, checkpoint: dict[str, Any], took: float, answered: 
     )
 
 
-def keep_trajectory(data_dir: Path, task_id: str, folder: Path) -> None:
-    """The task's planning history, added to its folder's ``trajectory.jsonl`` (a queued
-    task's runs on several workers each add theirs), and its run report copied there; its
-    workspace and run directory in the data directory are removed."""
+def move_history(data_dir: Path, task_id: str, folder: Path) -> None:
+    """The planning history written so far, moved to the end of the folder's
+    ``trajectory.jsonl`` (the agent never reads it back)."""
     history = data_dir / "planning_history" / f"{task_id}.jsonl"
     if history.is_file():
         with history.open("rb") as source, (folder / "trajectory.jsonl").open("ab") as kept:
             shutil.copyfileobj(source, kept)
         history.unlink()
+
+
+def keep_trajectory(data_dir: Path, task_id: str, folder: Path) -> None:
+    """The task's planning history, added to its folder's ``trajectory.jsonl`` (a queued
+    task's runs on several workers each add theirs), and its run report copied there; its
+    workspace and run directory in the data directory are removed."""
+    move_history(data_dir, task_id, folder)
     run_dir = data_dir / "runs" / task_id
     if (run_dir / "report.md").is_file():
         shutil.copyfile(run_dir / "report.md", folder / "report.md")

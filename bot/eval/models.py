@@ -27,12 +27,13 @@ def script_folder(settings: Settings) -> Path | None:
     return script if settings.llm.provider == "scripted" and script and script.is_dir() else None
 
 
-def task_script(folder: Path, instance_id: str) -> LLM:
-    """The task's own script; raises ``ConfigError`` when there is none."""
+def task_script(folder: Path, instance_id: str, *, skip: int = 0) -> ScriptedLLM:
+    """The task's own script (from its answer ``skip``); raises ``ConfigError`` when there
+    is none."""
     for suffix in SUFFIXES:
         path = folder / f"{instance_id}{suffix}"
         if path.is_file():
-            return ScriptedLLM(path)
+            return ScriptedLLM(path, skip=skip)
     raise ConfigError(f"{folder}: no script for task {instance_id}")
 
 

@@ -18,10 +18,19 @@ import time
 from pathlib import Path
 
 from bot.config import ConfigError, CurrentSettings, Settings
-from bot.eval.agent_run import MAX_ROUNDS, WAITS, AnswerStore, answer_wait, keep_trajectory
+from bot.eval.agent_run import (
+    MAX_ROUNDS,
+    WAITS,
+    AnswerStore,
+    answer_wait,
+    keep_trajectory,
+    move_history,
+)
 from bot.eval.budgets import Budgets
 from bot.eval.models import model_name, script_folder, task_script
 from bot.eval.queued import (
+    NOT_RUN,
+    QueuedTask,
     add_run_time,
     finish,
     local_forge_of,
@@ -31,7 +40,7 @@ from bot.eval.queued import (
     spent_stop,
     summarize_if_done,
 )
-from bot.llm.base import LLM
+from bot.llm.scripted import ScriptedLLM
 from bot.run_events import Outcome
 from bot.storage.base import ACTIVE_STATES, Task, TaskState
 from bot.worker.hooks import HookedRun
@@ -48,6 +57,7 @@ class EvalQueueHook:
         self.store = store
         self._settings = settings
         self._started: dict[str, float] = {}
+        self._scripts: dict[str, ScriptedLLM] = {}  # the runs' scripted models, by task
 
     def claims(self, task: Task) -> bool:
         return task.request.evaluation is not None
@@ -62,34 +72,44 @@ class EvalQueueHook:
                 return Outcome(TaskState.STOPPED, reason=f"not run: {stop}")
             settings = self._settings()
             forge = await asyncio.to_thread(local_forge_of, folder, queued, settings)
-            llm = await asyncio.to_thread(_model, settings, queued.instance_id)
+            llm = await asyncio.to_thread(_model, settings, queued)
             budgets = Budgets.from_dict((await asyncio.to_thread(run_meta, run)).get("budgets"))
         except (OSError, ValueError, KeyError, ConfigError) as exc:
             reason = f"evaluation task {folder}: {exc} (is the run folder shared with this worker?)"
             return Outcome(TaskState.FAILED, reason=reason)
         self._started[task.id] = time.monotonic()
+        if llm is not None:
+            self._scripts[task.id] = llm
         return HookedRun(forge=forge, llm=llm, settings=budgets.for_task)
 
     async def ended(self, task: Task, outcome: Outcome) -> None:
         run, folder = _paths(task)
         took = time.monotonic() - self._started.pop(task.id, time.monotonic())
+        script = self._scripts.pop(task.id, None)
+        used = len(script.requests) if script is not None else 0
         settings = self._settings()
-        if not folder.is_dir() or (folder / "not_run.json").is_file():
+        if not run.is_dir():  # not reachable from here: the task failed saying so
+            return
+        if not folder.is_dir() or (folder / NOT_RUN).is_file():
             await asyncio.to_thread(summarize_if_done, run, model_name(settings))
             return
-        await asyncio.to_thread(keep_trajectory, settings.data_dir, task.id, folder)
-        queued = await asyncio.to_thread(add_run_time, folder, took)
+        await asyncio.to_thread(move_history, settings.data_dir, task.id, folder)
         if outcome.state in WAITS:
+            queued = await asyncio.to_thread(read_queued, folder)
             if queued.answered < MAX_ROUNDS:
+                await asyncio.to_thread(add_run_time, folder, took, answered=1, script_used=used)
                 await answer_wait(self.store, task.id, queued.approve)
-                await asyncio.to_thread(add_run_time, folder, 0.0, answered=1)
                 return
             await self.store.set_state(
                 task.id, TaskState.STOPPED, error=GAVE_UP, expect_state=outcome.state
             )
             outcome = Outcome(outcome.state, reason=GAVE_UP)
         elif outcome.state in ACTIVE_STATES:  # a retry later, a lease lost: not ended
+            await asyncio.to_thread(add_run_time, folder, took, script_used=used)
             return
+        # ended: its workspace and history in this worker's data directory are kept no longer
+        await asyncio.to_thread(keep_trajectory, settings.data_dir, task.id, folder)
+        queued = await asyncio.to_thread(add_run_time, folder, took, script_used=used)
         checkpoint = await self.store.load_checkpoint(task.id) or {}
         result = await finish(settings, run, folder, queued, outcome, checkpoint,
                               model_name(settings))  # fmt: skip
@@ -104,8 +124,10 @@ def _paths(task: Task) -> tuple[Path, Path]:
     return run, run / "tasks" / ref.instance_id
 
 
-def _model(settings: Settings, instance_id: str) -> LLM | None:
-    """The task's own script when the worker's model is a folder of scripts; else None
-    (the worker's model)."""
+def _model(settings: Settings, queued: QueuedTask) -> ScriptedLLM | None:
+    """The task's own script, from the answer its runs so far have not used, when the
+    worker's model is a folder of scripts; else None (the worker's model)."""
     folder = script_folder(settings)
-    return task_script(folder, instance_id) if folder is not None else None
+    if folder is None:
+        return None
+    return task_script(folder, queued.instance_id, skip=queued.script_used)

@@ -43,6 +43,7 @@ class QueuedTask:
     approve: Approve
     agent_seconds: float = 0.0
     answered: int = 0
+    script_used: int = 0  # a scripted model's answers the runs so far used
 
     @property
     def instance_id(self) -> str:
@@ -96,6 +97,7 @@ def read_queued(folder: Path) -> QueuedTask:
     return QueuedTask(
         raw=data["raw"], number=int(data["number"]), approve=Approve(data["approve"]),
         agent_seconds=float(data.get("agent_seconds", 0)), answered=int(data.get("answered", 0)),
+        script_used=int(data.get("script_used", 0)),
     )  # fmt: skip
 
 
@@ -105,11 +107,15 @@ def write_queued(folder: Path, queued: QueuedTask) -> None:
     temporary.replace(folder / QUEUED)
 
 
-def add_run_time(folder: Path, seconds: float, *, answered: int = 0) -> QueuedTask:
-    """A run's time (and the waits answered after it) added to the task's; written."""
+def add_run_time(
+    folder: Path, seconds: float, *, answered: int = 0, script_used: int = 0
+) -> QueuedTask:
+    """A run's time, the waits answered after it and the script's answers it used, added
+    to the task's; written."""
     queued = read_queued(folder)
     queued = replace(queued, agent_seconds=queued.agent_seconds + seconds,
-                     answered=queued.answered + answered)  # fmt: skip
+                     answered=queued.answered + answered,
+                     script_used=queued.script_used + script_used)  # fmt: skip
     write_queued(folder, queued)
     return queued
 

@@ -99,7 +99,9 @@ def load_script(path: Path) -> list[object]:
 class ScriptedLLM:
     """``LLM`` that replays responses in order and records every request."""
 
-    def __init__(self, script: str | Path | Sequence[object]) -> None:
+    def __init__(self, script: str | Path | Sequence[object], *, skip: int = 0) -> None:
+        """``skip``: the answers a run before used (a task that goes on in another
+        process, as a queued evaluation task does, goes on in its script)."""
         self.name = "scripted"
         self.model = "scripted"
         if isinstance(script, str | Path):
@@ -113,9 +115,10 @@ class ScriptedLLM:
             for index, entry in enumerate(entries)
         ]
         self.requests: list[LLMRequest] = []
+        self.skipped = skip
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        position = len(self.requests)
+        position = len(self.requests) + self.skipped
         self.requests.append(request)
         if position >= len(self.items):
             raise LLMError(f"script exhausted after {len(self.items)} responses")

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from bot.cli import main
+from tests.agent.conftest import script
 from tests.eval.projects import EXPOSE
 from tests.eval.suite import build
 from tests.eval.test_eval_run import results, scripts, some_tasks
@@ -37,6 +38,7 @@ def config(base: Path, name: str, scripts_dir: Path) -> Path:
         "llm": {"provider": "scripted", "script_path": str(scripts_dir)},
         "sandbox": {"expose_paths": EXPOSE, "timeout": 120},
         "worker": {"max_workers": 1, "poll_interval": 0.2},
+        "planning": {"security": {"require_approval": ["write_file"]}},  # a wait per write
     }
     path.write_text(json.dumps(settings))
     return path
@@ -69,6 +71,9 @@ def test_a_queued_run_is_taken_by_two_workers_and_ends_as_a_run_in_this_process(
     build(suite)
     tasks = some_tasks(suite, tmp_path / "tasks.jsonl", list(KINDS))
     scripts_dir = scripts(suite, tmp_path / "scripts", KINDS)
+    [unclear] = script("unclear_goal")[:1]  # calc first asks what is meant
+    calc = scripts_dir / "suite__calc-1.json"
+    calc.write_text(json.dumps([unclear, *json.loads(calc.read_text())]))
     run = tmp_path / "run"
     monkeypatch.setenv("BOT_POSTGRES_DSN", pg_test_dsn)
     command = config(tmp_path, "command", scripts_dir)
@@ -111,6 +116,10 @@ def test_a_queued_run_is_taken_by_two_workers_and_ends_as_a_run_in_this_process(
     assert set(found) == {f"suite__{name}-1" for name in KINDS}
     assert found["suite__calc-1"]["resolved"] is True
     assert found["suite__calc-1"]["outcome"] == "done"
+    # its question and its write's approval were answered by queueing it again; the forge
+    # each run built from the folder kept the status comment it edits in place
+    assert found["suite__calc-1"]["waits_answered"] == 2
+    assert "no answer: decide" in (run / "tasks" / "suite__calc-1" / "trajectory.jsonl").read_text()
     nothing = found["suite__textutil-1"]
     assert nothing["resolved"] is False and nothing["model_patch"] == ""
     assert str(nothing["reason"]).startswith("FAIL_TO_PASS not passing")
