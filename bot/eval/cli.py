@@ -110,7 +110,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
 def _queue(settings: Settings, options: RunOptions, progress: Progress) -> int:
     try:
         done = asyncio.run(queue_eval(settings, options, progress))
-    except RunRefused as exc:
+    except (RunRefused, StoreError) as exc:
         print(f"bot eval run: {exc}", file=sys.stderr)
         return 2
     print(f"queued {done.queued}, on the queue already {done.on_queue}, scored here "

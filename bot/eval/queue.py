@@ -63,19 +63,19 @@ async def queue_eval(settings: Settings, options: RunOptions, progress: Progress
     options = dataclasses.replace(options, folder=options.folder.absolute())
     model = model_name(settings)
     folder = RunFolder(options.folder, model)
-    finished = await asyncio.to_thread(
-        open_folder, folder, options, model, len(tasks), queue=True,
-        budgets=options.budgets.to_dict(),
-    )  # fmt: skip
-    done = {r.instance_id for r in finished}
-    for refusal in refused:
-        progress(f"refused: {refusal}")
-        if not options.resume or not done:
-            await asyncio.to_thread(folder.refuse, json.dumps({"refused": str(refusal)}))
-    tally = Queued(refused=len(refused))
     store = open_store(settings)
-    await store.open()
+    await store.open()  # first: a queue that cannot be reached leaves no folder behind
     try:
+        finished = await asyncio.to_thread(
+            open_folder, folder, options, model, len(tasks), queue=True,
+            budgets=options.budgets.to_dict(),
+        )  # fmt: skip
+        done = {r.instance_id for r in finished}
+        for refusal in refused:
+            progress(f"refused: {refusal}")
+            if not options.resume or not done:
+                await asyncio.to_thread(folder.refuse, json.dumps({"refused": str(refusal)}))
+        tally = Queued(refused=len(refused))
         for task in tasks:
             if task.instance_id not in done:
                 await _one(settings, store, options, task, tally, progress)

@@ -53,9 +53,7 @@ def test_writers_in_several_processes_never_mix_lines_or_record_a_task_twice(
     whole, and a task two of them finish is recorded once."""
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(2)
-    writers = [
-        context.Process(target=_writer, args=(str(tmp_path), p, 150, start)) for p in "ab"
-    ]
+    writers = [context.Process(target=_writer, args=(str(tmp_path), p, 150, start)) for p in "ab"]
     for writer in writers:
         writer.start()
     for writer in writers:

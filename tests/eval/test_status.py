@@ -11,6 +11,7 @@ import pytest
 from bot.cli import main
 from bot.eval.results import RunFolder, TaskResult
 from bot.eval.status import NotARun, run_status
+from tests.pg import free_port
 
 
 def _config(base: Path) -> Path:
@@ -79,3 +80,23 @@ def test_queue_with_sqlite_storage_is_refused_and_writes_nothing(
     err = capsys.readouterr().err
     assert "--queue needs PostgreSQL storage (storage.backend: postgres)" in err
     assert "SQLite" in err and not out.exists()
+
+
+def test_queue_on_a_postgresql_server_that_cannot_be_reached_says_so_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("")
+    config = tmp_path / "pg.yaml"
+    config.write_text(json.dumps({"storage": {"backend": "postgres",
+                                              "data_dir": str(tmp_path / "data")}}))  # fmt: skip
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv(
+        "BOT_POSTGRES_DSN", f"postgresql://bot@127.0.0.1:{port}/bot?connect_timeout=2"
+    )
+    out = tmp_path / "run"
+    args = ["--config", str(config), "eval", "run", str(tasks), "--out", str(out), "--queue"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bot eval run: ") and f"127.0.0.1:{port}" in err
+    assert not out.exists()
