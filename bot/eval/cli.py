@@ -94,6 +94,8 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         print(line, file=sys.stderr, flush=True)
 
     if args.queue:
+        if args.workers != 1:
+            progress("--workers is ignored with --queue: each worker's worker.max_workers applies")
         return _queue(settings, options, progress)
     try:
         summary = asyncio.run(run_eval(settings, options, progress))
