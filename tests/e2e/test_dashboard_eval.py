@@ -2,8 +2,8 @@
 ``bot eval run`` on two of the suite's tasks (``tests/eval/suite.py``) with the scripted
 model, one writing the reference fix (resolved), one changing nothing (unresolved).
 
-The screenshot of a run's page goes to the test's directory, and to ``BOT_SCREENSHOTS_DIR``
-when it is set (``scripts/dashboard-screenshots``)."""
+The screenshots of a run's page and a task's page go to the test's directory, and to
+``BOT_SCREENSHOTS_DIR`` when it is set (``scripts/dashboard-screenshots``)."""
 
 from __future__ import annotations
 
@@ -116,6 +116,12 @@ async def test_the_dashboard_lists_the_runs_shows_one_and_a_tasks_trajectory(
             for n in range(await items.count())
         ]  # fmt: skip
         assert shown_plan == checkpoint_plan
+        tests = await page.locator("#tests tr[data-status]").all_inner_texts()
+        line = written["suite__calc-1"]
+        assert len(tests) == len(line["fail_to_pass"]) + len(line["pass_to_pass"]) > 0  # type: ignore[arg-type]
+        assert all("passed" in row for row in tests)
+        assert "tests.log" in await page.inner_text("#test-log-path")
+        await shoot(page, tmp_path, "dashboard-eval-task.png")
         report = (runs / RUN / "tasks" / "suite__calc-1" / "report.md").read_text()
         assert (await page.inner_text("#report")).strip() == report.strip()
         await page.click("#run-link")
