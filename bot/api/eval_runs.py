@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from bot.api.models import NoParameters, TimelineEntry, timeline_from
+from bot.api.models import NoParameters
 from bot.api.operations import Operation, Refusal
 from bot.config import CurrentSettings
 
@@ -68,8 +68,10 @@ class EvalTaskRow(BaseModel):
     model_calls: int
     revisions: int
     seconds: float = Field(description="set-up, agent, tests and the harness's own time")
+    setup_seconds: float = Field(description="the workspace's set-up and the scoring's")
     agent_seconds: float
     test_seconds: float
+    harness_seconds: float = Field(description="the harness's own: origin, diff, bookkeeping")
 
 
 class EvalRun(EvalRunSummary):
@@ -162,8 +164,10 @@ def task_row(data: dict[str, Any]) -> EvalTaskRow:
         model_calls=int(_number(data, "model_calls")),
         revisions=int(_number(data, "revisions")),
         seconds=sum(_number(data, key) for key in seconds),
+        setup_seconds=_number(data, "setup_seconds"),
         agent_seconds=_number(data, "agent_seconds"),
         test_seconds=_number(data, "test_seconds"),
+        harness_seconds=_number(data, "harness_seconds"),
     )
 
 
@@ -243,18 +247,13 @@ def task_folder(root: Path, run_id: str, instance_id: str) -> Path:
     return folder
 
 
-def trajectory(root: Path, run_id: str, instance_id: str) -> tuple[EvalTaskRow | None, Path]:
-    """A task's result (None while not finished) and its folder, whose ``trajectory.jsonl``
-    (the planning history) and ``report.md`` show its run."""
+def task_result(root: Path, run_id: str, instance_id: str) -> tuple[dict[str, Any] | None, Path]:
+    """A task's line of ``results.jsonl`` (None while not finished) and its folder, whose
+    ``trajectory.jsonl`` (the planning history), ``report.md`` and ``score/tests.log``
+    show its run (``eval_task.py``)."""
     folder = task_folder(root, run_id, instance_id)
     found = [r for r in _results(root.resolve() / run_id) if r["instance_id"] == instance_id]
-    return (task_row(found[0]) if found else None), folder
-
-
-def timeline(folder: Path) -> list[TimelineEntry]:
-    """The task's planning history as a task's page shows it (a link is not read)."""
-    path = folder / "trajectory.jsonl"
-    return [] if path.is_symlink() else timeline_from(path)
+    return (found[0] if found else None), folder
 
 
 # --- the operations ---------------------------------------------------------------------------

@@ -371,14 +371,19 @@ def timeline_from(path: Path) -> list[TimelineEntry]:
     try:
         if not path.exists():
             return []
-        entries = list(read_entries(path))[-TIMELINE_ENTRIES:]
+        entries = list(read_entries(path))
     except HistoryError:
         return []
+    return timeline_of(entries)
+
+
+def timeline_of(entries: list[dict[str, Any]]) -> list[TimelineEntry]:
+    """The last ``TIMELINE_ENTRIES`` entries of a planning history, described."""
     return [
         TimelineEntry(
             timestamp=str(e.get("timestamp", "")), type=str(e["type"]), text=describe_entry(e)
         )
-        for e in entries
+        for e in entries[-TIMELINE_ENTRIES:]
     ]
 
 

@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 
 from bot.api.config_file import ConfigApi
 from bot.api.eval_runs import EvalRuns
+from bot.api.eval_task import EvalTasks
 from bot.api.models import (
     Action,
     ActionResult,
@@ -390,7 +391,8 @@ class TaskApi:
 
 def api_routes(api: TaskApi, guard: Guard) -> list[BaseRoute]:
     """The routes under ``/api`` (tasks', eval runs'), each behind ``guard``; ``/openapi.json``."""
-    operations = [*api.operations(), *EvalRuns(api.settings).operations()]
+    evals = [*EvalRuns(api.settings).operations(), *EvalTasks(api.settings).operations()]
+    operations = [*api.operations(), *evals]
     routes: list[BaseRoute] = [OperationRoute(op, guard) for op in operations]
     description = describe(routes, title=TITLE, version=VERSION)
 

@@ -1,6 +1,9 @@
 """The dashboard's eval pages, read only: the runs of ``bot eval run`` in the runs folder
-(``eval.runs_dir``), one run (its figures and each task's result) and one task's trajectory
-shown as a task's page shows a task (its planning history as the timeline, its run report).
+(``eval.runs_dir``), one run (its figures and each task's result) and one task: its
+scoring (each FAIL_TO_PASS and PASS_TO_PASS test's status, the end of the tests' log, its
+outcome, tokens by phase, cost and time) and its trajectory shown as a task's page shows a
+task (the plan checklist and the timeline of its planning history, its run report), as
+``GET /api/eval/runs/{run_id}/tasks/{instance_id}`` reads it (``api/eval_task.py``).
 
 The folders are read as ``GET /api/eval/runs`` reads them (``api/eval_runs.py``): an id
 that names anything but an entry of the runs folder is refused with 404."""
@@ -8,11 +11,13 @@ that names anything but an entry of the runs folder is refused with 404."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bot.api.eval_runs import EvalRuns, NotInRuns, show_run, timeline, trajectory
+from bot.api.eval_runs import EvalRuns, NotInRuns, show_run, task_folder
+from bot.api.eval_task import EvalTask, show_task
 from bot.api.models import NoParameters
 from bot.api.routes import TaskApi
 from bot.dashboard import web
@@ -55,16 +60,19 @@ class EvalPages:
             return web.to_login()
         run_id, instance_id = request.path_params["run_id"], request.path_params["instance_id"]
         try:
-            result, folder = await asyncio.to_thread(
-                trajectory, self.runs_api.root, run_id, instance_id
-            )
+            shown, report = await asyncio.to_thread(_task, self.runs_api.root, run_id, instance_id)
         except NotInRuns as exc:
             return self._missing(request, str(exc))
-        entries = await asyncio.to_thread(timeline, folder)
-        report = await asyncio.to_thread(web.read_report, folder / "report.md")
+        task = shown.model_dump(mode="json")
         return web.page(
             self.token, "eval_task.html", request, title=f"Eval task {instance_id}",
-            run_id=run_id, instance_id=instance_id,
-            result=result.model_dump() if result is not None else None,
-            timeline=[e.model_dump() for e in entries], report=report,
+            run_id=run_id, instance_id=instance_id, result=task["result"], tests=task["tests"],
+            test_log=task["test_log"], plan=task["plan"], icons=web.ICONS,
+            timeline=task["timeline"], report=report,
         )  # fmt: skip
+
+
+def _task(root: Path, run_id: str, instance_id: str) -> tuple[EvalTask, str]:
+    """A task as the API shows it, and its run report as a task's page shows one."""
+    shown = show_task(root, run_id, instance_id)
+    return shown, web.read_report(task_folder(root, run_id, instance_id) / "report.md")

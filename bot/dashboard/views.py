@@ -42,8 +42,6 @@ from bot.throttle import FailureThrottle
 from bot.tools.quality import gate_steps, stored_result
 from bot.worker import operator
 
-ICONS = {"done": "✔", "failed": "✘", "running": "…", "pending": "○"}
-
 
 class Dashboard:
     """The dashboard's pages, with what they use: the API's operations (``api``: the store,
@@ -214,7 +212,7 @@ class Dashboard:
             task=shown.model_dump(mode="json"),
             issue_link=web_link(shown.issue_url),
             links=[(name, value, web_link(value)) for name, value in shown.links.items()],
-            icons=ICONS,
+            icons=web.ICONS,
             gate=gate,
             gate_result=gate_result,
             report=web.read_report(run_dir / "report.md"),

@@ -16,6 +16,8 @@ from bot.dashboard import session
 
 MAX_FORM_BYTES = 4096
 REPORT_CHARS = 60_000
+ICONS = {"done": "✔", "failed": "✘", "running": "…", "pending": "○"}  # a plan item's status
+
 templates = jinja2.Environment(
     loader=jinja2.PackageLoader("bot.dashboard", "templates"),
     autoescape=True,

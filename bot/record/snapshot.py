@@ -1,4 +1,5 @@
-"""What the status comment shows of a task, read from its checkpoint. Pure: no I/O.
+"""What the status comment shows of a task, read from its checkpoint (or, for a task whose
+checkpoint is not at hand, its planning history: ``history_snapshot``). Pure: no I/O.
 
 A restarted (or re-queued, or resumed) worker starts a fresh reporter; the
 coordinator does not re-announce the plan it already has. ``status_snapshot``
@@ -9,8 +10,10 @@ it edits keeps showing them instead of an empty checklist.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from bot.record.history import HistoryKind
 from bot.record.plan import PlanDocument, PlanFormatError, parse_plan
 from bot.record.state import ActionStatus, AgentState
 from bot.run_events import SubtaskStatus
@@ -114,3 +117,30 @@ def checklist(snapshot: dict[str, Any]) -> list[dict[str, str]]:
         for item in decomposition.get("subtasks", [])
         if isinstance(item, dict)
     ]
+
+
+def history_snapshot(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The plan and its subtasks' statuses as ``status_snapshot`` gives them, read from a
+    planning history instead of a checkpoint (an eval task's ``trajectory.jsonl``): the
+    last plan or revised plan, each finished action's subtask done or failed, and the
+    subtasks of the plan's actions not run yet pending (``checklist`` shows it)."""
+    plan: PlanDocument | None = None
+    finished: dict[str, tuple[str, bool]] = {}  # action key -> (subtask id, ok)
+    for entry in entries:
+        kind = entry.get("type")
+        document = entry.get("plan")
+        if kind in (HistoryKind.PLAN, HistoryKind.REVISION) and isinstance(document, dict):
+            try:
+                plan = plan_of(document)
+            except (ValueError, TypeError, PlanFormatError):
+                continue
+        elif kind == HistoryKind.ACTION and isinstance(entry.get("key"), str):
+            finished[entry["key"]] = (str(entry.get("task_id", "")), entry.get("ok") is True)
+    statuses: dict[str, str] = {
+        task: (SubtaskStatus.DONE if ok else SubtaskStatus.FAILED).value
+        for task, ok in finished.values()
+    }
+    for action in plan.actions if plan is not None else ():
+        if action.key not in finished:
+            statuses[action.task_id] = SubtaskStatus.PENDING.value
+    return {"plan": plan.to_document() if plan is not None else {}, "statuses": statuses}

@@ -2,8 +2,8 @@
 ``bot eval run`` on two of the suite's tasks (``tests/eval/suite.py``) with the scripted
 model, one writing the reference fix (resolved), one changing nothing (unresolved).
 
-The screenshot of a run's page goes to the test's directory, and to ``BOT_SCREENSHOTS_DIR``
-when it is set (``scripts/dashboard-screenshots``)."""
+The screenshots of a run's page and a task's page go to the test's directory, and to
+``BOT_SCREENSHOTS_DIR`` when it is set (``scripts/dashboard-screenshots``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.record.snapshot import checklist, status_snapshot
+from bot.storage.sqlite import SqliteStore
 from tests.e2e.support import served
 from tests.e2e.test_api import AUTH, WITH_API
 from tests.e2e.test_dashboard import CHROMIUM
@@ -41,6 +43,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     code = bot_eval(base, chosen, "run", str(tasks), "--out", str(folder / RUN))
     assert code == 0
     return folder
+
+
+async def plan_of_checkpoint(folder: Path) -> list[tuple[str, str]]:
+    """The plan checklist of the task's last checkpoint in its kept store: what the task's
+    page shows (``record/snapshot.py``), as (description, status)."""
+    store = SqliteStore(folder / "bot.sqlite3")
+    await store.open()
+    try:
+        [task] = await store.list_tasks()
+        checkpoint = await store.load_checkpoint(task.id)
+    finally:
+        await store.close()
+    items = checklist(status_snapshot(checkpoint) or {})
+    return [(item["description"], item["status"]) for item in items]
 
 
 def with_runs(runs: Path) -> dict[str, dict[str, object]]:
@@ -89,6 +105,23 @@ async def test_the_dashboard_lists_the_runs_shows_one_and_a_tasks_trajectory(
         timeline = await page.locator("#timeline tr").all_inner_texts()
         assert len(timeline) == len(history) > 2  # every entry, as a task's page shows it
         assert all(e["timestamp"] in row for e, row in zip(history, timeline, strict=True))
+        # the plan checklist the task's own page would show from its checkpoint (the task's
+        # store is kept in its folder), here read from its trajectory
+        checkpoint_plan = await plan_of_checkpoint(runs / RUN / "tasks" / "suite__calc-1")
+        assert checkpoint_plan and any(status == "done" for _, status in checkpoint_plan)
+        items = page.locator("#plan li")
+        shown_plan = [
+            ((await items.nth(n).inner_text()).split(" ", 1)[1],
+             await items.nth(n).get_attribute("data-status"))
+            for n in range(await items.count())
+        ]  # fmt: skip
+        assert shown_plan == checkpoint_plan
+        tests = await page.locator("#tests tr[data-status]").all_inner_texts()
+        line = written["suite__calc-1"]
+        assert len(tests) == len(line["fail_to_pass"]) + len(line["pass_to_pass"]) > 0  # type: ignore[arg-type]
+        assert all("passed" in row for row in tests)
+        assert "tests.log" in await page.inner_text("#test-log-path")
+        await shoot(page, tmp_path, "dashboard-eval-task.png")
         report = (runs / RUN / "tasks" / "suite__calc-1" / "report.md").read_text()
         assert (await page.inner_text("#report")).strip() == report.strip()
         await page.click("#run-link")
