@@ -28,8 +28,9 @@ PULLS = f"{REPO_PATH}/pulls"
 
 
 def pull(number: int, *, merged: bool = True, updated: str = "2024-03-05T10:00:00Z") -> Any:
-    """GitHub's example pull request, closed: merged (``merged_at``, ``merge_commit_sha``)
-    or closed without merging (both null, as GitHub sends them)."""
+    """GitHub's example pull request, closed: merged (``merged_at``), or closed without
+    merging (``merged_at`` null; ``merge_commit_sha`` is then the test merge commit GitHub
+    made, which is on no branch)."""
     item: dict[str, Any] = rest("pull-request-simple-items")[0]
     sha = f"{number:040x}"
     return item | {
@@ -41,7 +42,7 @@ def pull(number: int, *, merged: bool = True, updated: str = "2024-03-05T10:00:0
         "updated_at": updated,
         "closed_at": updated,
         "merged_at": updated if merged else None,
-        "merge_commit_sha": sha if merged else None,
+        "merge_commit_sha": sha,
     }
 
 
