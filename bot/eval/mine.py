@@ -128,7 +128,7 @@ async def mine(
     tasks: list[dict[str, Any]] = []
     if how.limit is not None and how.limit < 1:
         return tasks
-    merged = await _merged(source, how)
+    merged = await _merged(how)
     listed = candidates(source.path, since=how.since, merges=frozenset(merged))
     async with contextlib.aclosing(listed) as found:
         async for candidate in found:
@@ -145,7 +145,7 @@ async def mine(
     return tasks
 
 
-async def _merged(source: Source, how: Mining) -> dict[str, MergedChangeRequest]:
+async def _merged(how: Mining) -> dict[str, MergedChangeRequest]:
     """The merged change requests by merge commit; none (and a notice) when the forge
     cannot list them."""
     if how.issues is None:
