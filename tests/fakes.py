@@ -58,6 +58,7 @@ from bot.forges.base import (
     TreeEntry,
 )
 from bot.forges.gitlab_answers import GitLabAnswers
+from bot.forges.merged import MERGED_PAGES, MergedChangeRequest, on_or_after
 from bot.forges.retry import WritePacer
 from bot.progress import step
 
@@ -158,6 +159,7 @@ class FakeRepo:
     commits: list[tuple[str, str, dict[str, bytes | None]]] = field(default_factory=list)
     change_requests: list[ChangeRequest] = field(default_factory=list)
     change_request_bodies: dict[int, tuple[str, str]] = field(default_factory=dict)
+    merged: list[MergedChangeRequest] = field(default_factory=list)  # most recent first
 
 
 @dataclass
@@ -283,6 +285,24 @@ class FakeForge:
             kind = "merge_requests" if change_request else "issues"
             return f"{repo.web_url}/-/{kind}/{number}"
         return f"{repo.web_url}/{'pull' if opened else 'issues'}/{number}"
+
+    def add_merged(
+        self,
+        repo: RepoRef,
+        number: int,
+        *,
+        title: str,
+        merge_commit: str,
+        body: str = "",
+        merged_at: str = "2024-01-01T00:00:00Z",
+    ) -> MergedChangeRequest:
+        """A change request merged into ``repo`` (listed after those added before it)."""
+        merged = MergedChangeRequest(
+            number, title, body, self._web_url(repo, number, change_request=True, opened=True),
+            merge_commit, merged_at,
+        )  # fmt: skip
+        self._repo(repo).merged.append(merged)
+        return merged
 
     def fail(
         self,
@@ -608,6 +628,13 @@ class FakeForge:
         fake.change_request_bodies[number] = (title, body)
 
     # --- after the change request ------------------------------------------------------------
+
+    async def list_merged_change_requests(
+        self, repo: RepoRef, *, since: str | None = None, max_pages: int = MERGED_PAGES
+    ) -> list[MergedChangeRequest]:
+        await self._enter("list_merged_change_requests", repo.full_name, since)
+        listed = self._repo(repo).merged[: max_pages * 100]
+        return [merged for merged in listed if on_or_after(merged.merged_at, since)]
 
     def _change_request(self, repo: RepoRef, number: int) -> ChangeRequest:
         for change in self._repo(repo).change_requests:

@@ -1,8 +1,9 @@
 """A repository's history as candidate tasks: the commits that change both code and tests.
 
-``candidates`` walks the history from HEAD, newest first (merges and the root commit
-left out), and splits each commit's diff against its parent into the test files' part
-(``test_patch``) and the rest (``patch``). What a test file is: ``is_test_path``. The
+``candidates`` walks the history from HEAD, newest first (the root commit left out, and
+the merge commits but those it is asked for: a merged change request's, taken against
+their first parent), and splits each commit's diff against its parent into the test
+files' part (``test_patch``) and the rest (``patch``). What a test file is: ``is_test_path``. The
 issue a commit message names (``Fixes #3``, ``Closes !7``): ``linked_issue``. git runs
 on the host with the workspace's safe environment (``checkout.git``); nothing runs here.
 """
@@ -93,14 +94,18 @@ def split_paths(paths: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tests, tuple(p for p in paths if not is_test_path(p))
 
 
-async def candidates(repo: Path, *, since: str | None = None) -> AsyncGenerator[Candidate, None]:
+async def candidates(
+    repo: Path, *, since: str | None = None, merges: frozenset[str] = frozenset()
+) -> AsyncGenerator[Candidate, None]:
     """Each commit from HEAD back (``since``: a date git understands) that changes both
-    test files and other files, with its two patches."""
+    test files and other files, with its two patches; of the merge commits, only those
+    in ``merges``, against their first parent."""
     fmt = _FIELD.join(("%H", "%P", "%cI", "%B")) + _RECORD
     window = [f"--since={since}"] if since else []
-    log = await git("log", "--no-merges", f"--format={fmt}", *window, "HEAD", "--", cwd=repo)
+    which = [] if merges else ["--no-merges"]
+    log = await git("log", *which, f"--format={fmt}", *window, "HEAD", "--", cwd=repo)
     for commit, parents, date, message in parse_log(log.stdout):
-        if len(parents) != 1:
+        if not parents or (len(parents) > 1 and commit not in merges):
             continue
         listed = await git("diff", "--name-only", "-z", "--no-renames", parents[0], commit,
                            cwd=repo)  # fmt: skip

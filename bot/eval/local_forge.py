@@ -46,6 +46,7 @@ from bot.forges.base import (
     SearchHit,
     TreeEntry,
 )
+from bot.forges.merged import MERGED_PAGES, MergedChangeRequest
 
 BASE_BRANCH = "main"
 ISSUE_NUMBER = 1
@@ -266,6 +267,11 @@ class LocalForge:
 
     async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
         await asyncio.to_thread(_write, self.folder / "change_request.md", body + "\n")
+
+    async def list_merged_change_requests(
+        self, repo: RepoRef, *, since: str | None = None, max_pages: int = MERGED_PAGES
+    ) -> list[MergedChangeRequest]:
+        return []  # the task's remote holds base_commit and the bot's work, nothing merged
 
     # --- after the change request: nothing happens on a local forge -----------------------
 

@@ -9,10 +9,16 @@ PASS_TO_PASS: those that passed both times. A candidate is dropped, with its rea
 when set-up fails, its tests do not run at the commit (nothing passes) or nothing
 fails before and passes after.
 
-The problem statement is the title and body of the issue the commit message names
-(``Fixes #3``, ``Closes !7``) when an ``IssueSource`` can read it (a forge with
-credentials; a confidential issue is not used), else the commit message, marked
-``"statement": "commit"``.
+With a forge (``IssueSource``: a forge with credentials), the change requests merged into
+the repository are candidates too: each whose merge commit (or squashed commit) is in the
+local history is taken against that commit's first parent; a commit that is both a
+candidate and a change request's is one candidate, the change request's. A forge that
+cannot list them leaves the commits alone, with a notice.
+
+The problem statement is the title and body of the issue the change request's body or
+the commit message names (``Fixes #3``, ``Closes !7``) when the forge can read it (a
+confidential issue is not used), else the change request's title and body (marked
+``"statement": "change_request"``), else the commit message (``"statement": "commit"``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from bot.eval.results import Statement
 from bot.eval.testrun import TestRun, TestStatus, discover
 from bot.events import RepoRef
 from bot.forges.base import Forge, ForgeError
+from bot.forges.merged import MergedChangeRequest
 from bot.sandbox.gitcmd import WorkspaceError
 
 
@@ -57,6 +64,12 @@ class IssueSource:
             return None
         issue = details.issue
         return f"{issue.title}\n\n{issue.body}".strip()
+
+    async def merged(self, since: str | None) -> dict[str, MergedChangeRequest]:
+        """The change requests merged into the repository, by merge commit; raises
+        ``ForgeError`` when the forge cannot list them."""
+        listed = await self.forge.list_merged_change_requests(self.repo, since=since)
+        return {merged.merge_commit: merged for merged in reversed(listed)}  # newest wins
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +101,16 @@ class Mining:
     since: str | None = None
     issues: IssueSource | None = None
     report: Callable[[Verdict], Awaitable[None]] | None = None  # each verdict as it is known
+    notice: Callable[[str], Awaitable[None]] | None = None  # what went wrong besides
+
+
+@dataclass(frozen=True, slots=True)
+class Told:
+    """A task's problem statement, where it came from, and the change request mined."""
+
+    text: str
+    kind: Statement
+    change: MergedChangeRequest | None = None
 
 
 def split_results(before: TestRun, after: TestRun) -> tuple[list[str], list[str]]:
@@ -105,11 +128,14 @@ async def mine(
     tasks: list[dict[str, Any]] = []
     if how.limit is not None and how.limit < 1:
         return tasks
-    async with contextlib.aclosing(candidates(source.path, since=how.since)) as found:
+    merged = await _merged(how)
+    listed = candidates(source.path, since=how.since, merges=frozenset(merged))
+    async with contextlib.aclosing(listed) as found:
         async for candidate in found:
             folder = work_dir / candidate.commit[:12]
             verdict = await judge_candidate(source, candidate, settings=settings,
-                                            work_dir=folder, how=how)  # fmt: skip
+                                            work_dir=folder, how=how,
+                                            change=merged.get(candidate.commit))  # fmt: skip
             if how.report is not None:
                 await how.report(verdict)
             if verdict.task is not None:
@@ -119,8 +145,28 @@ async def mine(
     return tasks
 
 
+async def _merged(how: Mining) -> dict[str, MergedChangeRequest]:
+    """The merged change requests by merge commit; none (and a notice) when the forge
+    cannot list them."""
+    if how.issues is None:
+        return {}
+    try:
+        return await how.issues.merged(how.since)
+    except ForgeError as exc:
+        if how.notice is not None:
+            await how.notice(f"the merged change requests of {how.issues.repo.full_name} "
+                             f"could not be listed ({exc}): mining commits only")  # fmt: skip
+        return {}
+
+
 async def judge_candidate(
-    source: Source, candidate: Candidate, *, settings: Settings, work_dir: Path, how: Mining
+    source: Source,
+    candidate: Candidate,
+    *,
+    settings: Settings,
+    work_dir: Path,
+    how: Mining,
+    change: MergedChangeRequest | None = None,
 ) -> Verdict:
     """Run the candidate's tests before and after its change; its task or why not."""
     try:
@@ -141,9 +187,23 @@ async def judge_candidate(
     fail_to_pass, pass_to_pass = split_results(before, after)
     if not fail_to_pass:
         return Verdict(candidate.commit, reason="no test fails before it and passes after it")
-    statement = await how.issues.statement(candidate.message) if how.issues else None
-    task = swe_bench_task(source, candidate, fail_to_pass, pass_to_pass, statement, how)
+    told = await problem_statement(candidate, change, how.issues)
+    task = swe_bench_task(source, candidate, fail_to_pass, pass_to_pass, told, how)
     return Verdict(candidate.commit, task=task)
+
+
+async def problem_statement(
+    candidate: Candidate, change: MergedChangeRequest | None, issues: IssueSource | None
+) -> Told:
+    """The linked issue's (the change request's body first, then the commit message),
+    else the change request's title and body, else the commit message."""
+    for text in (change.body if change else "", candidate.message):
+        issue = await issues.statement(text) if issues and text else None
+        if issue is not None:
+            return Told(issue, Statement.ISSUE, change)
+    if change is not None:
+        return Told(f"{change.title}\n\n{change.body}".strip(), Statement.CHANGE_REQUEST, change)
+    return Told(candidate.message, Statement.COMMIT)
 
 
 async def _before_and_after(
@@ -170,7 +230,7 @@ def swe_bench_task(
     candidate: Candidate,
     fail_to_pass: Sequence[str],
     pass_to_pass: Sequence[str],
-    statement: str | None,
+    told: Told,
     how: Mining,
 ) -> dict[str, Any]:
     """One task as SWE-bench writes its instances (the test lists as JSON strings), with
@@ -179,7 +239,7 @@ def swe_bench_task(
         "instance_id": f"{source.name.replace('/', '__')}-{candidate.commit[:12]}",
         "repo": source.name,
         "base_commit": candidate.parent,
-        "problem_statement": statement if statement is not None else candidate.message,
+        "problem_statement": told.text,
         "hints_text": "",
         "test_patch": candidate.test_patch,
         "patch": candidate.patch,
@@ -187,9 +247,12 @@ def swe_bench_task(
         "PASS_TO_PASS": json.dumps(list(pass_to_pass)),
         "created_at": candidate.created_at,
         "environment_setup_commit": candidate.parent,
-        "statement": (Statement.ISSUE if statement is not None else Statement.COMMIT).value,
+        "statement": told.kind.value,
         "commit": candidate.commit,
     }
+    if told.change is not None:
+        task["change_request"] = told.change.number
+        task["change_request_url"] = told.change.web_url
     task["repo_url" if source.url else "repo_path"] = source.url or str(source.path)
     if how.test_command is not None:
         task["test_command"] = list(how.test_command)

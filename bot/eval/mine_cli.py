@@ -3,8 +3,9 @@
 The repository is a local clone or a git URL this machine reaches (cloned into a folder
 of its own under the data directory, removed afterwards). Its forge is found from the
 URL, or from a local clone's ``origin``: when that forge is configured (credentials in
-config.yaml), the issues commit messages name are read for the problem statements
-(``--no-issues``: never). Each task is written to ``--out`` as soon as it is found, so an
+config.yaml), its merged change requests are candidates too and the issues they and
+commit messages name are read for the problem statements (``--no-issues``: the forge is
+never asked). Each task is written to ``--out`` as soon as it is found, so an
 interrupted run keeps what it found; each candidate's verdict is printed on stderr.
 """
 
@@ -53,8 +54,9 @@ def add_mine_command(subparsers: Any) -> argparse.ArgumentParser:
         help="a set-up command (repeat for more; default: .agent.yaml's setup or detected)",
     )  # fmt: skip
     parser.add_argument(
-        "--no-issues", action="store_true", help="never ask the forge for linked issues"
-    )
+        "--no-issues", action="store_true",
+        help="never ask the forge (no linked issues, no merged change requests)",
+    )  # fmt: skip
     return parser
 
 
@@ -110,7 +112,8 @@ async def _mine(settings: Settings, args: argparse.Namespace, how: Mining) -> in
             out = await asyncio.to_thread(_open, args.out)
             try:
                 writer = _Writer(out)
-                how = dataclasses.replace(how, issues=issues, report=writer.report)
+                how = dataclasses.replace(how, issues=issues, report=writer.report,
+                                          notice=writer.notice)  # fmt: skip
                 tasks = await mine(source, settings=settings, work_dir=folder, how=how)
             finally:
                 await asyncio.to_thread(out.close)
@@ -143,8 +146,14 @@ class _Writer:
         await asyncio.to_thread(_write, self.out, line)
         f2p = len(json.loads(verdict.task["FAIL_TO_PASS"]))
         p2p = len(json.loads(verdict.task["PASS_TO_PASS"]))
-        print(f"kept {short}: {f2p} FAIL_TO_PASS, {p2p} PASS_TO_PASS, statement from the "
-              f"{verdict.task['statement']}", file=sys.stderr)  # fmt: skip
+        change = verdict.task.get("change_request")
+        merged = f" (change request {change})" if change is not None else ""
+        kind = str(verdict.task["statement"]).replace("_", " ")
+        print(f"kept {short}{merged}: {f2p} FAIL_TO_PASS, {p2p} PASS_TO_PASS, statement "
+              f"from the {kind}", file=sys.stderr)  # fmt: skip
+
+    async def notice(self, text: str) -> None:
+        print(f"bot: {text}", file=sys.stderr)
 
 
 def _write(out: TextIO, line: str) -> None:

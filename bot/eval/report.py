@@ -13,6 +13,12 @@ from bot.eval.stats import median, wilson
 PHASE_BUDGETS = {"planning": 2000, "reflection": 500}
 TASK_BUDGET = 10_000
 LISTED = 5  # the slowest and the most expensive tasks shown
+# How report.md names where a kind of problem statement came from.
+STATEMENT_SOURCES = {
+    Statement.ISSUE: "an issue",
+    Statement.CHANGE_REQUEST: "a merged change request",
+    Statement.COMMIT: "a commit message",
+}
 
 
 def summarize(
@@ -65,8 +71,8 @@ def summarize(
 
 
 def by_statement(results: Sequence[TaskResult]) -> dict[str, dict[str, int]]:
-    """Tasks and resolved per kind of problem statement: an issue's, or a commit message
-    (tasks mined without an issue)."""
+    """Tasks and resolved per kind of problem statement: an issue's, or (tasks mined
+    without an issue) a merged change request's or a commit message."""
     kinds: dict[str, dict[str, int]] = {}
     for result in results:
         entry = kinds.setdefault(result.statement, {"tasks": 0, "resolved": 0})
@@ -115,7 +121,7 @@ def render(summary: dict[str, Any], results: Sequence[TaskResult]) -> str:
         "",
         "Problem statements: "
         + "; ".join(
-            f"from {'a commit message' if kind == Statement.COMMIT else 'an issue'}: "
+            f"from {STATEMENT_SOURCES.get(kind, kind)}: "
             f"{entry['resolved']} of {entry['tasks']} resolved"
             for kind, entry in summary["by_statement"].items()
         ),

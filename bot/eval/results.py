@@ -37,9 +37,10 @@ LOCK = ".lock"
 
 class Statement(StrEnum):
     """Where a task's problem statement came from: an issue, or (mined without one) the
-    commit's message."""
+    merged change request's title and body, or the commit's message."""
 
     ISSUE = "issue"
+    CHANGE_REQUEST = "change_request"
     COMMIT = "commit"
 
 
@@ -65,7 +66,7 @@ class TaskResult:
     harness_seconds: float = 0.0  # the harness's own time: origin, diff, bookkeeping
     fail_to_pass: dict[str, str] = field(default_factory=dict)
     pass_to_pass: dict[str, str] = field(default_factory=dict)
-    statement: str = Statement.ISSUE.value  # Statement.COMMIT: mined without an issue
+    statement: str = Statement.ISSUE.value  # mined without an issue: COMMIT, CHANGE_REQUEST
 
     @property
     def tokens(self) -> int:

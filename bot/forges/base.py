@@ -22,6 +22,7 @@ from bot.change_state import (
     ThreadComment,
 )
 from bot.events import Actor, ForgeKind, IssueRef, RepoRef
+from bot.forges.merged import MERGED_PAGES, MergedChangeRequest
 
 # The most of a CI job's log the bot reads by default: its end, where the failure is.
 LOG_TAIL_BYTES = 64 * 1024
@@ -212,6 +213,14 @@ class RepoContent(Protocol):
 
     async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
         """Replace the description of the change request ``number``."""
+        ...
+
+    async def list_merged_change_requests(
+        self, repo: RepoRef, *, since: str | None = None, max_pages: int = MERGED_PAGES
+    ) -> list[MergedChangeRequest]:
+        """The change requests merged into ``repo`` that left a merge commit (or a squashed
+        one), most recently updated first, from at most ``max_pages`` pages of 100;
+        ``since`` (``YYYY-MM-DD``): only those merged from that date. Read only."""
         ...
 
 

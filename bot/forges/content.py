@@ -31,6 +31,7 @@ from bot.forges.base import (
     SearchHit,
     TreeEntry,
 )
+from bot.forges.merged import MERGED_PAGES, MergedChangeRequest
 
 # Seconds a repository's facts (default branch, clone URL) are reused: a task asks for
 # them several times (its context, its clone, its delivery), and they change rarely.
@@ -85,6 +86,11 @@ class DelegatedContent:
 
     async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
         await self._git.update_change_request(repo, number, body=body)
+
+    async def list_merged_change_requests(
+        self, repo: RepoRef, *, since: str | None = None, max_pages: int = MERGED_PAGES
+    ) -> list[MergedChangeRequest]:
+        return await self._git.list_merged_change_requests(repo, since=since, max_pages=max_pages)
 
 
 class DelegatedFollowUp:

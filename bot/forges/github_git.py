@@ -27,10 +27,12 @@ from bot.forges.base import (
 )
 from bot.forges.github_auth import GitHubSession
 from bot.forges.github_client import reading, repo_url, split_path
+from bot.forges.merged import MERGED_PAGES, MergedChangeRequest, on_or_after
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _SCOPE_QUALIFIER = re.compile(r"(?i)(?<!\S)-?(repo|org|user|owner|fork|is):\S*")
 TEXT_MATCH = "application/vnd.github.text-match+json"
+PAGE = 100
 
 
 async def repo_call(
@@ -46,6 +48,17 @@ async def repo_call(
     """One request to ``/repos/{owner}/{repo}/<parts>`` about ``what``."""
     url = repo_url(repo, *parts, query=query)
     return await gh.request(repo, method, url, what=what, data=data, url_vars=query)
+
+
+def _merged(pull: dict[str, Any]) -> MergedChangeRequest:
+    return MergedChangeRequest(
+        number=int(pull["number"]),
+        title=str(pull["title"]),
+        body=pull.get("body") or "",
+        web_url=str(pull.get("html_url") or ""),
+        merge_commit=str(pull["merge_commit_sha"]),
+        merged_at=str(pull["merged_at"]),
+    )
 
 
 def _size(item: dict[str, Any]) -> int | None:
@@ -213,6 +226,29 @@ class GitData:
     async def update_change_request(self, repo: RepoRef, number: int, *, body: str) -> None:
         what = f"pull request {number} of {repo.full_name}"
         await self.call(repo, "PATCH", ("pulls", str(number)), what, data={"body": body})
+
+    async def list_merged_change_requests(
+        self, repo: RepoRef, *, since: str | None = None, max_pages: int = MERGED_PAGES
+    ) -> list[MergedChangeRequest]:
+        """The closed pull requests, most recently updated first, page by page: those with
+        ``merged_at`` and ``merge_commit_sha``; a page short of 100, or one whose last pull
+        request was updated before ``since``, is the last read."""
+        what = f"the merged pull requests of {repo.full_name}"
+        found: list[MergedChangeRequest] = []
+        for page in range(1, max_pages + 1):
+            query = {"state": "closed", "sort": "updated", "direction": "desc"}
+            pulls = await self.call(
+                repo, "GET", ("pulls",), what, query=query | {"per_page": PAGE, "page": page}
+            )
+            with reading(what):
+                found.extend(
+                    _merged(pull) for pull in pulls
+                    if pull.get("merged_at") and pull.get("merge_commit_sha")
+                    and on_or_after(str(pull["merged_at"]), since)
+                )  # fmt: skip
+                if len(pulls) < PAGE or not on_or_after(str(pulls[-1]["updated_at"]), since):
+                    break
+        return found
 
     async def value(
         self,

@@ -18,8 +18,10 @@ from msgspec.structs import replace
 from bot.events import RepoRef
 from bot.forges.base import ChangeRequest, FileContent, RepoInfo, SearchHit, TreeEntry
 from bot.forges.gitlab_client import GitLabClient
+from bot.forges.merged import MERGED_PAGES, MergedChangeRequest, on_or_after
 
 _DRAFT_PREFIX = "Draft: "
+PAGE = 100
 
 
 # --- pure decisions --------------------------------------------------------------------------
@@ -52,6 +54,22 @@ def commit_actions(files: Mapping[str, bytes | None], existing: set[str]) -> lis
 
 def draft_title(title: str) -> str:
     return title if title.lower().startswith(("draft:", "[draft]")) else _DRAFT_PREFIX + title
+
+
+def merged_change_request(data: Mapping[str, Any]) -> MergedChangeRequest | None:
+    """A merged merge request as the bot reads it: its merge commit, or the squashed commit
+    when the merge made none (a fast-forward merge); None when it left neither."""
+    commit = data.get("merge_commit_sha") or data.get("squash_commit_sha")
+    if not commit or data.get("state") != "merged":
+        return None
+    return MergedChangeRequest(
+        number=int(data["iid"]),
+        title=str(data.get("title") or ""),
+        body=str(data.get("description") or ""),
+        web_url=str(data.get("web_url") or ""),
+        merge_commit=str(commit),
+        merged_at=str(data.get("merged_at") or ""),
+    )
 
 
 def project_handle(gl: gitlab.Gitlab, repo: RepoRef) -> Any:
@@ -203,3 +221,29 @@ class GitLabGit:
             self._project(repo).mergerequests.update(number, {"description": body})
 
         await self._client.write(f"merge request !{number} in {repo.full_name}", op)
+
+    async def list_merged_change_requests(
+        self, repo: RepoRef, *, since: str | None = None, max_pages: int = MERGED_PAGES
+    ) -> list[MergedChangeRequest]:
+        """The merged merge requests, most recently updated first, one request per page of
+        100 (``updated_after`` when ``since`` is given), until a page is short."""
+        window = {"updated_after": f"{since}T00:00:00Z"} if since else {}
+        found: list[MergedChangeRequest] = []
+        for page in range(1, max_pages + 1):
+
+            def op(page: int = page) -> list[dict[str, Any]]:
+                listed = self._project(repo).mergerequests.list(
+                    state="merged", order_by="updated_at", sort="desc", per_page=PAGE,
+                    page=page, get_all=False, **window,
+                )  # fmt: skip
+                return [dict(item.attributes) for item in listed]
+
+            what = f"the merged merge requests of {repo.full_name}"
+            listed = await self._client.read(what, op)
+            for data in listed:
+                merged = merged_change_request(data)
+                if merged is not None and on_or_after(merged.merged_at, since):
+                    found.append(merged)
+            if len(listed) < PAGE:
+                break
+        return found

@@ -33,3 +33,15 @@ def test_the_summary_and_report_hold_every_figure() -> None:
     assert "| reflection | 1 | 400 | 400 | 500 (within) |" in report
     assert "from a commit message: 0 of 1 resolved" in report
     assert "| b | no | help needed | 12,000 | $0.1000 | 90.0 s | FAIL_TO_PASS not passing" in report
+
+
+def test_the_report_names_each_kind_of_problem_statement() -> None:
+    results = [TaskResult("a", True, "", "done", statement="change_request"),
+               TaskResult("b", False, "x", "done", statement="change_request"),
+               TaskResult("c", True, "", "done")]  # fmt: skip
+    summary = summarize(results, model="m", tasks=3, refused=0, not_run=[], stopped="")
+    assert summary["by_statement"] == {"change_request": {"tasks": 2, "resolved": 1},
+                                       "issue": {"tasks": 1, "resolved": 1}}  # fmt: skip
+    report = render(summary, results)
+    assert ("Problem statements: from a merged change request: 1 of 2 resolved; "
+            "from an issue: 1 of 1 resolved") in report  # fmt: skip
