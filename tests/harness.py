@@ -24,6 +24,7 @@ from bot.runtime import Runtime
 from bot.storage.base import Task
 from bot.storage.sqlite import SqliteStore
 from bot.worker import Coordinator, Worker, default_coordinator
+from bot.worker.hooks import TaskHook
 from tests.fakes import FakeForge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,6 +121,7 @@ class Harness:
         overrides: dict[str, Any] | None = None,
         coordinator_factory: Callable[[], Coordinator] = default_coordinator,
         clock: Callable[[], float] | None = None,
+        hook: TaskHook | None = None,
     ) -> None:
         env = bot_environment(tmp_path, script)
         settings = load_settings(env, env["BOT_CONFIG"])
@@ -150,7 +152,10 @@ class Harness:
         # what makes the coordinator of each run (a test may swap it between runs)
         self.coordinator_factory = coordinator_factory
         self.worker = Worker(
-            self.runtime, coordinator_factory=lambda: self.coordinator_factory(), owner="test"
+            self.runtime,
+            coordinator_factory=lambda: self.coordinator_factory(),
+            owner="test",
+            hook=hook,
         )
         self.app = create_app(self.runtime, worker=self.worker, manage_runtime=False, environ=env)
         self.client = httpx.AsyncClient(

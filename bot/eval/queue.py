@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import Settings
+from bot.eval.agent_run import WAITS, answer_wait
 from bot.eval.checkout import CheckoutError
 from bot.eval.models import model_name
 from bot.eval.origin import make_origin, source_repo
@@ -26,22 +28,27 @@ from bot.eval.queued import (
     NOT_RUN,
     STORE_TASK,
     QueuedTask,
+    add_run_time,
     finish,
     issue_number,
     queued_raw,
     read_queued,
     record,
     request_of,
+    summarize_if_done,
     write_queued,
 )
 from bot.eval.results import RunFolder, read_results
 from bot.eval.run import Progress, RunOptions, RunRefused, fresh, open_folder
 from bot.eval.task_result import failed
 from bot.eval.tasks import EvalTask, load_tasks
+from bot.events import TaskRequest
 from bot.run_events import Outcome
 from bot.sandbox.gitcmd import WorkspaceError
 from bot.storage.base import Store, Task, TaskState
 from bot.storage.factory import open_store
+
+LEFT = 60.0  # seconds a task may wait before a resume answers for its worker
 
 
 @dataclass
@@ -73,12 +80,14 @@ async def queue_eval(settings: Settings, options: RunOptions, progress: Progress
         done = {r.instance_id for r in finished}
         for refusal in refused:
             progress(f"refused: {refusal}")
-            if not options.resume or not done:
-                await asyncio.to_thread(folder.refuse, json.dumps({"refused": str(refusal)}))
+        lines = [json.dumps({"refused": str(r)}) for r in refused]
+        await asyncio.to_thread(folder.refuse, lines)
         tally = Queued(refused=len(refused))
         for task in tasks:
             if task.instance_id not in done:
                 await _one(settings, store, options, task, tally, progress)
+        # the last worker may have died between its result and the summary
+        await asyncio.to_thread(summarize_if_done, options.folder, model)
     finally:
         await store.close()
     return tally
@@ -94,7 +103,13 @@ async def _one(
 ) -> None:
     run = options.folder
     folder = run / "tasks" / task.instance_id
-    stored = await _stored(store, folder)
+    number = issue_number(run, task.instance_id)
+    stored = await _stored(store, folder, request_of(run, task, number))
+    if stored is not None and stored.state in WAITS and time.time() - stored.updated_at > LEFT:
+        # its worker stored the wait and died before answering it
+        queued = await asyncio.to_thread(add_run_time, folder, 0.0, answered=1)
+        await answer_wait(store, stored.id, queued.approve)
+        progress(f"{task.instance_id}: a wait its worker left unanswered, answered")
     if stored is not None and stored.active:
         tally.on_queue += 1
         progress(f"{task.instance_id}: on the queue already ({stored.state.value})")
@@ -105,6 +120,10 @@ async def _one(
         outcome = Outcome(stored.state, reason=stored.error or "")
         result = await finish(settings, run, folder, queued, outcome, checkpoint,
                               model_name(settings))  # fmt: skip
+        if result is None:
+            tally.on_queue += 1
+            progress(f"{task.instance_id}: being scored by its worker")
+            return
         tally.scored += 1
         progress(f"{task.instance_id}: ended on a worker; scored here: "
                  f"{'resolved' if result.resolved else 'unresolved'}")  # fmt: skip
@@ -118,7 +137,6 @@ async def _one(
         tally.failed += 1
         progress(f"{task.instance_id}: {exc}")
         return
-    number = issue_number(run, task.instance_id)
     queued = QueuedTask(queued_raw(task, source, base), number, options.approve)
     await asyncio.to_thread(write_queued, folder, queued)
     created, _ = await store.create_task(request_of(run, task, number))
@@ -127,11 +145,17 @@ async def _one(
     progress(f"{task.instance_id}: queued as task {created.id}")
 
 
-async def _stored(store: Store, folder: Path) -> Task | None:
-    """The store's task of a task folder that was queued before (None when never)."""
+async def _stored(store: Store, folder: Path, request: TaskRequest) -> Task | None:
+    """The store's task of a task folder that was queued before (None when never, or
+    when it was not run for the run's budgets: it is queued afresh)."""
     path = folder / STORE_TASK
-    if not path.is_file() or (folder / NOT_RUN).is_file():
+    if (folder / NOT_RUN).is_file():
         return None
+    if not path.is_file():  # queued, and the command stopped before it wrote the id
+        active = await store.active_task_for(request.issue.key)
+        if active is not None:
+            await asyncio.to_thread(path.write_text, active.id + "\n")
+        return active
     task_id = (await asyncio.to_thread(path.read_text)).strip()
     return await store.get_task(task_id)
 

@@ -12,7 +12,11 @@ report.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import socket
+import time
 import zlib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -20,11 +24,11 @@ from typing import Any
 
 from bot.config import Settings
 from bot.eval.agent_run import REQUESTER, Approve, summed
-from bot.eval.budgets import Budgets
 from bot.eval.local_forge import BASE_BRANCH, LocalForge
 from bot.eval.report import render, summarize
 from bot.eval.results import REFUSED, RunFolder, TaskResult, read_results
 from bot.eval.run import write_summary
+from bot.eval.run_meta import read_meta, replace_file
 from bot.eval.task_result import failed, result_of, scored
 from bot.eval.tasks import EvalTask, parse_task
 from bot.events import EvalRef, ForgeKind, IssueRef, RepoRef, TaskRequest
@@ -32,8 +36,8 @@ from bot.run_events import Outcome
 
 QUEUED = "queued.json"
 STORE_TASK = "store_task"
+SCORING = "scoring"  # the claim of whoever scores the task now
 NOT_RUN = "not_run.json"
-RUN_META = "run.json"
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,7 @@ def read_queued(folder: Path) -> QueuedTask:
 
 
 def write_queued(folder: Path, queued: QueuedTask) -> None:
-    temporary = folder / (QUEUED + ".tmp")
-    temporary.write_text(queued.to_json(), encoding="utf-8")
-    temporary.replace(folder / QUEUED)
+    replace_file(folder / QUEUED, queued.to_json())
 
 
 def add_run_time(
@@ -120,13 +122,6 @@ def add_run_time(
     return queued
 
 
-def run_meta(run: Path) -> dict[str, Any]:
-    data = json.loads((run / RUN_META).read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError(f"{run / RUN_META} is not a run's description")
-    return data
-
-
 def local_forge_of(folder: Path, queued: QueuedTask, settings: Settings) -> LocalForge:
     """The task's forge as the folder left it (file reads: call it in a thread)."""
     task = queued.task(folder)
@@ -138,7 +133,7 @@ def local_forge_of(folder: Path, queued: QueuedTask, settings: Settings) -> Loca
 
 def spent_stop(run: Path) -> str:
     """Why no further task of the run may start ("" while its budgets allow)."""
-    budgets = Budgets.from_dict(run_meta(run).get("budgets"))
+    budgets = read_meta(run).budgets
     results = read_results(run)
     return budgets.run_spent(sum(r.cost for r in results), sum(r.tokens for r in results))
 
@@ -151,9 +146,27 @@ async def finish(
     outcome: Outcome,
     checkpoint: dict[str, Any],
     model: str,
+) -> TaskResult | None:
+    """The ended task scored and recorded, once, by whoever claims its scoring (its
+    worker, or a resume after that worker died); the run's summary when it was the last.
+    None: another is scoring it now."""
+    if not await asyncio.to_thread(claim_scoring, folder, settings.sandbox.timeout):
+        return None
+    try:
+        result = await _scored(settings, folder, queued, outcome, checkpoint)
+        await asyncio.to_thread(record, run, model, result)
+    finally:
+        await asyncio.to_thread((folder / SCORING).unlink, missing_ok=True)
+    return result
+
+
+async def _scored(
+    settings: Settings,
+    folder: Path,
+    queued: QueuedTask,
+    outcome: Outcome,
+    checkpoint: dict[str, Any],
 ) -> TaskResult:
-    """The ended task scored and recorded (once, whoever finishes it: the worker, or a
-    resume after that worker died); the run's summary when it was the last."""
     task = queued.task(folder)
     source = Path(str(queued.raw["repo_path"]))
     base = str(queued.raw["base_commit"])
@@ -164,8 +177,30 @@ async def finish(
         result = failed(task, f"{type(exc).__name__}: {exc}", agent.agent_seconds)
     else:
         result = result_of(task, agent, score, patch, branch, agent.agent_seconds + score.seconds)
-    record(run, model, result)
     return result
+
+
+def claim_scoring(folder: Path, test_timeout: float) -> bool:
+    """The task's scoring taken by this process (``scoring``, made exclusively); False
+    while another holds it. A claim older than a scoring may take (its tests' timeout,
+    three times, and a minute) is one whose holder died: it is taken over."""
+    path = folder / SCORING
+    for _ in range(2):
+        try:
+            handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                age = time.time() - path.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if age < 3 * test_timeout + 60:
+                return False
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(handle, "w") as claim:
+            claim.write(f"{socket.gethostname()}:{os.getpid()}\n")
+        return True
+    return False
 
 
 def record(run: Path, model: str, result: TaskResult) -> None:
@@ -178,11 +213,11 @@ def record(run: Path, model: str, result: TaskResult) -> None:
 def summarize_if_done(run: Path, model: str) -> bool:
     """``summary.json`` and ``report.md`` once every task is recorded or not run."""
     folder = RunFolder(run, model)
-    total = run_meta(run).get("total")
+    total = read_meta(run).total
     with folder.locked():
         results = read_results(run)
         not_run = sorted(p.parent.name for p in (run / "tasks").glob(f"*/{NOT_RUN}"))
-        if not isinstance(total, int) or len(results) + len(not_run) < total:
+        if total is None or len(results) + len(not_run) < total:
             return False
         summary = summarize(results, model=model, tasks=total, refused=_refused(run),
                             not_run=not_run, stopped=_stopped(run, not_run))  # fmt: skip
@@ -191,7 +226,7 @@ def summarize_if_done(run: Path, model: str) -> bool:
 
 
 def mark_not_run(folder: Path, reason: str) -> None:
-    (folder / NOT_RUN).write_text(json.dumps({"reason": reason}) + "\n", encoding="utf-8")
+    replace_file(folder / NOT_RUN, json.dumps({"reason": reason}) + "\n")
 
 
 def _refused(run: Path) -> int:

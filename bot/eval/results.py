@@ -150,8 +150,14 @@ class RunFolder:
             _append(self.path / PREDICTIONS, prediction(result, self.model))
             return True
 
-    def refuse(self, line: str) -> None:
-        _append(self.path / REFUSED, line)
+    def refuse(self, lines: list[str]) -> None:
+        """The tasks the tasks file refuses, as it refuses them now (the file written
+        whole, so a resume never counts one twice)."""
+        with self.locked():
+            text = "".join(f"{line}\n" for line in lines)
+            temporary = self.path / f".{REFUSED}.tmp"
+            temporary.write_text(text, encoding="utf-8")
+            temporary.replace(self.path / REFUSED)
 
     def predicted(self) -> set[str]:
         path = self.path / PREDICTIONS
@@ -166,8 +172,9 @@ class RunFolder:
 
     def mend(self, results: list[TaskResult]) -> int:
         """Predictions of finished tasks a crash kept from being written; how many."""
-        have = self.predicted()
-        missing = [r for r in results if r.instance_id not in have]
-        for result in missing:
-            _append(self.path / PREDICTIONS, prediction(result, self.model))
-        return len(missing)
+        with self.locked():
+            have = self.predicted()
+            missing = [r for r in results if r.instance_id not in have]
+            for result in missing:
+                _append(self.path / PREDICTIONS, prediction(result, self.model))
+            return len(missing)

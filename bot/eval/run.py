@@ -29,6 +29,7 @@ from bot.eval.models import RunModels
 from bot.eval.origin import make_origin, source_repo
 from bot.eval.report import render, summarize
 from bot.eval.results import RunFolder, TaskResult, read_results
+from bot.eval.run_meta import replace_file
 from bot.eval.task_result import failed, result_of, scored
 from bot.eval.tasks import EvalTask, load_tasks
 from bot.sandbox.gitcmd import WorkspaceError
@@ -97,8 +98,7 @@ async def run_eval(settings: Settings, options: RunOptions, progress: Progress) 
     done_ids = {r.instance_id for r in finished}
     for refusal in refused:
         progress(f"refused: {refusal}")
-        if not options.resume or not done_ids:
-            await asyncio.to_thread(folder.refuse, json.dumps({"refused": str(refusal)}))
+    await asyncio.to_thread(folder.refuse, [json.dumps({"refused": str(r)}) for r in refused])
     pending = [t for t in tasks if t.instance_id not in done_ids]
     tally = Tally(total=len(tasks))
     for result in finished:
@@ -136,16 +136,16 @@ def open_folder(
     else:
         meta = {"tasks": str(options.tasks), "model": model, "approve": options.approve.value,
                 "started": time.time(), **kept}  # fmt: skip
-    if meta.get("total") != total:  # what `bot eval status` counts the queued tasks by
-        meta["total"] = total
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    if meta.get("total") != total or any(meta.get(k) != v for k, v in kept.items()):
+        meta.update(total=total, **kept)  # what `bot eval status` counts the queued by
+        replace_file(meta_path, json.dumps(meta, indent=2) + "\n")
     folder.mend(finished)
     return finished
 
 
 def write_summary(path: Path, summary: dict[str, Any], report: str) -> None:
-    (path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    (path / "report.md").write_text(report, encoding="utf-8")
+    replace_file(path / "summary.json", json.dumps(summary, indent=2) + "\n")
+    replace_file(path / "report.md", report)
 
 
 async def _run_all(

@@ -123,6 +123,12 @@ def _kind(raw: object) -> str:
     return type(raw).__name__
 
 
+def valid_instance_id(value: object) -> bool:
+    """Whether ``value`` is an id a task may have (a folder name of the run, never a
+    path)."""
+    return isinstance(value, str) and bool(_ID.match(value))
+
+
 def parse_task(raw: dict[str, Any], *, base: Path) -> EvalTask:
     """One instance, checked field by field (``TaskError`` names the first bad one);
     a relative ``repo_path`` is taken from ``base``."""

@@ -38,8 +38,13 @@ class TaskHook(Protocol):
         """The parts the task's run uses, or the outcome that ends it without a run."""
         ...
 
+    async def forge(self, task: Task) -> Forge | None:
+        """The task's forge alone, for a report after its run (no side effect)."""
+        ...
+
     async def ended(self, task: Task, outcome: Outcome) -> None:
-        """What follows an outcome stored for the task (any outcome, resting or not)."""
+        """What follows an outcome this worker stored for the task (any outcome, resting
+        or not; never one a lost lease kept from being stored)."""
         ...
 
 

@@ -258,7 +258,7 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError):
                     await helper
         try:
-            await self._runner.settle(task.id, outcome)
+            stored = await self._runner.settle(task.id, outcome)
         except PersistenceFailed as exc:  # the outcome cannot be kept either
             self.halt(str(exc), task.id)
             return outcome
@@ -266,7 +266,8 @@ class Worker:
             self.halt(f"task {task.id}: the store failed every retry", task.id)
         if stalled_run and outcome.state is TaskState.FAILED:  # the run could not say so
             await self._runner.report_late(task, outcome)
-        await self._after(task, outcome)
+        if stored:  # else the worker that holds the task now follows it up
+            await self._after(task, outcome)
         return outcome
 
     async def _after(self, task: Task, outcome: Outcome) -> None:

@@ -46,6 +46,15 @@ def forge_failure(exc: ForgeError, *, attempts: int, now: float) -> Outcome:
     )
 
 
+def given_back(why: str, *, attempts: int, now: float) -> Outcome:
+    """A task this worker cannot run (a hook's: its folder out of reach, another model):
+    back to the queue for another worker, later, until the attempts run out; then it
+    fails with the reason."""
+    if not may_retry_task(attempts):
+        return Outcome(TaskState.FAILED, reason=f"{why}; gave up after {attempts} workers")
+    return Outcome(TaskState.QUEUED, reason=why, wake_at=now + task_retry_delay(attempts))
+
+
 def stalled(awaiting: list[str], *, attempts: int, now: float) -> Outcome:
     """A run that stopped moving (the watchdog cancelled it): run it again later, like a
     transient forge error, until the attempts run out; then it fails, saying where."""

@@ -163,10 +163,10 @@ class TaskRunner:
     async def report_late(self, task: Task, outcome: Outcome) -> None:
         """Say an outcome reached without the run (the watchdog's): the closing comment,
         status and labels, within a bound, since the forge may be what stalled."""
-        taken = await self._take(task)
-        if isinstance(taken, Outcome):
-            return
-        forge = taken.forge if taken is not None else self.forges(task.request.issue.repo.forge)
+        if self.hook is not None and self.hook.claims(task):
+            forge = await self.hook.forge(task)  # no second `take`: the run is over
+        else:
+            forge = self.forges(task.request.issue.repo.forge)
         if forge is None:
             return
         reporter = self._reporter(task, forge)
@@ -194,8 +194,9 @@ class TaskRunner:
         except (ValueError, OSError) as exc:
             log.warning("task %s: task.json not written: %s", task_id, exc)
 
-    async def settle(self, task_id: str, outcome: Outcome) -> None:
-        """Store the outcome, unless another worker has taken the task meanwhile."""
+    async def settle(self, task_id: str, outcome: Outcome) -> bool:
+        """Store the outcome, unless another worker has taken the task meanwhile (False:
+        nothing was stored, and what follows an outcome is that worker's)."""
         stored = await persist(
             lambda: self.store.set_state(
                 task_id,
@@ -217,6 +218,7 @@ class TaskRunner:
             if task is not None:
                 ended = max(0.0, task.updated_at - task.created_at)
                 metrics.TASK_DURATION.labels(outcome.state.value).observe(ended)
+        return bool(stored)
 
     async def _requeue_if_answered(self, task_id: str, outcome: Outcome) -> None:
         """A reply that arrived while the task was still running (after its last look

@@ -136,12 +136,16 @@ def test_a_queued_run_is_taken_by_two_workers_and_ends_as_a_run_in_this_process(
     assert sorted(json.loads(p)["instance_id"] for p in predictions) == sorted(found)
 
     # a worker that died while scoring leaves the task ended, unrecorded: --resume scores it
-    kept = [line for line in (run / "results.jsonl").read_text().splitlines()
-            if "suite__calc-1" not in line]  # fmt: skip
-    (run / "results.jsonl").write_text("\n".join(kept) + "\n")
+    for name in ("results.jsonl", "predictions.jsonl"):
+        kept = [line for line in (run / name).read_text().splitlines()
+                if "suite__calc-1" not in line]  # fmt: skip
+        (run / name).write_text("\n".join(kept) + "\n")
     (run / "summary.json").unlink()
     assert main(["--config", str(command), "eval", "run", str(tasks), "--out", str(run),
                  "--queue", "--resume"]) == 0  # fmt: skip
     assert "queued 0, on the queue already 0, scored here 1" in capsys.readouterr().out
     assert results(run)["suite__calc-1"]["resolved"] is True
-    assert json.loads((run / "summary.json").read_text())["resolved"] == 1
+    assert json.loads((run / "summary.json").read_text())["resolved"] == 1  # written again
+    predicted = [json.loads(p)["instance_id"] for p in
+                 (run / "predictions.jsonl").read_text().splitlines()]  # fmt: skip
+    assert sorted(predicted) == sorted(found)  # once each
