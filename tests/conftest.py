@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
+from bot.redact import RedactingFilter
 from tests.pg import INSTALL_HINT, find_bindir, postgres_server
+
+
+@pytest.fixture(autouse=True)
+def _no_cli_log_handler_outlives_its_test() -> Iterator[None]:
+    """``bot.cli.main`` run in a test puts its own handler on the root logger, writing to
+    the stderr of that moment (under ``capsys``, a stream closed after the test). Left
+    there, every later log line fails with "I/O operation on closed file" and prints a
+    traceback, which slows the tests after it. It goes with the test."""
+    yield
+    root = logging.getLogger()
+    for handler in root.handlers[:]:
+        if any(isinstance(f, RedactingFilter) for f in handler.filters):
+            root.removeHandler(handler)
 
 
 @pytest.fixture(scope="session")

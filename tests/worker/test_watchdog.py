@@ -4,14 +4,17 @@ the queue, retried, and reported by /readyz while it is stuck."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.config import ConfigError, load_settings
+from bot.run_events import Outcome
 from bot.storage.base import TaskState
 from bot.worker.outcomes import MAX_TASK_ATTEMPTS
 from tests.agent import docs
@@ -79,11 +82,25 @@ async def test_readyz_reports_a_stuck_worker_while_its_run_is_stuck(tmp_path: Pa
         bot.github.hang("get_repo_info")
         task = await bot.store.lease_task(bot.worker.owner, 60)
         assert task is not None
+        # The watchdog cancels the run once it checks after the bound; readyz says "stuck"
+        # between the two. Under load a request can outlast that window, so the watchdog
+        # here waits until the test has seen the report (or 10 s), then does its work.
+        seen = asyncio.Event()
+        watch = bot.worker._watch
+
+        async def after_the_report(*args: Any) -> Outcome:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(seen.wait(), 10)
+            return await watch(*args)
+
+        bot.worker._watch = after_the_report  # type: ignore[method-assign]
         run = asyncio.create_task(bot.worker.run_task(task))
         answers: list[tuple[int, str]] = []
-        while not run.done():
+        while not run.done() and not seen.is_set():
             response = await bot.client.get("/readyz")
             answers.append((response.status_code, response.text))
+            if response.status_code == 503:
+                seen.set()
             await asyncio.sleep(0.005)
         await run
         assert answers[0] == (200, "ready")
