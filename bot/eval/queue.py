@@ -12,8 +12,6 @@ scores what ended without its result recorded (its worker died while scoring).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -39,9 +37,9 @@ from bot.eval.queued import (
     write_queued,
 )
 from bot.eval.results import RunFolder, read_results
-from bot.eval.run import Progress, RunOptions, RunRefused, fresh, open_folder
+from bot.eval.run import Progress, RunOptions, fresh, open_folder, read_tasks, say_refused
 from bot.eval.task_result import failed
-from bot.eval.tasks import EvalTask, load_tasks
+from bot.eval.tasks import EvalTask
 from bot.events import TaskRequest
 from bot.run_events import Outcome
 from bot.sandbox.gitcmd import WorkspaceError
@@ -63,11 +61,7 @@ class Queued:
 
 
 async def queue_eval(settings: Settings, options: RunOptions, progress: Progress) -> Queued:
-    try:
-        tasks, refused = await asyncio.to_thread(load_tasks, options.tasks)
-    except OSError as exc:
-        raise RunRefused(f"{options.tasks}: cannot read the tasks: {exc.strerror}") from None
-    options = dataclasses.replace(options, folder=options.folder.absolute())
+    tasks, refused, options = await read_tasks(options)
     model = model_name(settings)
     folder = RunFolder(options.folder, model)
     store = open_store(settings)
@@ -78,10 +72,7 @@ async def queue_eval(settings: Settings, options: RunOptions, progress: Progress
             budgets=options.budgets.to_dict(),
         )  # fmt: skip
         done = {r.instance_id for r in finished}
-        for refusal in refused:
-            progress(f"refused: {refusal}")
-        lines = [json.dumps({"refused": str(r)}) for r in refused]
-        await asyncio.to_thread(folder.refuse, lines)
+        await say_refused(folder, refused, progress)
         tally = Queued(refused=len(refused))
         for task in tasks:
             if task.instance_id not in done:

@@ -31,7 +31,7 @@ from bot.eval.report import render, summarize
 from bot.eval.results import RunFolder, TaskResult, read_results
 from bot.eval.run_meta import replace_file
 from bot.eval.task_result import failed, result_of, scored
-from bot.eval.tasks import EvalTask, load_tasks
+from bot.eval.tasks import EvalTask, Refused, load_tasks
 from bot.sandbox.gitcmd import WorkspaceError
 
 log = logging.getLogger("bot.eval")
@@ -85,20 +85,31 @@ class Tally:
 Progress = Callable[[str], None]
 
 
-async def run_eval(settings: Settings, options: RunOptions, progress: Progress) -> dict[str, Any]:
-    """Run what is left of the run; returns its summary (also in summary.json)."""
+async def read_tasks(options: RunOptions) -> tuple[list[EvalTask], list[Refused], RunOptions]:
+    """The run's tasks and those refused, and the options with the folder made absolute;
+    raises ``RunRefused`` when the tasks cannot be read."""
     try:
         tasks, refused = await asyncio.to_thread(load_tasks, options.tasks)
     except OSError as exc:
         raise RunRefused(f"{options.tasks}: cannot read the tasks: {exc.strerror}") from None
-    options = dataclasses.replace(options, folder=options.folder.absolute())
+    return tasks, refused, dataclasses.replace(options, folder=options.folder.absolute())
+
+
+async def say_refused(folder: RunFolder, refused: list[Refused], progress: Progress) -> None:
+    """Each refused task on the progress lines and in ``refused.jsonl``."""
+    for refusal in refused:
+        progress(f"refused: {refusal}")
+    await asyncio.to_thread(folder.refuse, [json.dumps({"refused": str(r)}) for r in refused])
+
+
+async def run_eval(settings: Settings, options: RunOptions, progress: Progress) -> dict[str, Any]:
+    """Run what is left of the run; returns its summary (also in summary.json)."""
+    tasks, refused, options = await read_tasks(options)
     models = RunModels(settings)
     folder = RunFolder(options.folder, models.name)
     finished = await asyncio.to_thread(open_folder, folder, options, models.name, len(tasks))
     done_ids = {r.instance_id for r in finished}
-    for refusal in refused:
-        progress(f"refused: {refusal}")
-    await asyncio.to_thread(folder.refuse, [json.dumps({"refused": str(r)}) for r in refused])
+    await say_refused(folder, refused, progress)
     pending = [t for t in tasks if t.instance_id not in done_ids]
     tally = Tally(total=len(tasks))
     for result in finished:
