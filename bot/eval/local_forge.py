@@ -30,6 +30,7 @@ from bot.change_state import (
 )
 from bot.eval.checkout import git
 from bot.eval.forge_state import STATE, ForgeState, load_state
+from bot.eval.run_meta import replace_file
 from bot.events import Actor, ForgeKind, IssueRef, RepoRef
 from bot.forges.base import (
     LOG_TAIL_BYTES,
@@ -346,6 +347,4 @@ def _entry(line: str, prefix: str) -> TreeEntry | None:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
+    replace_file(path, text)

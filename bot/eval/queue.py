@@ -4,9 +4,10 @@ workers of every machine (``bot serve``), and ``bot eval status`` of such a run.
 Each task's folder is made here, as ``bot eval run`` makes it (the task's bare remote at
 ``base_commit``), with ``queued.json`` (``queued.py``); then the task goes on the store's
 queue. The run folder must be at the same path on every machine whose workers take the
-tasks (a shared file system); a worker that cannot reach it fails the task and says so.
-``--resume`` queues what was never queued, leaves alone what is still on the queue, and
-scores what ended without its result recorded (its worker died while scoring).
+tasks (a shared file system); a worker that cannot reach it gives the task back to the
+queue, saying why (``queue_hook.py``). ``--resume`` queues what was never queued, leaves
+alone what is still on the queue, answers a wait a dead worker left, and scores what ended
+without its result recorded (its worker died while scoring).
 """
 
 from __future__ import annotations
@@ -153,11 +154,7 @@ async def _stored(store: Store, folder: Path, request: TaskRequest) -> Task | No
 
 async def queue_states(settings: Settings, run: Path) -> Counter[TaskState]:
     """The store's state of each task of a queued run that has no result yet."""
-    done = {r.instance_id for r in await asyncio.to_thread(read_results, run)}
-    ids = []
-    for path in sorted((run / "tasks").glob(f"*/{STORE_TASK}")):
-        if path.parent.name not in done and not (path.parent / NOT_RUN).is_file():
-            ids.append(path.read_text().strip())
+    ids = await asyncio.to_thread(_unrecorded, run)
     found: Counter[TaskState] = Counter()
     store = open_store(settings)
     await store.open()
@@ -169,3 +166,10 @@ async def queue_states(settings: Settings, run: Path) -> Counter[TaskState]:
     finally:
         await store.close()
     return found
+
+
+def _unrecorded(run: Path) -> list[str]:
+    """The store's ids of the run's queued tasks with no result and not left unrun."""
+    done = {r.instance_id for r in read_results(run)}
+    return [path.read_text().strip() for path in sorted((run / "tasks").glob(f"*/{STORE_TASK}"))
+            if path.parent.name not in done and not (path.parent / NOT_RUN).is_file()]  # fmt: skip

@@ -29,6 +29,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from bot.eval.run_meta import replace_file
+
 RESULTS = "results.jsonl"
 PREDICTIONS = "predictions.jsonl"
 REFUSED = "refused.jsonl"
@@ -154,10 +156,7 @@ class RunFolder:
         """The tasks the tasks file refuses, as it refuses them now (the file written
         whole, so a resume never counts one twice)."""
         with self.locked():
-            text = "".join(f"{line}\n" for line in lines)
-            temporary = self.path / f".{REFUSED}.tmp"
-            temporary.write_text(text, encoding="utf-8")
-            temporary.replace(self.path / REFUSED)
+            replace_file(self.path / REFUSED, "".join(f"{line}\n" for line in lines))
 
     def predicted(self) -> set[str]:
         path = self.path / PREDICTIONS

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.eval.results import read_results
-
-RUN_META = "run.json"
+from bot.eval.run_meta import RUN_META, read_meta
 
 
 class NotARun(Exception):
@@ -53,23 +52,22 @@ def run_status(folder: Path) -> RunStatus:
     if not meta_path.is_file():
         raise NotARun(f"{folder} is not a run folder (no {RUN_META})")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except ValueError:
+        meta = read_meta(folder)
+    except json.JSONDecodeError:
         raise NotARun(f"{meta_path} is not JSON") from None
-    if not isinstance(meta, dict):
-        raise NotARun(f"{meta_path} is not a run's description")
+    except ValueError:
+        raise NotARun(f"{meta_path} is not a run's description") from None
     results = read_results(folder)
     done = {r.instance_id for r in results}
     tasks = folder / "tasks"
     folders = sorted(p.name for p in tasks.iterdir() if p.is_dir()) if tasks.is_dir() else []
-    total = meta.get("total")
     return RunStatus(
-        model=str(meta.get("model", "?")),
-        total=total if isinstance(total, int) and not isinstance(total, bool) else None,
+        model=meta.model,
+        total=meta.total,
         done=len(results),
         started=tuple(name for name in folders if name not in done),
         resolved=sum(r.resolved for r in results),
         tokens=sum(r.tokens for r in results),
         cost=sum(r.cost for r in results),
-        queued_run=meta.get("queue") is True,
+        queued_run=meta.queue,
     )
